@@ -1,0 +1,58 @@
+"""`python -m infra COMMAND`: offline tools (no cluster, no Pulumi CLI)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional
+
+from infra.config import ConfigError
+
+
+def _render(args: argparse.Namespace) -> int:
+    from infra import mockrun, render
+
+    run = mockrun.run(args.stack)
+    sys.stdout.write(render.to_json(run) + "\n" if args.json else render.to_yaml(run))
+    return 0
+
+
+def _sizing(args: argparse.Namespace) -> int:
+    from infra import mockrun, report_text
+    from infra.config import load
+    from infra.sizing import size
+
+    raw, _ = mockrun.stack_config(args.stack)
+    report = size(load(raw, args.stack), args.stack)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(report_text.table(report))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m infra", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("render", help="print what a stack declares, from its stack file, under Pulumi mocks")
+    r.add_argument("stack", help="stack name: the STACK of Pulumi.STACK.yaml")
+    r.add_argument("--json", action="store_true", help="JSON list of {type, name, inputs} in registration order")
+    r.set_defaults(func=_render)
+    s = sub.add_parser("sizing", help="KV bytes, GPU fit, host memory and transfer cost of a stack")
+    s.add_argument("stack")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_sizing)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

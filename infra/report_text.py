@@ -1,0 +1,56 @@
+"""The human-readable sizing report (`python -m infra sizing STACK`)."""
+
+from __future__ import annotations
+
+from infra.sizing import Report
+from infra.units import fmt_bytes, fmt_si_bytes
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def table(r: Report) -> str:
+    out = [
+        f"Stack {r.stack}: {r.model}, {r.input_tokens:,} input tokens per request, sized for "
+        f"concurrency {r.concurrency}",
+        f"KV per token {r.kv_bytes_per_token:,} B; KV per request {r.kv_bytes_per_request:,} B "
+        f"({fmt_si_bytes(r.kv_bytes_per_request)}, {fmt_bytes(r.kv_bytes_per_request)})",
+        "",
+        "Worker groups (per worker; 'memory limit' is what the pod gets):",
+        _table(
+            ["group", "role", "x", "gpu class", "KV pool", "GPU plan", "gpu-mem-util", "CPU KV mirror",
+             "host floor", "memory limit", "seed rule*"],
+            [[g.name, g.role, str(g.replicas), g.gpu_class,
+              f"{fmt_bytes(g.kv_cache_bytes)} ({g.kv_cache_source}, {g.requests_in_pool:.1f} req)",
+              fmt_bytes(g.gpu_bytes_per_worker), f"{g.gpu_memory_utilization:.2f}",
+              "yes" if g.cpu_buffers else "no", fmt_bytes(g.host_memory_floor_bytes),
+              f"{fmt_bytes(g.memory_limit_bytes)} ({g.memory_source})",
+              fmt_bytes(g.seed_steady_state_bytes) if g.cpu_buffers else "-"] for g in r.groups],
+        ),
+        "* seed rule: concurrency x KV per request, the seed team's steady-state figure; the host",
+        "  floor is the ceiling (vLLM base + the whole KV pool mirrored + headroom).",
+        "",
+        "GPUs (one per class; weights + KV pool + overhead per worker; overhead is an estimate):",
+        _table(["gpu class", "workers", "memory", "budget", "planned"],
+               [[g.gpu_class, str(g.workers), fmt_bytes(g.memory_bytes), fmt_bytes(g.budget_bytes),
+                 fmt_bytes(g.planned_bytes)] for g in r.gpus]),
+    ]
+    if r.transfers:
+        out += [
+            "",
+            "KV transfers (one average request, prefill -> decode):",
+            _table(["from", "to", "path", "bytes", "throughput", "seconds", "prefill moved (est.)",
+                    "in flight @conc", "throughput from"],
+                   [[t.from_group, t.to_group, t.path, fmt_si_bytes(t.bytes_per_request),
+                     f"{fmt_si_bytes(t.throughput_bytes_per_s)}/s", f"{t.seconds_per_request:.2f}",
+                     f"{t.prefill_seconds_estimate:.3f}", fmt_si_bytes(t.in_flight_bytes),
+                     t.throughput_source] for t in r.transfers]),
+            "",
+        ]
+        out += [f"Verdict {t.from_group} -> {t.to_group}: {t.verdict}." for t in r.transfers]
+    else:
+        out += ["", "No KV transfers: aggregated workers keep their KV on their own GPU."]
+    return "\n".join(out)

@@ -1,0 +1,276 @@
+"""What a configuration costs before it deploys: KV bytes, GPU fit, host memory, transfer time.
+
+Pure arithmetic over a validated StackConfig; no Pulumi here. The rules come from the seed team's
+OOM and vLLM's source (FIELD-NOTES, "vLLM NixlConnector with kv_buffer_device = cpu"):
+- KV bytes per token = 2 (K and V) x layers x KV heads x head_dim x dtype bytes.
+- Every worker pins its KV pool with --kv-cache-memory-bytes, so GPU and host figures are exact.
+- With kv_buffer_device=cpu each prefill AND decode worker allocates a host mirror of its WHOLE
+  KV pool, resident request by request: host floor = vLLM base + pool x (1 + headroom).
+- A KV transfer moves one request's KV at the throughput of its path: host TCP copy on one node,
+  link rate x efficiency across nodes, or what the user measured.
+Assumption, stated in the README: one node, with one GPU, per GPU class.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from infra import units
+from infra.config import ConfigError, StackConfig, WorkerGroup, stack_file
+
+
+@dataclass(frozen=True)
+class GroupSizing:
+    name: str
+    role: str
+    gpu_class: str
+    replicas: int
+    kv_cache_bytes: int
+    kv_cache_source: str  # "config" or "derived"
+    weights_bytes: int
+    gpu_overhead_bytes: int
+    gpu_bytes_per_worker: int
+    gpu_memory_utilization: float
+    cpu_buffers: bool
+    host_memory_floor_bytes: int
+    memory_limit_bytes: int
+    memory_request_bytes: int
+    memory_source: str  # "config" or "floor"
+    # The seed's rule ("concurrency x KV per request"): a steady-state estimate, NOT the ceiling.
+    seed_steady_state_bytes: int
+    requests_in_pool: float
+
+
+@dataclass(frozen=True)
+class GpuFit:
+    gpu_class: str
+    workers: int
+    memory_bytes: int
+    budget_bytes: int
+    planned_bytes: int
+
+
+@dataclass(frozen=True)
+class TransferSizing:
+    from_group: str
+    to_group: str
+    path: str  # "same-node" or "cross-node"
+    bytes_per_request: int
+    throughput_bytes_per_s: float
+    throughput_source: str
+    seconds_per_request: float
+    prefill_seconds_estimate: float
+    in_flight_bytes: int
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Report:
+    stack: str
+    model: str
+    kv_bytes_per_token: int
+    kv_bytes_per_request: int
+    input_tokens: int
+    concurrency: int
+    groups: list[GroupSizing] = field(default_factory=list)
+    gpus: list[GpuFit] = field(default_factory=list)
+    transfers: list[TransferSizing] = field(default_factory=list)
+
+    def group(self, name: str) -> GroupSizing:
+        return next(g for g in self.groups if g.name == name)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# --- Formulas (small and separately testable) ---------------------------------------------------
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def host_memory_floor(base: int, kv_pool: int, headroom_percent: float, cpu_buffers: bool) -> int:
+    """Host RSS a worker reaches at worst. Without CPU buffers there is no mirror: the base alone."""
+    if not cpu_buffers:
+        return base
+    return base + math.ceil(kv_pool * (1 + headroom_percent / 100))
+
+
+def largest_pool_for_limit(limit: int, base: int, headroom_percent: float) -> int:
+    """Inverse of host_memory_floor: the biggest KV pool whose mirror fits under `limit` (MiB-aligned)."""
+    room = (limit - base) / (1 + headroom_percent / 100)
+    return max(0, math.floor(room / units.MI) * units.MI)
+
+
+def transfer_seconds(nbytes: int, bytes_per_second: float) -> float:
+    return nbytes / bytes_per_second
+
+
+def prefill_seconds_estimate(parameters: int, tokens: int, tflops: float) -> float:
+    """ESTIMATE: forward-pass FLOPs ~= 2 x parameters x tokens, at the class's effective TFLOP/s."""
+    return 2 * parameters * tokens / (tflops * 1e12)
+
+
+# --- The report ---------------------------------------------------------------------------------
+
+
+def _workers_by_class(cfg: StackConfig) -> dict[str, list[WorkerGroup]]:
+    by_class: dict[str, list[WorkerGroup]] = {}
+    for g in cfg.workers:
+        if g.replicas > 0:
+            by_class.setdefault(g.gpu_class, []).append(g)
+    return by_class
+
+
+def _pools(cfg: StackConfig, weights: int, per_request: int, problems: list) -> dict[str, int]:
+    """KV pool per worker: as configured, or what the GPU's budget leaves shared evenly."""
+    overhead = cfg.sizing.gpu_overhead_per_worker
+    pools: dict[str, int] = {g.name: g.kv_cache_bytes for g in cfg.workers if g.kv_cache_bytes is not None}
+    for cls_name, groups in _workers_by_class(cfg).items():
+        cls = cfg.gpu_classes[cls_name]
+        budget = math.floor(cls.memory * (1 - cls.memory_reserve))
+        workers = sum(g.replicas for g in groups)
+        fixed = sum(g.replicas * g.kv_cache_bytes for g in groups if g.kv_cache_bytes is not None)
+        derived = [g for g in groups if g.kv_cache_bytes is None]
+        if not derived:
+            continue
+        n = sum(g.replicas for g in derived)
+        left = budget - workers * (weights + overhead) - fixed
+        pool = max(0, math.floor(left / n / units.MI) * units.MI)
+        if pool < per_request:
+            problems.append((f"workers.{derived[0].name}.kvCacheBytes",
+                             f"the {cls_name} GPU ({units.fmt_bytes(cls.memory)}, "
+                             f"{units.fmt_bytes(budget)} after its {cls.memory_reserve:.0%} reserve) "
+                             f"leaves {units.fmt_bytes(pool)} of KV pool per worker for {workers} workers "
+                             f"(each {units.fmt_bytes(weights)} weights + {units.fmt_bytes(overhead)} "
+                             f"overhead), less than one request's {units.fmt_bytes(per_request)} KV. "
+                             "Run fewer workers on this GPU, or set kvCacheBytes on the groups"))
+        for g in derived:
+            pools[g.name] = pool
+    return pools
+
+
+def _memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, problems: list) -> tuple[int, int, int, str]:
+    s = cfg.sizing
+    floor = host_memory_floor(s.vllm_base_memory, pool, s.host_headroom_percent, g.cpu_buffers)
+    if g.memory_limit is None:
+        request = floor if g.memory_request is None else g.memory_request
+        return floor, floor, request, "floor"
+    limit = g.memory_limit
+    request = limit if g.memory_request is None else g.memory_request
+    if limit < floor:
+        mirror = units.fmt_bytes(pool * (1 + s.host_headroom_percent / 100))
+        largest = largest_pool_for_limit(limit, s.vllm_base_memory, s.host_headroom_percent)
+        if largest >= per_request:
+            second = (f"or set workers.{g.name}.kvCacheBytes <= {largest // units.MI}Mi, the largest "
+                      f"KV pool whose host mirror fits {units.to_mi_quantity(limit)} "
+                      f"({largest / per_request:.1f} requests of {units.fmt_bytes(per_request)})")
+        else:
+            smallest = host_memory_floor(s.vllm_base_memory, per_request, s.host_headroom_percent, True)
+            second = (f"or shrink the pool with workers.{g.name}.kvCacheBytes, which needs a limit too: "
+                      f"{units.to_mi_quantity(limit)} leaves {units.fmt_bytes(max(0, limit - s.vllm_base_memory))} "
+                      f"above the vLLM base, and even a one-request pool ({units.fmt_bytes(per_request)}) "
+                      f"needs memoryLimit >= {units.to_mi_quantity(smallest)}")
+        problems.append((f"workers.{g.name}.memoryLimit",
+                         f"{units.to_mi_quantity(limit)} is below the "
+                         f"{units.fmt_bytes(floor)} ({units.to_mi_quantity(floor)}) this worker needs "
+                         f"({units.fmt_bytes(s.vllm_base_memory)} vLLM base + {mirror} KV host mirror "
+                         f"of its {units.fmt_bytes(pool)} pool incl. {s.host_headroom_percent:g}% "
+                         f"headroom); with kv_buffer_device=cpu vLLM mirrors the whole KV pool in "
+                         f"host memory and the pod is OOMKilled as it fills. Raise memoryLimit to at "
+                         f"least {units.to_mi_quantity(floor)}, {second}"))
+    if request > limit:
+        problems.append((f"workers.{g.name}.memoryRequest",
+                         f"{units.to_mi_quantity(request)} is above memoryLimit "
+                         f"{units.to_mi_quantity(limit)}; Kubernetes rejects that. Lower it"))
+    return floor, limit, request, "config"
+
+
+def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
+    s = cfg.sizing
+    active = [g for g in cfg.workers if g.replicas > 0]
+    measured = {(m.from_group, m.to_group): m.bytes_per_second for m in s.measured}
+    link_bps = s.link.rate / 8 * s.link.efficiency
+    out = []
+    for p in (g for g in active if g.role == "prefill"):
+        for d in (g for g in active if g.role == "decode"):
+            same = p.gpu_class == d.gpu_class
+            path = "same-node" if same else "cross-node"
+            if (p.name, d.name) in measured:
+                bps, source = float(measured[(p.name, d.name)]), "measured (sizing.measured)"
+            elif same:
+                bps, source = float(s.same_node_bytes_per_second), "same-node host TCP copy (default)"
+            else:
+                bps = link_bps
+                source = f"link {s.link.rate / 1e9:g} Gbit/s x {s.link.efficiency:g} efficiency"
+            seconds = transfer_seconds(per_request, bps)
+            saved = prefill_seconds_estimate(cfg.model.parameters, cfg.workload.input_tokens,
+                                             cfg.gpu_classes[d.gpu_class].effective_tflops)
+            ratio = seconds / saved
+            if ratio > 1:
+                verdict = (f"disaggregation costs {seconds:.2f} s of KV transfer per request on this "
+                           f"{path} path to move ~{saved:.2f} s (estimate) of prefill off the decode "
+                           f"GPU: {ratio:.1f}x what it saves; it does not pay here")
+            else:
+                verdict = (f"disaggregation costs {seconds:.2f} s of KV transfer per request to move "
+                           f"~{saved:.2f} s (estimate) of prefill off the decode GPU: it can pay here")
+            out.append(TransferSizing(
+                from_group=p.name, to_group=d.name, path=path, bytes_per_request=per_request,
+                throughput_bytes_per_s=bps, throughput_source=source, seconds_per_request=seconds,
+                prefill_seconds_estimate=saved,
+                in_flight_bytes=cfg.workload.concurrency * per_request, verdict=verdict))
+    return out
+
+
+def size(cfg: StackConfig, stack: str) -> Report:
+    """Size every worker group; raises ConfigError if a worker cannot fit its GPU or its memory limit."""
+    m = cfg.model
+    per_token = kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)
+    per_request = per_token * cfg.workload.input_tokens
+    weights = m.parameters * m.dtype_bytes
+    overhead = cfg.sizing.gpu_overhead_per_worker
+    problems: list[tuple[str, str]] = []
+    pools = _pools(cfg, weights, per_request, problems)
+
+    groups = []
+    for g in cfg.workers:
+        pool = pools.get(g.name, 0)
+        cls = cfg.gpu_classes[g.gpu_class]
+        per_worker = weights + pool + overhead
+        util = math.ceil(per_worker / cls.memory * 100) / 100
+        floor, limit, request, source = _memory(cfg, g, pool, per_request, problems)
+        groups.append(GroupSizing(
+            name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas,
+            kv_cache_bytes=pool, kv_cache_source="config" if g.kv_cache_bytes is not None else "derived",
+            weights_bytes=weights, gpu_overhead_bytes=overhead, gpu_bytes_per_worker=per_worker,
+            gpu_memory_utilization=util, cpu_buffers=g.cpu_buffers, host_memory_floor_bytes=floor,
+            memory_limit_bytes=limit, memory_request_bytes=request, memory_source=source,
+            seed_steady_state_bytes=cfg.workload.concurrency * per_request if g.cpu_buffers else 0,
+            requests_in_pool=pool / per_request))
+
+    gpus = []
+    for cls_name in _workers_by_class(cfg):
+        cls = cfg.gpu_classes[cls_name]
+        budget = math.floor(cls.memory * (1 - cls.memory_reserve))
+        sized = [s for s in groups if s.gpu_class == cls_name and s.replicas > 0]
+        planned = sum(s.replicas * s.gpu_bytes_per_worker for s in sized)
+        gpus.append(GpuFit(cls_name, sum(s.replicas for s in sized), cls.memory, budget, planned))
+        if planned > budget:
+            each = "; ".join(
+                f"{s.replicas} x {s.name} = {s.replicas} x ({units.fmt_bytes(s.weights_bytes)} weights + "
+                f"{units.fmt_bytes(s.kv_cache_bytes)} KV + {units.fmt_bytes(s.gpu_overhead_bytes)} overhead)"
+                for s in sized)
+            problems.append((f"gpuClasses.{cls_name}",
+                             f"the workers sharing this GPU plan {units.fmt_bytes(planned)}, more than its "
+                             f"{units.fmt_bytes(budget)} ({units.fmt_bytes(cls.memory)} less "
+                             f"{cls.memory_reserve:.0%} reserve): {each}. Time-slicing does not isolate "
+                             "memory, so a worker would fail to start or crash. Lower kvCacheBytes, "
+                             "or run fewer replicas on this class"))
+    if problems:
+        raise ConfigError(stack_file(stack), problems)
+    return Report(stack=stack, model=m.name, kv_bytes_per_token=per_token,
+                  kv_bytes_per_request=per_request, input_tokens=cfg.workload.input_tokens,
+                  concurrency=cfg.workload.concurrency, groups=groups, gpus=gpus,
+                  transfers=_transfers(cfg, per_request))
