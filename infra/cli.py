@@ -32,6 +32,24 @@ def _sizing(args: argparse.Namespace) -> int:
     return 0
 
 
+def _golden(args: argparse.Namespace) -> int:
+    from infra import mockrun, review
+
+    for path in review.write_golden(mockrun.project_root(), args.stacks or None):
+        print(f"wrote {path}")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from infra import mockrun, review
+
+    try:
+        return review.diff(mockrun.project_root(), args.base, args.stacks, sys.stdout)
+    except review.ReviewError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m infra", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -43,6 +61,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("stack")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_sizing)
+    g = sub.add_parser("golden", help="re-render tests/golden/<stack>.yaml (review the diff, then commit)")
+    g.add_argument("stacks", nargs="*", metavar="STACK")
+    g.set_defaults(func=_golden)
+    d = sub.add_parser("diff", help="manifest diff between a git ref and the working tree; exit 0 same, 1 changed, 2 error")
+    d.add_argument("--base", help="git ref to compare with (default: merge base with main)")
+    d.add_argument("stacks", nargs="*", metavar="STACK")
+    d.set_defaults(func=_diff)
     return p
 
 

@@ -62,6 +62,19 @@ def _release_doc(inputs: dict[str, Any]) -> dict[str, Any]:
     }}
 
 
+# Registration order of independent resources varies between runs; YAML output is sorted in the
+# order a cluster needs them, so golden files and diffs are stable.
+_KIND_RANK = {"Namespace": 0, "HelmRelease": 1, "Secret": 2, "ConfigMap": 3, "DynamoGraphDeployment": 9}
+
+
+def _doc_key(doc: dict[str, Any]) -> tuple:
+    if "helmRelease" in doc:
+        return (_KIND_RANK["HelmRelease"], "", doc["helmRelease"].get("name") or "")
+    meta = doc.get("metadata") or {}
+    return (_KIND_RANK.get(doc.get("kind"), 5), doc.get("kind") or "", meta.get("namespace") or "",
+            meta.get("name") or "")
+
+
 def manifests(run: Run) -> list[dict[str, Any]]:
     """Kubernetes objects as manifests, and the Helm release as a labelled pseudo-document."""
     docs = []
@@ -72,7 +85,7 @@ def manifests(run: Run) -> list[dict[str, Any]]:
             docs.append(_release_doc(r.inputs))
         else:
             docs.append(ordered(normalize(_redact(r.type, r.inputs))))
-    return docs
+    return sorted(docs, key=_doc_key)
 
 
 def to_yaml(run: Run) -> str:
