@@ -3,6 +3,7 @@
 
     python3 dev.py test [PYTEST ARGS]      run the test suite
     python3 dev.py render STACK [--json]   what a stack deploys, offline (= python -m infra render)
+    python3 dev.py probe local ...         the NIXL probe (also installs requirements-probe.txt)
     python3 dev.py COMMAND ...             any other `python -m infra` command (sizing, diff, ...)
 
 It creates .venv at the project root (the same one `pulumi up` uses, see Pulumi.yaml) and installs
@@ -24,7 +25,7 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def _ensure_env(requirements: str) -> None:
+def _ensure_env(requirements: str, no_deps: bool = False) -> None:
     if sys.version_info < (3, 11):
         sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     req = ROOT / requirements
@@ -39,7 +40,7 @@ def _ensure_env(requirements: str) -> None:
         venv.EnvBuilder(with_pip=True).create(VENV)
     print(f"dev.py: installing {requirements}", file=sys.stderr)
     subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "-r", str(req)], check=True)
+                    *(["--no-deps"] if no_deps else []), "-r", str(req)], check=True)
     stamp.write_text(digest.hexdigest())
 
 
@@ -74,6 +75,8 @@ def main(argv: list[str]) -> int:
         cmd = [str(PYTHON), "-m", "pytest", *argv[1:]]
     else:
         _ensure_env("requirements.txt")
+        if argv[0] == "probe":
+            _ensure_env("requirements-probe.txt", no_deps=True)
         cmd = [str(PYTHON), "-m", "infra", *argv]
     return subprocess.run(cmd, cwd=ROOT).returncode
 

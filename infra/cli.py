@@ -8,6 +8,17 @@ import sys
 from typing import Optional
 
 from infra.config import ConfigError
+from infra.units import parse_bytes
+
+
+def _positive_bytes(text: str) -> int:
+    try:
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0 bytes")
+    return value
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -50,6 +61,30 @@ def _diff(args: argparse.Namespace) -> int:
         return 2
 
 
+def _probe_local(args: argparse.Namespace) -> int:
+    from infra import mockrun, probe_local
+    from infra.config import Sizing, load
+    from infra.sizing import size
+
+    if args.stack:
+        raw, _ = mockrun.stack_config(args.stack)
+        cfg = load(raw, args.stack)
+        nbytes, sizing = size(cfg, args.stack).kv_bytes_per_request, cfg.sizing
+    else:
+        nbytes, sizing = args.bytes, Sizing()
+    try:
+        result = probe_local.report(args.link, nbytes, args.repeats, args.timeout,
+                                    sizing.same_node_bytes_per_second, sizing.link.efficiency, args.stack)
+    except (probe_local.ProbeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; probe processes and namespaces removed", file=sys.stderr)
+        return 130
+    print(json.dumps(result, indent=2) if args.json else probe_local.text(result))
+    return 0 if result["intact"] else 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m infra", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -68,6 +103,17 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--base", help="git ref to compare with (default: merge base with main)")
     d.add_argument("stacks", nargs="*", metavar="STACK")
     d.set_defaults(func=_diff)
+    pr = sub.add_parser("probe", help="measure a KV transfer with NIXL over UCX")
+    prs = pr.add_subparsers(dest="where", required=True)
+    loc = prs.add_parser("local", help="on this machine: loopback, or two network namespaces on a shaped veth")
+    loc.add_argument("--link", default="loopback", help="loopback (same node) or a rate such as 1gbit (root)")
+    what = loc.add_mutually_exclusive_group(required=True)
+    what.add_argument("--bytes", type=_positive_bytes, help="bytes per transfer (e.g. 272M)")
+    what.add_argument("--stack", help="use this stack's KV bytes per request and its sizing parameters")
+    loc.add_argument("--repeats", type=int, default=5, help="timed transfers after the warm-up (default 5)")
+    loc.add_argument("--timeout", type=float, default=120, help="seconds before giving up (default 120)")
+    loc.add_argument("--json", action="store_true")
+    loc.set_defaults(func=_probe_local)
     return p
 
 

@@ -330,6 +330,18 @@ class Sizing(_Model):
     measured: list[MeasuredThroughput] = []
 
 
+class Probe(_Model):
+    """In-cluster KV-transfer probe (infra/probe.py) deployed next to the graph; off by default."""
+
+    enabled: bool = False
+    # None: the first prefill group / the first decode group.
+    from_group: Optional[str] = None
+    to_group: Optional[str] = None
+    repeats: int = Field(5, ge=1)
+    port: int = Field(5555, ge=1024, le=65535)
+    timeout_seconds: int = Field(600, gt=0)
+
+
 # --- The whole stack ----------------------------------------------------------------------------
 
 
@@ -347,6 +359,7 @@ class StackConfig(_Model):
     workers: list[WorkerGroup] = Field(min_length=1)
     workload: Workload = Workload()
     sizing: Sizing = Sizing()
+    probe: Probe = Probe()
     hf_token: Optional[SecretStr] = None
 
 
@@ -464,10 +477,26 @@ def _semantic_problems(cfg: StackConfig) -> list[tuple[str, str]]:
         has, lacks = ("prefill", "decode") if "prefill" in roles else ("decode", "prefill")
         problems.append(("workers", f"a disaggregated graph needs both prefill and decode groups; "
                          f"this one has {has} but no {lacks}. Add a group with role: {lacks}"))
+    problems += _probe_problems(cfg)
     if cfg.platform.manage and cfg.graph.namespace == cfg.platform.namespace:
         problems.append(("graph.namespace", f"{cfg.graph.namespace!r} is also platform.namespace; "
                          "the graph gets its own namespace so it can be removed without touching "
                          "the operator. Write e.g. graph.namespace: dynamo-lab"))
+    return problems
+
+
+def _probe_problems(cfg: StackConfig) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    by_name = {g.name: g for g in cfg.workers}
+    for key, name, role in (("fromGroup", cfg.probe.from_group, "prefill"),
+                            ("toGroup", cfg.probe.to_group, "decode")):
+        if name is not None and (name not in by_name or by_name[name].role != role):
+            groups = ", ".join(g.name for g in cfg.workers if g.role == role) or "none"
+            problems.append((f"probe.{key}", f"{name!r} is not a {role} group of this stack; the probe "
+                             f"measures the prefill -> decode KV path. {role} groups: {groups}"))
+    if cfg.probe.enabled and not any(g.role == "prefill" for g in cfg.workers):
+        problems.append(("probe.enabled", "this graph is aggregated: there is no prefill -> decode KV "
+                         "transfer to measure. Set probe.enabled: false"))
     return problems
 
 

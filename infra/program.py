@@ -7,9 +7,10 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from infra import graph_spec
+from infra import graph_spec, probe_spec
 from infra.components.graph import ServingGraph, ServingGraphArgs
 from infra.components.platform import DynamoPlatform
+from infra.components.probe import TransferProbe, TransferProbeArgs
 from infra.config import PROJECT, StackConfig, load
 from infra.sizing import Report, size
 
@@ -40,8 +41,14 @@ def build() -> dict[str, Any]:
     platform: list[pulumi.Resource] = []
     if cfg.platform.manage:
         platform.append(DynamoPlatform("platform", cfg.platform).release)
-    ServingGraph("graph", ServingGraphArgs(config=cfg, stack=stack, report=report, platform=platform))
-    return stack_outputs(cfg, stack, report)
+    graph = ServingGraph("graph", ServingGraphArgs(config=cfg, stack=stack, report=report, platform=platform))
+    outputs = stack_outputs(cfg, stack, report)
+    if cfg.probe.enabled:
+        TransferProbe("probe", TransferProbeArgs(config=cfg, stack=stack,
+                                                 bytes_per_transfer=report.kv_bytes_per_request,
+                                                 depends_on=[graph.namespace]))
+        outputs["probeLogs"] = probe_spec.logs_command(cfg, stack)
+    return outputs
 
 
 def pulumi_main() -> None:

@@ -21,7 +21,8 @@ def _error(edit) -> ConfigError:
 def test_misspelled_top_level_key_names_the_key_the_file_and_the_right_key():
     err = _error(lambda c: c.update(worker=c.pop("workers")))
     assert (f"{F}: worker: unknown key `dynamo-lab:worker`; did you mean `dynamo-lab:workers`? Valid keys "
-            "here: gpuClasses, platform, model, image, frontend, graph, workers, workload, sizing, hfToken."
+            "here: gpuClasses, platform, model, image, frontend, graph, workers, workload, sizing, probe, "
+            "hfToken."
             ) in str(err).splitlines()
 
 

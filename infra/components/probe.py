@@ -1,0 +1,40 @@
+"""TransferProbe: the in-cluster NIXL probe pair next to a serving graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra import probe_spec
+from infra.config import StackConfig
+
+
+@dataclass
+class TransferProbeArgs:
+    config: StackConfig
+    stack: str
+    bytes_per_transfer: int
+    # The graph's namespace (and anything else the probe must wait for).
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+class TransferProbe(pulumi.ComponentResource):
+    def __init__(self, name: str, args: TransferProbeArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("dynamo-lab:index:TransferProbe", name, None, opts)
+        m = probe_spec.manifests(args.config, args.stack, args.bytes_per_transfer)
+        after = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
+
+        def strip(doc):
+            return {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
+
+        self.configmap = k8s.core.v1.ConfigMap(f"{name}-code", **strip(m["configmap"]), opts=after)
+        self.service = k8s.core.v1.Service(f"{name}-target-svc", **strip(m["service"]), opts=after)
+        code = pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, self.configmap])
+        self.target = k8s.batch.v1.Job(f"{name}-target", **strip(m["target"]), opts=code)
+        self.initiator = k8s.batch.v1.Job(f"{name}-initiator", **strip(m["initiator"]),
+                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[
+                                              *args.depends_on, self.configmap, self.service]))
+        self.register_outputs({"logs": probe_spec.logs_command(args.config, args.stack)})

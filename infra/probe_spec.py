@@ -1,0 +1,82 @@
+"""Pure builder: the in-cluster KV-transfer probe, as manifests.
+
+A target Job placed like the decode group and an initiator Job placed like the prefill group (same
+image, UCX env and node affinity, no GPU), both running infra/probe.py from a ConfigMap. The
+initiator prints its result as one JSON line in its log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infra import graph_spec, units
+from infra.config import StackConfig, WorkerGroup
+
+PROBE_SOURCE = Path(__file__).resolve().parent / "probe.py"
+MOUNT = "/probe"
+
+
+def groups(cfg: StackConfig) -> tuple[WorkerGroup, WorkerGroup]:
+    by_name = {g.name: g for g in cfg.workers}
+
+    def pick(name, role):
+        return by_name[name] if name else next(g for g in cfg.workers if g.role == role)
+
+    return pick(cfg.probe.from_group, "prefill"), pick(cfg.probe.to_group, "decode")
+
+
+def names(cfg: StackConfig, stack: str) -> dict[str, str]:
+    base = f"{graph_spec.graph_name(cfg, stack)}-kv-probe"
+    return {"configmap": base, "target": f"{base}-target", "initiator": f"{base}-initiator"}
+
+
+def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: list[str],
+         nbytes: int) -> dict[str, Any]:
+    memory = units.to_mi_quantity(nbytes + units.GI)  # the buffer + NIXL/UCX and Python
+    container = {
+        "name": "probe", "image": cfg.image, "command": ["python3", f"{MOUNT}/probe.py"], "args": args,
+        "env": graph_spec.worker_env(group),
+        "resources": {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}},
+        "volumeMounts": [{"name": "probe", "mountPath": MOUNT, "readOnly": True}],
+    }
+    pod = {
+        "restartPolicy": "Never",
+        "affinity": graph_spec.node_affinity(cfg.gpu_classes[group.gpu_class]),
+        "containers": [container],
+        "volumes": [{"name": "probe", "configMap": {"name": configmap}}],
+    }
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        # Pulumi would otherwise wait for the Jobs to finish (and fail `up` with the probe).
+        "metadata": {"name": name, "namespace": cfg.graph.namespace,
+                     "annotations": {"pulumi.com/skipAwait": "true"}},
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": cfg.probe.timeout_seconds,
+                 "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}}, "spec": pod}},
+    }
+
+
+def manifests(cfg: StackConfig, stack: str, nbytes: int) -> dict[str, dict[str, Any]]:
+    n = names(cfg, stack)
+    src, dst = groups(cfg)
+    port, timeout = str(cfg.probe.port), str(cfg.probe.timeout_seconds)
+    service_host = f"{n['target']}.{cfg.graph.namespace}.svc.cluster.local"
+    return {
+        "configmap": {"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": n["configmap"], "namespace": cfg.graph.namespace},
+                      "data": {"probe.py": PROBE_SOURCE.read_text()}},
+        "service": {"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": n["target"], "namespace": cfg.graph.namespace},
+                    "spec": {"selector": {"app.kubernetes.io/name": n["target"]},
+                             "ports": [{"name": "control", "port": cfg.probe.port,
+                                        "targetPort": cfg.probe.port}]}},
+        "target": _job(cfg, n["target"], n["configmap"], dst,
+                       ["target", "--port", port, "--bytes", str(nbytes), "--timeout", timeout], nbytes),
+        "initiator": _job(cfg, n["initiator"], n["configmap"], src,
+                          ["initiator", "--connect", f"{service_host}:{port}", "--bytes", str(nbytes),
+                           "--repeats", str(cfg.probe.repeats), "--timeout", timeout], nbytes),
+    }
+
+
+def logs_command(cfg: StackConfig, stack: str) -> str:
+    return f"kubectl logs -n {cfg.graph.namespace} job/{names(cfg, stack)['initiator']} | tail -n 1"
