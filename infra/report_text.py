@@ -6,7 +6,7 @@ from infra.sizing import Report
 from infra.units import fmt_bytes, fmt_si_bytes
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def text_table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
@@ -20,7 +20,7 @@ def table(r: Report) -> str:
         f"({fmt_si_bytes(r.kv_bytes_per_request)}, {fmt_bytes(r.kv_bytes_per_request)})",
         "",
         "Worker groups (per worker; 'memory limit' is what the pod gets):",
-        _table(
+        text_table(
             ["group", "role", "x", "gpu class", "KV pool", "GPU plan", "gpu-mem-util", "CPU KV mirror",
              "host floor", "memory limit", "seed rule*"],
             [[g.name, g.role, str(g.replicas), g.gpu_class,
@@ -34,7 +34,7 @@ def table(r: Report) -> str:
         "  floor is the ceiling (vLLM base + the whole KV pool mirrored + headroom).",
         "",
         "GPUs (one per class; weights + KV pool + overhead per worker; overhead is an estimate):",
-        _table(["gpu class", "workers", "memory", "budget", "planned"],
+        text_table(["gpu class", "workers", "memory", "budget", "planned"],
                [[g.gpu_class, str(g.workers), fmt_bytes(g.memory_bytes), fmt_bytes(g.budget_bytes),
                  fmt_bytes(g.planned_bytes)] for g in r.gpus]),
     ]
@@ -42,7 +42,7 @@ def table(r: Report) -> str:
         out += [
             "",
             "KV transfers (one average request, prefill -> decode):",
-            _table(["from", "to", "path", "bytes", "throughput", "seconds", "prefill moved (est.)",
+            text_table(["from", "to", "path", "bytes", "throughput", "seconds", "prefill moved (est.)",
                     "in flight @conc", "throughput from"],
                    [[t.from_group, t.to_group, t.path, fmt_si_bytes(t.bytes_per_request),
                      f"{fmt_si_bytes(t.throughput_bytes_per_s)}/s", f"{t.seconds_per_request:.2f}",

@@ -51,8 +51,12 @@ def test_the_crd_schema_really_checks_component_types():
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_core_objects_validate_against_kubernetes_1_34(stack):
-    # With the optional probe on where the stack allows it, so its Jobs/Service/ConfigMap are checked too.
-    edit = (lambda c: c.update(probe={"enabled": True})) if stack != "kv-routing" else None
+    # With the optional probe (where the stack allows it) and benchmark on, so their Jobs, Service and
+    # ConfigMaps are checked too.
+    def edit(c):
+        c["benchmark"] = {"enabled": True}
+        if stack != "kv-routing":
+            c["probe"] = {"enabled": True}
     run = run_stack(stack, edit)
     core = [r for r in run.resources if r.custom and r.type.startswith(("kubernetes:core/", "kubernetes:batch/"))]
     assert core, "every stack emits at least its namespaces"

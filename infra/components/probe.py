@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import probe_spec
+from infra.components import manifest_body
 from infra.config import StackConfig
 
 
@@ -27,14 +28,11 @@ class TransferProbe(pulumi.ComponentResource):
         m = probe_spec.manifests(args.config, args.stack, args.bytes_per_transfer)
         after = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
 
-        def strip(doc):
-            return {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
-
-        self.configmap = k8s.core.v1.ConfigMap(f"{name}-code", **strip(m["configmap"]), opts=after)
-        self.service = k8s.core.v1.Service(f"{name}-target-svc", **strip(m["service"]), opts=after)
+        self.configmap = k8s.core.v1.ConfigMap(f"{name}-code", **manifest_body(m["configmap"]), opts=after)
+        self.service = k8s.core.v1.Service(f"{name}-target-svc", **manifest_body(m["service"]), opts=after)
         code = pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, self.configmap])
-        self.target = k8s.batch.v1.Job(f"{name}-target", **strip(m["target"]), opts=code)
-        self.initiator = k8s.batch.v1.Job(f"{name}-initiator", **strip(m["initiator"]),
+        self.target = k8s.batch.v1.Job(f"{name}-target", **manifest_body(m["target"]), opts=code)
+        self.initiator = k8s.batch.v1.Job(f"{name}-initiator", **manifest_body(m["initiator"]),
                                           opts=pulumi.ResourceOptions(parent=self, depends_on=[
                                               *args.depends_on, self.configmap, self.service]))
         self.register_outputs({"logs": probe_spec.logs_command(args.config, args.stack)})

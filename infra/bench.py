@@ -1,0 +1,89 @@
+"""`python -m infra bench STACK --target twin|cluster`: the seed's sweep, on a local twin or in the cluster.
+
+Against the twin, every run gets a fresh twin (no prefix cache carried over between runs), and
+writes AIPerf's JSON under DIR/<stack>/p<prefix>-c<concurrency>-r<run>/ plus one line per run in
+DIR/results.jsonl. `--quick` reduces the matrix to prefix types 2 x concurrency 4 x 1 run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+from infra import aiperf_sweep
+from infra.config import Benchmark, StackConfig
+from infra.sizing import Report
+from infra.twin import Twin, TwinError, twin_python
+
+QUICK = {"prefix_types": [2], "concurrency": [4], "runs": 1}
+
+
+def sweep_plan(cfg: StackConfig, stack: str, target: str, url: str, tokenizer: str, out_dir: Path,
+               quick: bool = False, overrides: Optional[dict] = None) -> dict:
+    b: Benchmark = cfg.benchmark
+    plan = {"stack": stack, "target": target, "url": url, "model": cfg.model.name, "tokenizer": tokenizer,
+            "prefix_types": b.prefix_types, "concurrency": b.concurrency, "runs": b.runs,
+            "prefix_tokens": b.prefix_tokens, "unique_tokens": b.unique_tokens,
+            "output_tokens": b.output_tokens, "requests_per_concurrency": b.requests_per_concurrency,
+            "out_dir": str(out_dir)}
+    if quick:
+        plan.update(QUICK)
+    plan.update(overrides or {})
+    return plan
+
+
+def aiperf_executable() -> list[str]:
+    exe = twin_python().parent / "aiperf"
+    if not exe.exists():
+        raise TwinError(f"aiperf not found next to {twin_python()}: run through `python3 dev.py bench ...`")
+    return [str(exe)]
+
+
+def run_twin(cfg: StackConfig, report: Report, stack: str, out: Path, quick: bool, log=print,
+             overrides: Optional[dict] = None) -> list[dict]:
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.jsonl"
+    aiperf = aiperf_executable()
+    grid = list(aiperf_sweep.points(sweep_plan(cfg, stack, "twin", "", "", out, quick, overrides)))
+    lines = []
+    for n, (prefix_types, concurrency, run) in enumerate(grid, start=1):
+        log(f"[{n}/{len(grid)}] {stack}: prefix types {prefix_types}, concurrency {concurrency}, run {run}")
+        workdir = Path(tempfile.mkdtemp(prefix="dynamo-lab-twin-"))
+        try:
+            with Twin(cfg, report, workdir=workdir, log=log) as twin:
+                plan = sweep_plan(cfg, stack, "twin", twin.url, str(twin.model_dir), out, quick, overrides)
+                line = aiperf_sweep.run_point(plan, prefix_types, concurrency, run, aiperf)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        with results.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        log(f"      TTFT p50 {line['ttft_p50_ms']:.0f} ms, p99 {line['ttft_p99_ms']:.0f} ms, "
+            f"{line['requests_per_s']:.2f} requests/s")
+        lines.append(line)
+    return lines
+
+
+def cluster_steps(stack: str, cfg: StackConfig, out: Path) -> str:
+    job = f"{cfg.graph.name or stack}-bench"
+    return "\n".join([
+        f"# The benchmark runs as a Job next to the graph of stack {stack}:",
+        f"pulumi config set --path benchmark.enabled true --stack {stack}",
+        f"pulumi up --stack {stack}",
+        "# Follow it; each finished run prints one JSON line (stack, point, AIPerf's figures):",
+        f"kubectl logs -n {cfg.graph.namespace} -f job/{job}",
+        "# Collect the lines into the same results format the twin writes:",
+        f"mkdir -p {out} && kubectl logs -n {cfg.graph.namespace} job/{job} | grep '^{{' > {out}/results.jsonl",
+        f"python3 dev.py report {out}/results.jsonl",
+    ])
+
+
+def main_twin(cfg, report, stack, out, quick, overrides=None) -> int:
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+    run_twin(cfg, report, stack, out, quick, log, overrides)
+    log(f"results: {out / 'results.jsonl'}")
+    return 0

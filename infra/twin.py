@@ -1,0 +1,201 @@
+"""A local twin of a stack: the real Dynamo frontend and KV router, with mocker workers, on loopback.
+
+One `dynamo.mocker` process per worker replica with the stack's role, KV bytes per token and, for
+disaggregated roles, the transfer throughput of its path from the sizing (a measured one when the
+config has it). The KV pool is NOT passed as the mocker's block count: with the stacks' pinned
+pools the twin's requests/s fell to about half the seed's (README, "Benchmark"), so the mocker
+keeps its default capacity. File discovery, TCP request plane, ZMQ event plane, all on
+this machine (FIELD-NOTES, "Local twin"). Every process runs in its own process group and is
+stopped on exit, on failure, on Ctrl-C and on SIGTERM.
+
+The Dynamo runtime lives in its own environment (.venv-twin, see requirements-twin.txt): its
+dependencies are heavy and pin pydantic; `twin_python()` finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from infra.config import StackConfig
+from infra.sizing import Report
+
+ROOT = Path(__file__).resolve().parent.parent
+ROLE_MODE = {"agg": "agg", "prefill": "prefill", "decode": "decode"}
+
+
+class TwinError(Exception):
+    pass
+
+
+def twin_python() -> Path:
+    path = Path(os.environ.get("DYNAMO_LAB_TWIN_PYTHON", ROOT / ".venv-twin" / "bin" / "python"))
+    if not path.exists():
+        raise TwinError(f"no twin environment at {path}: run it through `python3 dev.py twin|bench ...`, "
+                        "which installs requirements-twin.txt into .venv-twin")
+    return path
+
+
+@dataclass(frozen=True)
+class Worker:
+    group: str
+    role: str
+    index: int
+    kv_bytes_per_token: int
+    bandwidth_gb_s: Optional[float]  # decimal GB/s, the mocker's unit
+
+    def args(self, model_dir: Path, model_name: str) -> list[str]:
+        out = ["-m", "dynamo.mocker", "--model-path", str(model_dir), "--model-name", model_name,
+               "--discovery-backend", "file", "--request-plane", "tcp", "--event-plane", "zmq",
+               # Always explicit: the mocker's own formula takes head_dim = hidden/heads (wrong for Qwen3).
+               "--kv-bytes-per-token", str(self.kv_bytes_per_token),
+               "--disaggregation-mode", ROLE_MODE[self.role]]
+        if self.bandwidth_gb_s is not None:
+            out += ["--kv-transfer-bandwidth", f"{self.bandwidth_gb_s:.6g}"]
+        return out
+
+
+def plan(cfg: StackConfig, report: Report) -> list[Worker]:
+    """One mocker per replica. A disaggregated worker uses the throughput of its transfer path
+    (the slowest one when a group has several)."""
+    workers = []
+    for g in cfg.workers:
+        paths = [t for t in report.transfers if g.name in (t.from_group, t.to_group)]
+        bandwidth = min(t.throughput_bytes_per_s for t in paths) / 1e9 if paths else None
+        for i in range(g.replicas):
+            workers.append(Worker(g.name, g.role, i, report.kv_bytes_per_token, bandwidth))
+    return workers
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Twin:
+    """Context manager: starts the twin, waits until every worker registered, stops it all on exit."""
+
+    def __init__(self, cfg: StackConfig, report: Report, workdir: Optional[Path] = None,
+                 ready_timeout: float = 120, log=None):
+        self.cfg, self.report = cfg, report
+        self.workers = plan(cfg, report)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._own_dir = workdir is None
+        self.dir = Path(workdir or tempfile.mkdtemp(prefix="dynamo-lab-twin-"))
+        self.model_dir = self.dir / "model"
+        self.ready_timeout = ready_timeout
+        self.procs: list[subprocess.Popen] = []
+        self.log = log or (lambda msg: None)
+        self._previous_sigterm = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> "Twin":
+        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        env = {**os.environ, "DYN_FILE_KV": str(self.dir / "kv"), "PYTHONUNBUFFERED": "1"}
+        logf = open(self.dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen([str(twin_python()), *args], env=env, stdout=logf, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.dir)
+        proc.log_file = logf  # type: ignore[attr-defined]
+        proc.name = name  # type: ignore[attr-defined]
+        self.procs.append(proc)
+
+    def _start(self) -> None:
+        m = self.cfg.model
+        heads = m.attention_heads or m.kv_heads
+        spec = {"name": m.name, "layers": m.layers, "kv_heads": m.kv_heads, "head_dim": m.head_dim,
+                "hidden_size": m.hidden_size or heads * m.head_dim, "attention_heads": heads,
+                "dtype": m.dtype, "max_len": 40960}
+        subprocess.run([str(twin_python()), str(ROOT / "infra" / "twin_model.py"), str(self.model_dir),
+                        json.dumps(spec)], check=True, capture_output=True, timeout=120)
+        (self.dir / "kv").mkdir(exist_ok=True)
+        self.log(f"twin: frontend on {self.url} (router {self.cfg.frontend.router_mode}), "
+                 f"{len(self.workers)} mocker workers")
+        self._spawn("frontend", ["-m", "dynamo.frontend", "--http-port", str(self.port),
+                                 "--router-mode", self.cfg.frontend.router_mode,
+                                 "--discovery-backend", "file", "--request-plane", "tcp", "--event-plane", "zmq"])
+        for w in self.workers:
+            self._spawn(f"{w.group}-{w.index}", w.args(self.model_dir, m.name))
+        self._wait_ready()
+
+    def _registered(self) -> int:
+        mdc = self.dir / "kv" / "v1" / "mdc"
+        return len(list(mdc.iterdir())) if mdc.is_dir() else 0
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise TwinError(f"twin process {p.name} exited with {p.returncode}:\n{self._tail(p.name)}")
+            if self._registered() >= len(self.workers) and self._model_listed():
+                return
+            time.sleep(0.25)
+        raise TwinError(f"twin not ready after {self.ready_timeout:.0f} s: {self._registered()} of "
+                        f"{len(self.workers)} workers registered")
+
+    def _model_listed(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/v1/models", timeout=2) as resp:
+                return any(m.get("id") == self.cfg.model.name for m in json.load(resp).get("data", []))
+        except OSError:
+            return False
+
+    def _tail(self, name: str, lines: int = 20) -> str:
+        path = self.dir / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                _signal_group(p, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(p, signal.SIGKILL)
+                p.wait()
+            _signal_group(p, signal.SIGKILL)  # anything the process left in its group
+            p.log_file.close()
+        self.procs = []
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
