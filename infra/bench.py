@@ -56,7 +56,10 @@ def run_twin(cfg: StackConfig, report: Report, stack: str, out: Path, quick: boo
         try:
             with Twin(cfg, report, workdir=workdir, log=log) as twin:
                 plan = sweep_plan(cfg, stack, "twin", twin.url, str(twin.model_dir), out, quick, overrides)
-                line = aiperf_sweep.run_point(plan, prefix_types, concurrency, run, aiperf)
+                try:
+                    line = aiperf_sweep.run_point(plan, prefix_types, concurrency, run, aiperf)
+                except RuntimeError as exc:  # aiperf_sweep is standalone: it knows no project errors
+                    raise TwinError(str(exc)) from None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         with results.open("a") as f:

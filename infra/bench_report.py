@@ -8,7 +8,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Optional
 
+from infra.errors import UserError
 from infra.report_text import text_table
+
+
+class ReportError(UserError):
+    pass
 
 # The seed's published figures (FIELD-NOTES, "Twin vs the seed"): TTFT p50 (ms) and requests/s.
 # Cross-server: the two requests at concurrency 4 that finished before the prefill worker's OOM.
@@ -23,17 +28,21 @@ FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "requests_per_s")
 def load(paths: list[str]) -> list[dict]:
     lines = []
     for path in paths:
-        for n, text in enumerate(Path(path).read_text().splitlines(), start=1):
+        try:
+            content = Path(path).read_text()
+        except OSError as exc:
+            raise ReportError(f"cannot read {path}: {exc.strerror}") from None
+        for n, text in enumerate(content.splitlines(), start=1):
             if not text.strip():
                 continue
             try:
                 line = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+                raise ReportError(f"{path}:{n}: not a JSON line ({exc})") from None
             if "error" not in line:
                 missing = [k for k in ("stack", "prefix_types", "concurrency", *FIGURES) if k not in line]
                 if missing:
-                    raise ValueError(f"{path}:{n}: missing {', '.join(missing)}")
+                    raise ReportError(f"{path}:{n}: missing {', '.join(missing)}")
             lines.append(line)
     return lines
 
@@ -131,7 +140,7 @@ def main(results: list[str], baseline: Optional[str], plot_path: Optional[str], 
     variants = aggregate(load(results))
     base = aggregate(load([baseline])) if baseline else None
     if not variants:
-        raise ValueError("no results in " + ", ".join(results))
+        raise ReportError("no results in " + ", ".join(results))
     text = table(variants, base, seed)
     if plot_path:
         plot(variants, base, plot_path)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import graph_spec
-from infra.config import NodeRequirement, StackConfig
+from infra.config import StackConfig
 
 SWEEP_SOURCE = Path(__file__).resolve().parent / "aiperf_sweep.py"
 MOUNT = "/bench"
@@ -29,13 +29,6 @@ def plan(cfg: StackConfig, stack: str) -> dict[str, Any]:
             "out_dir": "/tmp/aiperf"}
 
 
-def _affinity(rules: list[NodeRequirement]) -> dict[str, Any]:
-    exprs = [{"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
-             for r in rules]
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": exprs}]}}}
-
-
 def manifests(cfg: StackConfig, stack: str) -> dict[str, dict[str, Any]]:
     b, job = cfg.benchmark, name(cfg, stack)
     # AIPerf is installed at start (pinned): the image only needs Python and pip.
@@ -52,7 +45,7 @@ def manifests(cfg: StackConfig, stack: str) -> dict[str, dict[str, Any]]:
     pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
                            "volumes": [{"name": "bench", "configMap": {"name": job}}]}
     if b.node_selector:
-        pod["affinity"] = _affinity(b.node_selector)
+        pod["affinity"] = graph_spec.node_affinity(b.node_selector)
     return {
         "configmap": {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": job, "namespace": cfg.graph.namespace},

@@ -8,6 +8,7 @@ import sys
 from typing import Optional
 
 from infra.config import ConfigError
+from infra.errors import UserError
 from infra.units import parse_bytes
 
 
@@ -30,12 +31,9 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _sizing(args: argparse.Namespace) -> int:
-    from infra import mockrun, report_text
-    from infra.config import load
-    from infra.sizing import size
+    from infra import report_text
 
-    raw, _ = mockrun.stack_config(args.stack)
-    report = size(load(raw, args.stack), args.stack)
+    _, report = _stack(args.stack)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
@@ -54,33 +52,20 @@ def _golden(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from infra import mockrun, review
 
-    try:
-        return review.diff(mockrun.project_root(), args.base, args.stacks, sys.stdout)
-    except review.ReviewError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return review.diff(mockrun.project_root(), args.base, args.stacks, sys.stdout)
 
 
 def _probe_local(args: argparse.Namespace) -> int:
-    from infra import mockrun, probe_local
-    from infra.config import Sizing, load
-    from infra.sizing import size
+    from infra import probe_local
+    from infra.config import Sizing
 
     if args.stack:
-        raw, _ = mockrun.stack_config(args.stack)
-        cfg = load(raw, args.stack)
-        nbytes, sizing = size(cfg, args.stack).kv_bytes_per_request, cfg.sizing
+        cfg, report = _stack(args.stack)
+        nbytes, sizing = report.kv_bytes_per_request, cfg.sizing
     else:
         nbytes, sizing = args.bytes, Sizing()
-    try:
-        result = probe_local.report(args.link, nbytes, args.repeats, args.timeout,
-                                    sizing.same_node_bytes_per_second, sizing.link.efficiency, args.stack)
-    except (probe_local.ProbeError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; probe processes and namespaces removed", file=sys.stderr)
-        return 130
+    result = probe_local.report(args.link, nbytes, args.repeats, args.timeout,
+                                sizing.same_node_bytes_per_second, sizing.link.efficiency, args.stack)
     print(json.dumps(result, indent=2) if args.json else probe_local.text(result))
     return 0 if result["intact"] else 1
 
@@ -108,7 +93,7 @@ def _stack(name: str):
 def _twin(args: argparse.Namespace) -> int:
     import time
 
-    from infra.twin import Twin, TwinError
+    from infra.twin import Twin
 
     cfg, report = _stack(args.stack)
     try:
@@ -117,10 +102,7 @@ def _twin(args: argparse.Namespace) -> int:
             deadline = time.monotonic() + args.seconds if args.seconds else None
             while deadline is None or time.monotonic() < deadline:
                 time.sleep(0.5)
-    except TwinError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the way to stop a twin: not an error
         print("twin stopped", file=sys.stderr)
     return 0
 
@@ -129,33 +111,21 @@ def _bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from infra import bench
-    from infra.twin import TwinError
 
     cfg, report = _stack(args.stack)
     out = Path(args.out)
     if args.target == "cluster":
         print(bench.cluster_steps(args.stack, cfg, out))
         return 0
-    try:
-        overrides = {k: v for k, v in (("prefix_types", args.prefix_types), ("concurrency", args.concurrency),
-                                       ("runs", args.runs)) if v}
-        return bench.main_twin(cfg, report, args.stack, out, args.quick, overrides)
-    except (TwinError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; twin processes stopped", file=sys.stderr)
-        return 130
+    overrides = {k: v for k, v in (("prefix_types", args.prefix_types), ("concurrency", args.concurrency),
+                                   ("runs", args.runs)) if v}
+    return bench.main_twin(cfg, report, args.stack, out, args.quick, overrides)
 
 
 def _report(args: argparse.Namespace) -> int:
     from infra import bench_report
 
-    try:
-        print(bench_report.main(args.results, args.baseline, args.plot, args.seed))
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    print(bench_report.main(args.results, args.baseline, args.plot, args.seed))
     return 0
 
 
@@ -214,9 +184,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except ConfigError as exc:
+    except ConfigError as exc:  # already names the stack file and the key
         print(str(exc), file=sys.stderr)
         return 2
-    except FileNotFoundError as exc:
+    except (UserError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted; the processes and namespaces it started were removed", file=sys.stderr)
+        return 130

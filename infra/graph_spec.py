@@ -11,7 +11,7 @@ import json
 from typing import Any, Optional
 
 from infra import units
-from infra.config import GpuClass, StackConfig, WorkerGroup
+from infra.config import NodeRequirement, StackConfig, WorkerGroup
 from infra.sizing import GroupSizing, Report
 
 API_VERSION = "nvidia.com/v1beta1"
@@ -59,9 +59,10 @@ def worker_args(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> lis
     return args + list(group.extra_args)
 
 
-def node_affinity(gpu: GpuClass) -> dict[str, Any]:
+def node_affinity(rules: list[NodeRequirement]) -> dict[str, Any]:
+    """Required node affinity: one term whose match expressions are ANDed."""
     expressions = []
-    for req in gpu.node_selector:
+    for req in rules:
         expr: dict[str, Any] = {"key": req.key, "operator": req.operator}
         if req.values:
             expr["values"] = list(req.values)
@@ -120,7 +121,7 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
     if env:
         main["env"] = env
     return {"name": group.name, "type": COMPONENT_TYPE[group.role], "replicas": group.replicas,
-            "podTemplate": {"spec": {"affinity": node_affinity(gpu), "containers": [main]}}}
+            "podTemplate": {"spec": {"affinity": node_affinity(gpu.node_selector), "containers": [main]}}}
 
 
 def graph_name(cfg: StackConfig, stack: str) -> str:

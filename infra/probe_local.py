@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from infra import units
+from infra.errors import UserError
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
 NS_PREFIX = "dlprobe"
@@ -29,7 +30,7 @@ TARGET_ADDR, INITIATOR_ADDR = "192.0.2.2", "192.0.2.1"
 WORKER_ENV = {"UCX_TLS": "tcp,self", "UCX_RNDV_THRESH": "inf"}
 
 
-class ProbeError(Exception):
+class ProbeError(UserError):
     pass
 
 
@@ -175,6 +176,11 @@ def prediction(link: str, same_node_bps: float, efficiency: float) -> tuple[floa
 
 def report(link: str, nbytes: int, repeats: int, timeout: float, same_node_bps: float,
            efficiency: float, stack: Optional[str]) -> dict:
+    if link != "loopback":
+        try:
+            units.parse_rate_bits(link)
+        except ValueError as exc:
+            raise ProbeError(f"--link: {exc}, or loopback") from None
     result = measure(link, nbytes, repeats, timeout)
     bps, basis = prediction(link, same_node_bps, efficiency)
     predicted = nbytes / bps

@@ -42,7 +42,7 @@ def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: 
     }
     pod = {
         "restartPolicy": "Never",
-        "affinity": graph_spec.node_affinity(cfg.gpu_classes[group.gpu_class]),
+        "affinity": graph_spec.node_affinity(cfg.gpu_classes[group.gpu_class].node_selector),
         "containers": [container],
         "volumes": [{"name": "probe", "configMap": {"name": configmap}}],
     }

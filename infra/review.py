@@ -14,11 +14,12 @@ from typing import Optional
 import yaml
 
 from infra import mockrun, render
+from infra.errors import UserError
 
 GOLDEN_DIR = Path("tests") / "golden"
 
 
-class ReviewError(Exception):
+class ReviewError(UserError):
     pass
 
 

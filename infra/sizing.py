@@ -17,7 +17,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from infra import units
-from infra.config import ConfigError, StackConfig, WorkerGroup, stack_file
+from infra.config import ConfigError, GpuClass, StackConfig, WorkerGroup, stack_file
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,11 @@ def prefill_seconds_estimate(parameters: int, tokens: int, tflops: float) -> flo
 # --- The report ---------------------------------------------------------------------------------
 
 
+def gpu_budget(cls: GpuClass) -> int:
+    """What the workers sharing a class's GPU may plan to use: its memory less the reserve."""
+    return math.floor(cls.memory * (1 - cls.memory_reserve))
+
+
 def _workers_by_class(cfg: StackConfig) -> dict[str, list[WorkerGroup]]:
     by_class: dict[str, list[WorkerGroup]] = {}
     for g in cfg.workers:
@@ -130,7 +135,7 @@ def _pools(cfg: StackConfig, weights: int, per_request: int, problems: list) -> 
     pools: dict[str, int] = {g.name: g.kv_cache_bytes for g in cfg.workers if g.kv_cache_bytes is not None}
     for cls_name, groups in _workers_by_class(cfg).items():
         cls = cfg.gpu_classes[cls_name]
-        budget = math.floor(cls.memory * (1 - cls.memory_reserve))
+        budget = gpu_budget(cls)
         workers = sum(g.replicas for g in groups)
         fixed = sum(g.replicas * g.kv_cache_bytes for g in groups if g.kv_cache_bytes is not None)
         derived = [g for g in groups if g.kv_cache_bytes is None]
@@ -253,7 +258,7 @@ def size(cfg: StackConfig, stack: str) -> Report:
     gpus = []
     for cls_name in _workers_by_class(cfg):
         cls = cfg.gpu_classes[cls_name]
-        budget = math.floor(cls.memory * (1 - cls.memory_reserve))
+        budget = gpu_budget(cls)
         sized = [s for s in groups if s.gpu_class == cls_name and s.replicas > 0]
         planned = sum(s.replicas * s.gpu_bytes_per_worker for s in sized)
         gpus.append(GpuFit(cls_name, sum(s.replicas for s in sized), cls.memory, budget, planned))

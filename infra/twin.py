@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Optional
 
 from infra.config import StackConfig
+from infra.errors import UserError
 from infra.sizing import Report
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLE_MODE = {"agg": "agg", "prefill": "prefill", "decode": "decode"}
 
 
-class TwinError(Exception):
+class TwinError(UserError):
     pass
 
 

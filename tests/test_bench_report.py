@@ -76,5 +76,5 @@ def test_plot_writes_a_png(tmp_path):
 def test_bad_results_are_reported_with_the_line(tmp_path):
     bad = tmp_path / "r.jsonl"
     bad.write_text('{"stack": "x"}\n')
-    with pytest.raises(ValueError, match="r.jsonl:1: missing prefix_types"):
+    with pytest.raises(bench_report.ReportError, match="r.jsonl:1: missing prefix_types"):
         bench_report.load([str(bad)])

@@ -1,0 +1,5 @@
+"""Errors a user can act on: the command line prints them as `error: ...` and exits 2, no traceback."""
+
+
+class UserError(Exception):
+    pass
