@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from infra import aiperf_sweep
+from infra import aiperf_sweep, bench_spec
 from infra.config import Benchmark, StackConfig
 from infra.sizing import Report
 from infra.twin import Twin, TwinError, twin_python
@@ -71,7 +71,7 @@ def run_twin(cfg: StackConfig, report: Report, stack: str, out: Path, quick: boo
 
 
 def cluster_steps(stack: str, cfg: StackConfig, out: Path) -> str:
-    job = f"{cfg.graph.name or stack}-bench"
+    job = bench_spec.name(cfg, stack)
     return "\n".join([
         f"# The benchmark runs as a Job next to the graph of stack {stack}:",
         f"pulumi config set --path benchmark.enabled true --stack {stack}",

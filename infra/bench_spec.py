@@ -16,12 +16,12 @@ READY_WAIT_SECONDS = 1800  # workers may still be loading the model when the Job
 
 
 def name(cfg: StackConfig, stack: str) -> str:
-    return f"{graph_spec.graph_name(cfg, stack)}-bench"
+    return f"{cfg.graph.name}-bench"
 
 
 def plan(cfg: StackConfig, stack: str) -> dict[str, Any]:
     b = cfg.benchmark
-    return {"stack": stack, "target": "cluster", "url": graph_spec.frontend_url(cfg, stack),
+    return {"stack": stack, "target": "cluster", "url": graph_spec.frontend_url(cfg),
             "model": cfg.model.name, "tokenizer": b.tokenizer or cfg.model.name,
             "prefix_types": b.prefix_types, "concurrency": b.concurrency, "runs": b.runs,
             "prefix_tokens": b.prefix_tokens, "unique_tokens": b.unique_tokens,

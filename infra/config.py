@@ -14,6 +14,7 @@ import re
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -178,6 +179,8 @@ class Model(_Model):
         return DTYPE_BYTES[self.dtype]
 
 
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
@@ -206,10 +209,18 @@ class Frontend(_Model):
     memory: Bytes = units.parse_bytes("2Gi")
 
 
+def _dns_label_or_none(value: Optional[str]) -> Optional[str]:
+    if value is not None and (len(value) > 63 or not _DNS_LABEL.match(value)):
+        raise ValueError(f"{value!r} is not a DNS label (lowercase letters, digits, '-', at most 63)")
+    return value
+
+
 class Graph(_Model):
     # None: the stack name, so each variant's graph is recognisable in `kubectl get dgd`.
-    name: Optional[str] = None
-    namespace: str = "dynamo-lab"
+    name: Annotated[Optional[str], AfterValidator(_dns_label_or_none)] = None
+    # None: dynamo-lab-<stack>. One namespace per stack: stacks that share a cluster never
+    # declare the same Namespace object.
+    namespace: Annotated[Optional[str], AfterValidator(_dns_label_or_none)] = None
 
 
 # --- Workers ------------------------------------------------------------------------------------
@@ -237,8 +248,6 @@ MANAGED_FLAGS = {
     "--kv-cache-memory-bytes": "kvCacheBytes",
     "--gpu-memory-utilization": "kvCacheBytes (dynamo-lab derives it from the sizing)",
 }
-
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 class WorkerGroup(_Model):
@@ -511,7 +520,7 @@ def _semantic_problems(cfg: StackConfig) -> list[tuple[str, str]]:
     if cfg.platform.manage and cfg.graph.namespace == cfg.platform.namespace:
         problems.append(("graph.namespace", f"{cfg.graph.namespace!r} is also platform.namespace; "
                          "the graph gets its own namespace so it can be removed without touching "
-                         "the operator. Write e.g. graph.namespace: dynamo-lab"))
+                         "the operator. Remove graph.namespace (default: dynamo-lab-<stack>) or pick another"))
     return problems
 
 
@@ -559,6 +568,9 @@ def load(raw_config: dict[str, str], stack: str) -> StackConfig:
         problems = [(_path(e["loc"], data) or "(top level)", _message(e)) for e in errors
                     if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)]
         raise ConfigError(stack_file(stack), problems) from None
+    # Per-stack defaults, resolved here so every builder reads one value.
+    cfg = cfg.model_copy(update={"graph": cfg.graph.model_copy(update={
+        "name": cfg.graph.name or stack, "namespace": cfg.graph.namespace or f"dynamo-lab-{stack}"})})
     problems = _semantic_problems(cfg)
     if problems:
         raise ConfigError(stack_file(stack), problems)

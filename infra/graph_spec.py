@@ -124,27 +124,23 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
             "podTemplate": {"spec": {"affinity": node_affinity(gpu.node_selector), "containers": [main]}}}
 
 
-def graph_name(cfg: StackConfig, stack: str) -> str:
-    return cfg.graph.name or stack
-
-
 def graph_spec(cfg: StackConfig, report: Report) -> dict[str, Any]:
     components = [frontend_component(cfg)]
     components += [worker_component(cfg, g, report.group(g.name)) for g in cfg.workers]
     return {"components": components}
 
 
-def frontend_service(cfg: StackConfig, stack: str) -> str:
+def frontend_service(cfg: StackConfig) -> str:
     # The operator names a component's Service <graph>-<component> (Dynamo docs port-forward examples).
-    return f"{graph_name(cfg, stack)}-frontend"
+    return f"{cfg.graph.name}-frontend"
 
 
-def frontend_url(cfg: StackConfig, stack: str) -> str:
-    return f"http://{frontend_service(cfg, stack)}.{cfg.graph.namespace}.svc.cluster.local:{FRONTEND_PORT}"
+def frontend_url(cfg: StackConfig) -> str:
+    return f"http://{frontend_service(cfg)}.{cfg.graph.namespace}.svc.cluster.local:{FRONTEND_PORT}"
 
 
-def port_forward_command(cfg: StackConfig, stack: str) -> str:
-    return (f"kubectl port-forward -n {cfg.graph.namespace} svc/{frontend_service(cfg, stack)} "
+def port_forward_command(cfg: StackConfig) -> str:
+    return (f"kubectl port-forward -n {cfg.graph.namespace} svc/{frontend_service(cfg)} "
             f"{FRONTEND_PORT}:{FRONTEND_PORT}")
 
 

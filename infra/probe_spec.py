@@ -27,7 +27,7 @@ def groups(cfg: StackConfig) -> tuple[WorkerGroup, WorkerGroup]:
 
 
 def names(cfg: StackConfig, stack: str) -> dict[str, str]:
-    base = f"{graph_spec.graph_name(cfg, stack)}-kv-probe"
+    base = f"{cfg.graph.name}-kv-probe"
     return {"configmap": base, "target": f"{base}-target", "initiator": f"{base}-initiator"}
 
 

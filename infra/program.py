@@ -26,9 +26,9 @@ def raw_config() -> dict[str, str]:
 def stack_outputs(cfg: StackConfig, stack: str, report: Report) -> dict[str, Any]:
     return {
         "graphNamespace": cfg.graph.namespace,
-        "graphName": graph_spec.graph_name(cfg, stack),
-        "frontendUrl": graph_spec.frontend_url(cfg, stack),
-        "portForward": graph_spec.port_forward_command(cfg, stack),
+        "graphName": cfg.graph.name,
+        "frontendUrl": graph_spec.frontend_url(cfg),
+        "portForward": graph_spec.port_forward_command(cfg),
         "placement": graph_spec.placement(cfg),
         "sizing": report.as_dict(),
     }

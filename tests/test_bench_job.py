@@ -31,10 +31,10 @@ def test_benchmark_job_renders_for_every_stack(stack):
     assert not any("gpu" in k for k in c["resources"]["requests"])
     assert "affinity" not in job["spec"]["template"]["spec"]  # runs anywhere unless configured
     plan = json.loads(cm["data"]["plan.json"])
-    assert plan["url"] == f"http://{stack}-frontend.dynamo-lab.svc.cluster.local:8000"
+    assert plan["url"] == f"http://{stack}-frontend.dynamo-lab-{stack}.svc.cluster.local:8000"
     assert (plan["prefix_types"], plan["concurrency"], plan["runs"]) == ([2, 7, 12, 24], [4, 8], 3)
     assert plan["prefix_tokens"] + plan["unique_tokens"] == 2371
-    assert run.outputs["benchLogs"] == f"kubectl logs -n dynamo-lab job/{stack}-bench | grep '^{{'"
+    assert run.outputs["benchLogs"] == f"kubectl logs -n dynamo-lab-{stack} job/{stack}-bench | grep '^{{'"
     (dgd,) = [r for r in run.resources if r.type.endswith("DynamoGraphDeployment")]
     (job_reg,) = [r for r in run.resources if r.type == "kubernetes:batch/v1:Job"]
     assert dgd.urn in job_reg.dependencies

@@ -108,3 +108,8 @@ def test_every_problem_is_reported_at_once():
     err = _error(edit)
     assert len(err.problems) == 1  # schema errors first: the replicas one
     assert err.problems[0][0] == "workers.decode.replicas"
+
+
+def test_graph_names_must_be_dns_labels():
+    err = _error(lambda c: c.update(graph={"namespace": "Dynamo_Lab"}))
+    assert "graph.namespace: 'Dynamo_Lab' is not a DNS label" in str(err)

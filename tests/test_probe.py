@@ -97,13 +97,15 @@ def test_in_cluster_probe_places_initiator_like_prefill_and_target_like_decode()
         assert not any("gpu" in k for k in c["resources"]["requests"])  # no GPU taken from the workers
         assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
     (ci,) = initiator["spec"]["template"]["spec"]["containers"]
-    assert ci["args"] == ["initiator", "--connect", "cross-server-kv-probe-target.dynamo-lab.svc.cluster.local:5555",
+    target_host = "cross-server-kv-probe-target.dynamo-lab-cross-server.svc.cluster.local"
+    assert ci["args"] == ["initiator", "--connect", f"{target_host}:5555",
                           "--bytes", str(2371 * 114_688), "--repeats", "5", "--timeout", "600"]
     (ct,) = target["spec"]["template"]["spec"]["containers"]
     assert ct["args"][:3] == ["target", "--port", "5555"]
     (cm,) = [normalize(r.inputs) for r in run.resources if r.type == "kubernetes:core/v1:ConfigMap"]
     assert cm["data"]["probe.py"] == (ROOT / "infra" / "probe.py").read_text()
-    assert run.outputs["probeLogs"] == "kubectl logs -n dynamo-lab job/cross-server-kv-probe-initiator | tail -n 1"
+    assert run.outputs["probeLogs"] == (
+        "kubectl logs -n dynamo-lab-cross-server job/cross-server-kv-probe-initiator | tail -n 1")
 
 
 def test_probe_is_off_by_default():

@@ -80,7 +80,7 @@ def test_cross_server_places_prefill_on_8gb_and_decode_on_24gb():
     (dgd,) = run.of_type(DGD)
     assert dgd.inputs["apiVersion"] == "nvidia.com/v1beta1"
     assert dgd.inputs["kind"] == "DynamoGraphDeployment"
-    assert dgd.inputs["metadata"] == {"name": "cross-server", "namespace": "dynamo-lab"}
+    assert dgd.inputs["metadata"] == {"name": "cross-server", "namespace": "dynamo-lab-cross-server"}
     comps = components(run)
     assert sorted(comps) == ["decode", "frontend", "prefill"]
     prefill, decode = comps["prefill"], comps["decode"]
@@ -139,10 +139,10 @@ def test_kv_routing_runs_six_aggregated_workers_four_plus_two():
 
 def test_outputs_give_the_frontend_url_port_forward_and_placement():
     out = run_stack("cross-server").outputs
-    assert out["graphNamespace"] == "dynamo-lab"
+    assert out["graphNamespace"] == "dynamo-lab-cross-server"
     assert out["graphName"] == "cross-server"
-    assert out["frontendUrl"] == "http://cross-server-frontend.dynamo-lab.svc.cluster.local:8000"
-    assert out["portForward"] == "kubectl port-forward -n dynamo-lab svc/cross-server-frontend 8000:8000"
+    assert out["frontendUrl"] == "http://cross-server-frontend.dynamo-lab-cross-server.svc.cluster.local:8000"
+    assert out["portForward"] == "kubectl port-forward -n dynamo-lab-cross-server svc/cross-server-frontend 8000:8000"
     assert out["placement"]["prefill"].startswith("1 x prefill on gpu-8gb")
     assert out["placement"]["decode"].startswith("2 x decode on gpu-24gb")
     assert out["sizing"]["kv_bytes_per_token"] == 114_688
@@ -161,7 +161,7 @@ def test_hf_token_is_a_secret_referenced_by_every_container():
     run = run_stack("cross-server", lambda c: c.update(hfToken="hf_not_a_real_token"), ["dynamo-lab:hfToken"])
     (secret,) = run.of_type("kubernetes:core/v1:Secret")
     assert secret.inputs["metadata"]["name"] == "hf-token"
-    assert secret.inputs["metadata"]["namespace"] == "dynamo-lab"
+    assert secret.inputs["metadata"]["namespace"] == "dynamo-lab-cross-server"
     for comp in components(run).values():
         assert main_container(comp)["envFrom"] == [{"secretRef": {"name": "hf-token"}}]
     (dgd,) = run.of_type(DGD)
@@ -173,3 +173,15 @@ def test_extra_vllm_args_are_appended():
         c["workers"][1]["extraArgs"] = ["--max-num-seqs", "16"]
     comps = components(run_stack("cross-server", edit))
     assert main_container(comps["decode"])["args"][-2:] == ["--max-num-seqs", "16"]
+
+
+def test_stacks_sharing_a_cluster_declare_no_common_object_except_the_platform():
+    """Switching variants with platform management off in all but one stack must not collide."""
+    seen = {}
+    for stack in STACKS:
+        run = run_stack(stack, lambda c: c.update(platform={"manage": False}))
+        for r in run.resources:
+            if r.custom:
+                key = (r.inputs["kind"], r.inputs["metadata"].get("namespace"), r.inputs["metadata"]["name"])
+                assert key not in seen, f"{stack} and {seen.get(key)} both declare {key}"
+                seen[key] = stack

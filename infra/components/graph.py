@@ -49,7 +49,7 @@ class ServingGraph(pulumi.ComponentResource):
             f"{name}-dgd",
             api_version=graph_spec.API_VERSION,
             kind=graph_spec.KIND,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=graph_spec.graph_name(cfg, args.stack), namespace=ns),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=cfg.graph.name, namespace=ns),
             spec=graph_spec.graph_spec(cfg, args.report),
             opts=pulumi.ResourceOptions(parent=self, depends_on=needs),
         )
