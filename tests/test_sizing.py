@@ -174,3 +174,14 @@ def test_fractional_quantities_round_up_to_whole_bytes():
     assert units.parse_rate_bits("1gbit") == 10**9
     with pytest.raises(ValueError):
         units.parse_bytes("-1Gi")
+
+
+def test_readme_sizing_section_is_what_the_tool_prints():
+    from infra.report_text import table
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    assert table(_report("cross-server")) in readme, "README's cross-server sizing report is stale"
+    with pytest.raises(ConfigError) as info:
+        _report("cross-server", lambda c: c["workers"][0].update(memoryLimit="3584Mi"))
+    assert str(info.value) in readme, "README's 3584Mi example error is stale"
