@@ -52,8 +52,10 @@ def worker_args(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> lis
         args += ["--kv-transfer-config", transfer]
     if cfg.frontend.router_mode == "kv" and group.role in ("agg", "prefill"):
         args += ["--kv-events-config", _json(KV_EVENTS_CONFIG)]
-    # Pin the KV pool so host and GPU memory are known exactly; the utilization fraction keeps
-    # vLLM's start-up free-memory check consistent with this worker's share of a shared GPU.
+    # Pin the KV pool so host and GPU memory are known exactly. The utilization fraction is this
+    # worker's share of the GPU: vLLM refuses to start when free memory is below utilization x total
+    # ("Free memory on device ... is less than desired GPU memory utilization"), which the default
+    # 0.9 guarantees for every worker but the first on a shared GPU.
     args += ["--kv-cache-memory-bytes", str(sized.kv_cache_bytes),
              "--gpu-memory-utilization", f"{sized.gpu_memory_utilization:.2f}"]
     return args + list(group.extra_args)
