@@ -82,6 +82,11 @@ def project_root() -> Path:
     return ROOT
 
 
+def stacks_in(root: Path) -> list[str]:
+    """The stacks of a project: STACK for every Pulumi.STACK.yaml."""
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+
+
 def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str], list[str]]:
     """Read Pulumi.<stack>.yaml the way the Pulumi CLI hands config to a program.
 
@@ -91,8 +96,7 @@ def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str
     root = root or project_root()
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
-        raise FileNotFoundError(f"no stack file {path.name} in {root}; stacks here: {', '.join(known)}")
+        raise FileNotFoundError(f"no stack file {path.name} in {root}; stacks here: {', '.join(stacks_in(root))}")
     doc = yaml.safe_load(path.read_text()) or {}
     raw: dict[str, str] = {}
     secrets: list[str] = []

@@ -23,10 +23,6 @@ class ReviewError(UserError):
     pass
 
 
-def stacks_in(root: Path) -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
-
-
 def render_yaml(stack: str) -> str:
     return render.to_yaml(mockrun.run(stack))
 
@@ -35,7 +31,7 @@ def write_golden(root: Path, stacks: Optional[list[str]] = None) -> list[Path]:
     """`python -m infra golden`: re-render tests/golden/<stack>.yaml for every shipped stack."""
     out = []
     (root / GOLDEN_DIR).mkdir(parents=True, exist_ok=True)
-    for stack in stacks or stacks_in(root):
+    for stack in stacks or mockrun.stacks_in(root):
         path = root / GOLDEN_DIR / f"{stack}.yaml"
         path.write_text(render_yaml(stack))
         out.append(path)
@@ -98,7 +94,7 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
         archive = _git(root, "archive", "--format=tar", commit, binary=True)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        stacks = stacks or sorted(set(stacks_in(root)) | set(stacks_in(Path(tmp))))
+        stacks = stacks or sorted(set(mockrun.stacks_in(root)) | set(mockrun.stacks_in(Path(tmp))))
         before = _render_tree(Path(tmp), stacks)
     after = _render_tree(root, stacks)
     changed = False

@@ -12,7 +12,7 @@ from infra import mockrun
 from infra.config import PROJECT
 
 ROOT = Path(__file__).resolve().parent.parent
-STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
+STACKS = mockrun.stacks_in(ROOT)
 DGD = "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
