@@ -43,11 +43,12 @@ def table(r: Report) -> str:
             "",
             "KV transfers (one average request, prefill -> decode):",
             text_table(["from", "to", "path", "bytes", "throughput", "seconds", "prefill moved (est.)",
-                    "in flight @conc", "throughput from"],
-                   [[t.from_group, t.to_group, t.path, fmt_si_bytes(t.bytes_per_request),
-                     f"{fmt_si_bytes(t.throughput_bytes_per_s)}/s", f"{t.seconds_per_request:.2f}",
-                     f"{t.prefill_seconds_estimate:.3f}", fmt_si_bytes(t.in_flight_bytes),
-                     t.throughput_source] for t in r.transfers]),
+                        "in flight @conc", "link max req/s", "throughput from"],
+                       [[t.from_group, t.to_group, t.path, fmt_si_bytes(t.bytes_per_request),
+                         f"{fmt_si_bytes(t.throughput_bytes_per_s)}/s", f"{t.seconds_per_request:.2f}",
+                         f"{t.prefill_seconds_estimate:.3f}", fmt_si_bytes(t.in_flight_bytes),
+                         "-" if t.link_max_requests_per_s is None else f"{t.link_max_requests_per_s:.2f}",
+                         t.throughput_source] for t in r.transfers]),
             "",
         ]
         out += [f"Verdict {t.from_group} -> {t.to_group}: {t.verdict}." for t in r.transfers]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Optional
 
 from infra import units
 from infra.config import ConfigError, GpuClass, StackConfig, WorkerGroup, stack_file
@@ -62,6 +63,10 @@ class TransferSizing:
     seconds_per_request: float
     prefill_seconds_estimate: float
     in_flight_bytes: int
+    # Across nodes every transfer shares one link: it can carry at most this many requests/s
+    # (throughput / bytes per request), whatever the concurrency. None on one node, where
+    # concurrent transfers are separate TCP streams through the host and no single cap is known.
+    link_max_requests_per_s: Optional[float]
     verdict: str
 
 
@@ -214,18 +219,21 @@ def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
             saved = prefill_seconds_estimate(cfg.model.parameters, cfg.workload.input_tokens,
                                              cfg.gpu_classes[d.gpu_class].effective_tflops)
             ratio = seconds / saved
+            cap = "" if same else (f"; the shared link carries at most {bps / per_request:.2f} "
+                                   "requests/s, so at higher load requests queue for it")
             if ratio > 1:
                 verdict = (f"disaggregation costs {seconds:.2f} s of KV transfer per request on this "
                            f"{path} path to move ~{saved:.2f} s (estimate) of prefill off the decode "
-                           f"GPU: {ratio:.1f}x what it saves; it does not pay here")
+                           f"GPU: {ratio:.1f}x what it saves; it does not pay here{cap}")
             else:
                 verdict = (f"disaggregation costs {seconds:.2f} s of KV transfer per request to move "
-                           f"~{saved:.2f} s (estimate) of prefill off the decode GPU: it can pay here")
+                           f"~{saved:.2f} s (estimate) of prefill off the decode GPU: it can pay here{cap}")
             out.append(TransferSizing(
                 from_group=p.name, to_group=d.name, path=path, bytes_per_request=per_request,
                 throughput_bytes_per_s=bps, throughput_source=source, seconds_per_request=seconds,
                 prefill_seconds_estimate=saved,
-                in_flight_bytes=cfg.workload.concurrency * per_request, verdict=verdict))
+                in_flight_bytes=cfg.workload.concurrency * per_request,
+                link_max_requests_per_s=None if same else bps / per_request, verdict=verdict))
     return out
 
 

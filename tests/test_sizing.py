@@ -37,11 +37,15 @@ def test_cross_server_transfer_matches_the_seed_1gbe_estimate():
     assert 2.3 <= t.seconds_per_request <= 2.5
     assert t.in_flight_bytes == 8 * SEED_REQUEST
     assert "does not pay" in t.verdict
+    # One shared 1GbE link carries at most 115 MB/s / 272 MB = 0.42 requests/s.
+    assert t.link_max_requests_per_s == pytest.approx(115e6 / SEED_REQUEST)
+    assert "at most 0.42 requests/s" in t.verdict
 
 
 def test_same_server_transfer_is_a_host_copy_of_about_a_quarter_second():
     (t,) = _report("same-server").transfers
     assert t.path == "same-node"
+    assert t.link_max_requests_per_s is None
     assert 0.2 <= t.seconds_per_request <= 0.3
 
 
