@@ -41,6 +41,9 @@ def _run(*cmd: str) -> None:
 
 
 def namespaces() -> list[str]:
+    """This probe's network namespaces that exist now (none where iproute2 is absent)."""
+    if shutil.which("ip") is None:
+        return []
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     return [line.split()[0] for line in out.splitlines() if line.startswith(NS_PREFIX)]
 
