@@ -67,12 +67,18 @@ def _release_doc(inputs: dict[str, Any]) -> dict[str, Any]:
 _KIND_RANK = {"Namespace": 0, "HelmRelease": 1, "Secret": 2, "ConfigMap": 3, "DynamoGraphDeployment": 9}
 
 
-def _doc_key(doc: dict[str, Any]) -> tuple:
+def doc_identity(doc: dict[str, Any]) -> tuple[str, str, str]:
+    """(kind, namespace, name) of a rendered document; the Helm release counts as kind HelmRelease."""
     if "helmRelease" in doc:
-        return (_KIND_RANK["HelmRelease"], "", doc["helmRelease"].get("name") or "")
+        rel = doc["helmRelease"]
+        return ("HelmRelease", rel.get("namespace") or "", rel.get("name") or "")
     meta = doc.get("metadata") or {}
-    return (_KIND_RANK.get(doc.get("kind"), 5), doc.get("kind") or "", meta.get("namespace") or "",
-            meta.get("name") or "")
+    return (doc.get("kind") or "", meta.get("namespace") or "", meta.get("name") or "")
+
+
+def _doc_key(doc: dict[str, Any]) -> tuple:
+    kind, namespace, name = doc_identity(doc)
+    return (_KIND_RANK.get(kind, 5), kind, namespace, name)
 
 
 def manifests(run: Run) -> list[dict[str, Any]]:

@@ -70,16 +70,9 @@ def _render_tree(tree: Path, stacks: list[str]) -> dict[str, Optional[str]]:
     return out
 
 
-def _key(doc: dict) -> tuple:
-    if "helmRelease" in doc:
-        return ("HelmRelease", doc["helmRelease"].get("namespace"), doc["helmRelease"].get("name"))
-    meta = doc.get("metadata") or {}
-    return (doc.get("kind"), meta.get("namespace"), meta.get("name"))
-
-
 def summary(stack: str, before: Optional[str], after: Optional[str]) -> str:
-    old = {_key(d): d for d in yaml.safe_load_all(before or "") if d}
-    new = {_key(d): d for d in yaml.safe_load_all(after or "") if d}
+    old = {render.doc_identity(d): d for d in yaml.safe_load_all(before or "") if d}
+    new = {render.doc_identity(d): d for d in yaml.safe_load_all(after or "") if d}
     added = len(new.keys() - old.keys())
     removed = len(old.keys() - new.keys())
     changed = sum(1 for k in new.keys() & old.keys() if new[k] != old[k])
