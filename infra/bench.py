@@ -48,14 +48,16 @@ def run_twin(cfg: StackConfig, report: Report, stack: str, out: Path, quick: boo
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     aiperf = aiperf_executable()
-    grid = list(aiperf_sweep.points(sweep_plan(cfg, stack, "twin", "", "", out, quick, overrides)))
+    # The twin's URL and tokenizer are known only once each fresh twin runs; filled in per run.
+    base = sweep_plan(cfg, stack, "twin", "", "", out, quick, overrides)
+    grid = list(aiperf_sweep.points(base))
     lines = []
     for n, (prefix_types, concurrency, run) in enumerate(grid, start=1):
         log(f"[{n}/{len(grid)}] {stack}: prefix types {prefix_types}, concurrency {concurrency}, run {run}")
         workdir = Path(tempfile.mkdtemp(prefix="dynamo-lab-twin-"))
         try:
             with Twin(cfg, report, workdir=workdir, log=log) as twin:
-                plan = sweep_plan(cfg, stack, "twin", twin.url, str(twin.model_dir), out, quick, overrides)
+                plan = {**base, "url": twin.url, "tokenizer": str(twin.model_dir)}
                 try:
                     line = aiperf_sweep.run_point(plan, prefix_types, concurrency, run, aiperf)
                 except RuntimeError as exc:  # aiperf_sweep is standalone: it knows no project errors

@@ -219,7 +219,8 @@ def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
             saved = prefill_seconds_estimate(cfg.model.parameters, cfg.workload.input_tokens,
                                              cfg.gpu_classes[d.gpu_class].effective_tflops)
             ratio = seconds / saved
-            cap = "" if same else (f"; the shared link carries at most {bps / per_request:.2f} "
+            link_max = None if same else bps / per_request
+            cap = "" if same else (f"; the shared link carries at most {link_max:.2f} "
                                    "requests/s, so at higher load requests queue for it")
             if ratio > 1:
                 verdict = (f"disaggregation costs {seconds:.2f} s of KV transfer per request on this "
@@ -233,7 +234,7 @@ def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
                 throughput_bytes_per_s=bps, throughput_source=source, seconds_per_request=seconds,
                 prefill_seconds_estimate=saved,
                 in_flight_bytes=cfg.workload.concurrency * per_request,
-                link_max_requests_per_s=None if same else bps / per_request, verdict=verdict))
+                link_max_requests_per_s=link_max, verdict=verdict))
     return out
 
 
