@@ -8,9 +8,7 @@ DIR/results.jsonl. `--quick` reduces the matrix to prefix types 2 x concurrency 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -54,16 +52,12 @@ def run_twin(cfg: StackConfig, report: Report, stack: str, out: Path, quick: boo
     lines = []
     for n, (prefix_types, concurrency, run) in enumerate(grid, start=1):
         log(f"[{n}/{len(grid)}] {stack}: prefix types {prefix_types}, concurrency {concurrency}, run {run}")
-        workdir = Path(tempfile.mkdtemp(prefix="dynamo-lab-twin-"))
-        try:
-            with Twin(cfg, report, workdir=workdir, log=log) as twin:
-                plan = {**base, "url": twin.url, "tokenizer": str(twin.model_dir)}
-                try:
-                    line = aiperf_sweep.run_point(plan, prefix_types, concurrency, run, aiperf)
-                except RuntimeError as exc:  # aiperf_sweep is standalone: it knows no project errors
-                    raise TwinError(str(exc)) from None
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+        with Twin(cfg, report, log=log) as twin:  # a fresh twin (and prefix cache) per run
+            plan = {**base, "url": twin.url, "tokenizer": str(twin.model_dir)}
+            try:
+                line = aiperf_sweep.run_point(plan, prefix_types, concurrency, run, aiperf)
+            except RuntimeError as exc:  # aiperf_sweep is standalone: it knows no project errors
+                raise TwinError(str(exc)) from None
         with results.open("a") as f:
             f.write(json.dumps(line) + "\n")
         log(f"      TTFT p50 {line['ttft_p50_ms']:.0f} ms, p99 {line['ttft_p99_ms']:.0f} ms, "

@@ -13,8 +13,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ from typing import Iterator, Optional
 
 from infra import units
 from infra.errors import UserError
+from infra.procs import free_port, sigterm_as_interrupt
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
 NS_PREFIX = "dlprobe"
@@ -99,24 +98,6 @@ def _wait_link_up(links: list[tuple[str, str]], seconds: float = 10) -> None:
             time.sleep(0.05)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    # `finally` blocks (process and namespace cleanup) also run when we are terminated.
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _python() -> list[str]:
     return [sys.executable, str(PROBE)]
 
@@ -125,7 +106,7 @@ def measure(link: str, nbytes: int, repeats: int, timeout: float) -> dict:
     """Run target and initiator as separate processes; return the initiator's result."""
     env = {**os.environ, **WORKER_ENV}
     if link == "loopback":
-        port = _free_port()
+        port = free_port()
         return _pair(_python() + ["target", "--bind", "127.0.0.1"],
                      _python() + ["initiator", "--connect", f"127.0.0.1:{port}"],
                      port, nbytes, repeats, timeout, env)
@@ -139,7 +120,7 @@ def measure(link: str, nbytes: int, repeats: int, timeout: float) -> dict:
 def _pair(target_cmd, initiator_cmd, port, nbytes, repeats, timeout, env) -> dict:
     common = ["--bytes", str(nbytes), "--timeout", str(timeout)]
     procs: list[subprocess.Popen] = []
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         try:
             procs.append(subprocess.Popen(target_cmd + ["--port", str(port)] + common, env=env,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

@@ -14,11 +14,11 @@ dependencies are heavy and pin pydantic; `twin_python()` finds it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,6 +29,7 @@ from typing import Optional
 
 from infra.config import StackConfig
 from infra.errors import UserError
+from infra.procs import free_port, sigterm_as_interrupt
 from infra.sizing import Report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,33 +79,26 @@ def plan(cfg: StackConfig, report: Report) -> list[Worker]:
     return workers
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Twin:
     """Context manager: starts the twin, waits until every worker registered, stops it all on exit."""
 
-    def __init__(self, cfg: StackConfig, report: Report, workdir: Optional[Path] = None,
-                 ready_timeout: float = 120, log=None):
+    def __init__(self, cfg: StackConfig, report: Report, ready_timeout: float = 120, log=None):
         self.cfg, self.report = cfg, report
         self.workers = plan(cfg, report)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._own_dir = workdir is None
-        self.dir = Path(workdir or tempfile.mkdtemp(prefix="dynamo-lab-twin-"))
+        # Model dir, discovery files and logs; removed with the twin.
+        self.dir = Path(tempfile.mkdtemp(prefix="dynamo-lab-twin-"))
         self.model_dir = self.dir / "model"
         self.ready_timeout = ready_timeout
         self.procs: list[subprocess.Popen] = []
         self.log = log or (lambda msg: None)
-        self._previous_sigterm = None
+        self._signals = contextlib.ExitStack()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def __enter__(self) -> "Twin":
-        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        self._signals.enter_context(sigterm_as_interrupt())
         try:
             self._start()
         except BaseException:
@@ -184,11 +178,8 @@ class Twin:
             _signal_group(p, signal.SIGKILL)  # anything the process left in its group
             p.log_file.close()
         self.procs = []
-        if self._previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
-        if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self._signals.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -197,6 +188,3 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     except (ProcessLookupError, PermissionError):
         pass
 
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
