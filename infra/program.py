@@ -1,67 +1,62 @@
-"""The Pulumi program: load config, size, build components, return the stack outputs."""
+"""The Pulumi program: load the stack's config, size it, build the components, return the outputs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pulumi
-from pulumi.runtime import config as runtime_config
 
-from infra import bench_spec, graph_spec, probe_spec
-from infra.components.benchmark import BenchmarkJob, BenchmarkJobArgs
-from infra.components.graph import ServingGraph, ServingGraphArgs
-from infra.components.platform import DynamoPlatform
-from infra.components.probe import TransferProbe, TransferProbeArgs
-from infra.config import PROJECT, StackConfig, load
-from infra.sizing import Report, size
-
-
-def raw_config() -> dict[str, str]:
-    """Every `dynamo-lab:*` key Pulumi passed in, so unknown keys can be rejected, not ignored."""
-    values = dict(runtime_config.get_config_env())
-    values.update(runtime_config.CONFIG.get())
-    return {k: v for k, v in values.items() if k.startswith(PROJECT + ":")}
+from infra import pulumi_runtime
+from infra.components.benchmark_job import BenchmarkJob, BenchmarkJobArgs
+from infra.components.dynamo_platform import DynamoPlatform
+from infra.components.serving_graph import ServingGraph, ServingGraphArgs
+from infra.components.transfer_probe import TransferProbe, TransferProbeArgs
+from infra.config import StackConfig, load
+from infra.errors import UserError
+from infra.manifests import benchmark, graph, platform, transfer_probe
+from infra.sizing import StackSizing, size
 
 
-def stack_outputs(cfg: StackConfig, stack: str, report: Report) -> dict[str, Any]:
+def stack_outputs(cfg: StackConfig, sizing: StackSizing) -> dict[str, Any]:
     return {
         "graphNamespace": cfg.graph.namespace,
         "graphName": cfg.graph.name,
-        "frontendUrl": graph_spec.frontend_url(cfg),
-        "portForward": graph_spec.port_forward_command(cfg),
-        "placement": graph_spec.placement(cfg),
-        "sizing": report.as_dict(),
+        "frontendUrl": graph.frontend_url(cfg),
+        "portForward": graph.port_forward_command(cfg),
+        "placement": graph.placement(cfg),
+        "sizing": sizing.as_dict(),
     }
 
 
 def build() -> dict[str, Any]:
     """Register the stack's resources. Config and sizing errors raise before anything is registered."""
     stack = pulumi.get_stack()
-    cfg = load(raw_config(), stack)
-    report = size(cfg, stack)
-    platform: list[pulumi.Resource] = []
+    cfg = load(pulumi_runtime.raw_config(), stack)
+    sizing = size(cfg, stack)
+    waits_for_platform: list[pulumi.Resource] = []
     if cfg.platform.manage:
-        platform.append(DynamoPlatform("platform", cfg.platform).release)
-    graph = ServingGraph("graph", ServingGraphArgs(config=cfg, stack=stack, report=report, platform=platform))
-    outputs = stack_outputs(cfg, stack, report)
+        waits_for_platform.append(DynamoPlatform("platform", platform.release(cfg.platform)).release)
+    token = cfg.hf_token.get_secret_value() if cfg.hf_token is not None else None
+    serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token),
+                           pulumi.ResourceOptions(depends_on=waits_for_platform))
+    outputs = stack_outputs(cfg, sizing)
     if cfg.probe.enabled:
-        TransferProbe("probe", TransferProbeArgs(config=cfg, stack=stack,
-                                                 bytes_per_transfer=report.kv_bytes_per_request,
-                                                 depends_on=[graph.namespace]))
-        outputs["probeLogs"] = probe_spec.logs_command(cfg, stack)
+        m = transfer_probe.manifests(cfg, sizing.kv_bytes_per_request)
+        TransferProbe("probe", TransferProbeArgs(**m), pulumi.ResourceOptions(depends_on=[serving.namespace]))
+        outputs["probeLogs"] = transfer_probe.logs_command(cfg, m["initiator"]["metadata"]["name"])
     if cfg.benchmark.enabled:
-        BenchmarkJob("bench", BenchmarkJobArgs(config=cfg, stack=stack, depends_on=[graph.deployment]))
-        outputs["benchLogs"] = bench_spec.logs_command(cfg, stack)
+        m = benchmark.manifests(cfg, stack)
+        BenchmarkJob("bench", BenchmarkJobArgs(**m), pulumi.ResourceOptions(depends_on=[serving.deployment]))
+        outputs["benchJob"] = m["job"]["metadata"]["name"]
+        outputs["benchLogs"] = benchmark.logs_command(cfg, outputs["benchJob"])
     return outputs
 
 
 def pulumi_main() -> None:
     """Entry under the Pulumi CLI: a bad stack file stops preview/up with the message, no traceback."""
-    from infra.config import ConfigError
-
     try:
         outputs = build()
-    except ConfigError as exc:
+    except UserError as exc:
         raise pulumi.RunError(str(exc)) from None
     for key, value in outputs.items():
         pulumi.export(key, value)

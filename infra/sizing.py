@@ -1,7 +1,8 @@
 """What a configuration costs before it deploys: KV bytes, GPU fit, host memory, transfer time.
 
-Pure arithmetic over a validated StackConfig; no Pulumi here. The rules come from the seed team's
-OOM and vLLM's source (FIELD-NOTES, "vLLM NixlConnector with kv_buffer_device = cpu"):
+Pure arithmetic over a validated StackConfig; no Pulumi here, and no report prose (the lab's
+`sizing_text` words it). A stack that cannot fit raises ConfigError with the numbers and the fix.
+The rules come from the lab's OOM and vLLM's source (docs/sizing.md):
 - KV bytes per token = 2 (K and V) x layers x KV heads x head_dim x dtype bytes.
 - Every worker pins its KV pool with --kv-cache-memory-bytes, so GPU and host figures are exact.
 - With kv_buffer_device=cpu each prefill AND decode worker allocates a host mirror of its WHOLE
@@ -18,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from infra import units
-from infra.config import ConfigError, GpuClass, StackConfig, WorkerGroup, stack_file
+from infra.config.models import GpuClass, Link, StackConfig, WorkerGroup
+from infra.errors import ConfigError, stack_file
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,8 @@ class GroupSizing:
     memory_limit_bytes: int
     memory_request_bytes: int
     memory_source: str  # "config" or "floor"
-    # The seed's rule ("concurrency x KV per request"): a steady-state estimate, NOT the ceiling.
-    seed_steady_state_bytes: int
+    # The lab write-up's rule ("concurrency x KV per request"): a steady-state estimate, NOT the ceiling.
+    steady_state_bytes: int
     requests_in_pool: float
 
 
@@ -67,11 +69,12 @@ class TransferSizing:
     # (throughput / bytes per request), whatever the concurrency. None on one node, where
     # concurrent transfers are separate TCP streams through the host and no single cap is known.
     link_max_requests_per_s: Optional[float]
-    verdict: str
+    # seconds_per_request / prefill_seconds_estimate: above 1, the transfer costs more than it saves.
+    transfer_over_prefill: float
 
 
 @dataclass(frozen=True)
-class Report:
+class StackSizing:
     stack: str
     model: str
     kv_bytes_per_token: int
@@ -111,6 +114,15 @@ def largest_pool_for_limit(limit: int, base: int, headroom_percent: float) -> in
 
 def transfer_seconds(nbytes: int, bytes_per_second: float) -> float:
     return nbytes / bytes_per_second
+
+
+def link_bytes_per_second(link: Link) -> float:
+    """Payload a network link carries: its rate in bytes/s times its efficiency (1GbE: 115 MB/s)."""
+    return link.rate / 8 * link.efficiency
+
+
+def link_basis(link: Link) -> str:
+    return f"link {link.rate / 1e9:g} Gbit/s x {link.efficiency:g} efficiency"
 
 
 def prefill_seconds_estimate(parameters: int, tokens: int, tflops: float) -> float:
@@ -202,7 +214,6 @@ def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
     s = cfg.sizing
     active = [g for g in cfg.workers if g.replicas > 0]
     measured = {(m.from_group, m.to_group): m.bytes_per_second for m in s.measured}
-    link_bps = s.link.rate / 8 * s.link.efficiency
     out = []
     for p in (g for g in active if g.role == "prefill"):
         for d in (g for g in active if g.role == "decode"):
@@ -213,32 +224,21 @@ def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
             elif same:
                 bps, source = float(s.same_node_bytes_per_second), "same-node host TCP copy (default)"
             else:
-                bps = link_bps
-                source = f"link {s.link.rate / 1e9:g} Gbit/s x {s.link.efficiency:g} efficiency"
+                bps, source = link_bytes_per_second(s.link), link_basis(s.link)
             seconds = transfer_seconds(per_request, bps)
             saved = prefill_seconds_estimate(cfg.model.parameters, cfg.workload.input_tokens,
                                              cfg.gpu_classes[d.gpu_class].effective_tflops)
-            ratio = seconds / saved
-            link_max = None if same else bps / per_request
-            cap = "" if same else (f"; the shared link carries at most {link_max:.2f} "
-                                   "requests/s, so at higher load requests queue for it")
-            if ratio > 1:
-                verdict = (f"disaggregation costs {seconds:.2f} s of KV transfer per request on this "
-                           f"{path} path to move ~{saved:.2f} s (estimate) of prefill off the decode "
-                           f"GPU: {ratio:.1f}x what it saves; it does not pay here{cap}")
-            else:
-                verdict = (f"disaggregation costs {seconds:.2f} s of KV transfer per request to move "
-                           f"~{saved:.2f} s (estimate) of prefill off the decode GPU: it can pay here{cap}")
             out.append(TransferSizing(
                 from_group=p.name, to_group=d.name, path=path, bytes_per_request=per_request,
                 throughput_bytes_per_s=bps, throughput_source=source, seconds_per_request=seconds,
                 prefill_seconds_estimate=saved,
                 in_flight_bytes=cfg.workload.concurrency * per_request,
-                link_max_requests_per_s=link_max, verdict=verdict))
+                link_max_requests_per_s=None if same else bps / per_request,
+                transfer_over_prefill=seconds / saved))
     return out
 
 
-def size(cfg: StackConfig, stack: str) -> Report:
+def size(cfg: StackConfig, stack: str) -> StackSizing:
     """Size every worker group; raises ConfigError if a worker cannot fit its GPU or its memory limit."""
     m = cfg.model
     per_token = kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)
@@ -261,7 +261,7 @@ def size(cfg: StackConfig, stack: str) -> Report:
             weights_bytes=weights, gpu_overhead_bytes=overhead, gpu_bytes_per_worker=per_worker,
             gpu_memory_utilization=util, cpu_buffers=g.cpu_buffers, host_memory_floor_bytes=floor,
             memory_limit_bytes=limit, memory_request_bytes=request, memory_source=source,
-            seed_steady_state_bytes=cfg.workload.concurrency * per_request if g.cpu_buffers else 0,
+            steady_state_bytes=cfg.workload.concurrency * per_request if g.cpu_buffers else 0,
             requests_in_pool=pool / per_request))
 
     gpus = []
@@ -284,7 +284,7 @@ def size(cfg: StackConfig, stack: str) -> Report:
                              "or run fewer replicas on this class"))
     if problems:
         raise ConfigError(stack_file(stack), problems)
-    return Report(stack=stack, model=m.name, kv_bytes_per_token=per_token,
+    return StackSizing(stack=stack, model=m.name, kv_bytes_per_token=per_token,
                   kv_bytes_per_request=per_request, input_tokens=cfg.workload.input_tokens,
                   concurrency=cfg.workload.concurrency, groups=groups, gpus=gpus,
                   transfers=_transfers(cfg, per_request))

@@ -1,55 +1,13 @@
-"""Shared helpers: run the real program under mocks with a stack file's config, optionally edited."""
+"""Fixtures shared by every test module (helpers live in tests/helpers.py)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any, Callable, Optional
-
 import pytest
 
-from infra import mockrun
-from infra.config import PROJECT
-
-ROOT = Path(__file__).resolve().parent.parent
-STACKS = mockrun.stacks_in(ROOT)
-DGD = "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment"
-RELEASE = "kubernetes:helm.sh/v3:Release"
-
-
-def raw_config(stack: str, edit: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, str]:
-    """The stack file's config as Pulumi hands it over; `edit` may change the decoded values."""
-    raw, _ = mockrun.stack_config(stack)
-    if edit is None:
-        return raw
-    decoded = {k[len(PROJECT) + 1:]: json.loads(v) if v[:1] in "[{" else v for k, v in raw.items()}
-    edit(decoded)
-    return {f"{PROJECT}:{k}": json.dumps(v) if isinstance(v, (dict, list)) else str(v)
-            for k, v in decoded.items()}
-
-
-def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:
-    return mockrun.run(stack, raw_config(stack, edit), secret_keys or [])
-
-
-def group(cfg: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(g for g in cfg["workers"] if g["name"] == name)
-
-
-def components(run: mockrun.Run) -> dict[str, dict[str, Any]]:
-    (dgd,) = run.of_type(DGD)
-    return {c["name"]: c for c in dgd.inputs["spec"]["components"]}
-
-
-def main_container(component: dict[str, Any]) -> dict[str, Any]:
-    (main,) = [c for c in component["podTemplate"]["spec"]["containers"] if c["name"] == "main"]
-    return main
-
-
-def flag(args: list[str], name: str) -> str:
-    return args[args.index(name) + 1]
+from tests.helpers import STACKS
 
 
 @pytest.fixture(params=STACKS)
 def stack(request) -> str:
+    """Each shipped stack in turn."""
     return request.param

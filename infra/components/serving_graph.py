@@ -1,0 +1,55 @@
+"""ServingGraph: a graph's namespace, its optional token Secret and its DynamoGraphDeployment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.components import after
+from infra.manifests.graph import HF_TOKEN_SECRET
+
+
+@dataclass(frozen=True)
+class ServingGraphArgs:
+    # The DynamoGraphDeployment manifest (manifests.graph.deployment); its namespace is created here.
+    deployment: dict[str, Any]
+    # Hugging Face token, kept secret; None: no Secret and no envFrom.
+    hf_token: Optional[pulumi.Input[str]] = None
+
+
+class ServingGraph(pulumi.ComponentResource):
+    """The serving graph of one variant: namespace, optional HF token Secret, DynamoGraphDeployment.
+
+    Pass the platform release in `opts.depends_on`: the operator's admission webhook (failurePolicy
+    Fail) and CRDs exist only once it is Ready, and the DynamoGraphDeployment waits for it.
+    """
+
+    def __init__(self, name: str, args: ServingGraphArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("dynamo-lab:index:ServingGraph", name, None, opts)
+        meta = args.deployment["metadata"]
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["namespace"]), opts=after(self, opts))
+        ns = self.namespace.metadata.name
+        needs: list[pulumi.Resource] = [self.namespace]
+        if args.hf_token is not None:
+            self.token_secret = k8s.core.v1.Secret(
+                f"{name}-hf-token",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=HF_TOKEN_SECRET, namespace=ns),
+                type="Opaque",
+                string_data={"HF_TOKEN": pulumi.Output.secret(args.hf_token)},
+                opts=after(self, opts),
+            )
+            needs.append(self.token_secret)
+        self.deployment = k8s.apiextensions.CustomResource(
+            f"{name}-dgd",
+            api_version=args.deployment["apiVersion"],
+            kind=args.deployment["kind"],
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=ns),
+            spec=args.deployment["spec"],
+            opts=after(self, opts, *needs),
+        )
+        self.graph_name = self.deployment.metadata["name"]
+        self.register_outputs({"namespace": ns, "graphName": self.graph_name})

@@ -1,0 +1,120 @@
+"""Raw Pulumi config -> StackConfig, or a ConfigError naming the stack file, each key and the fix.
+
+Pulumi hands a program its config as `<namespace>:<key>` -> text (structured values as JSON text).
+`load()` validates the `dynamo-lab:*` keys against `config.models`, turns pydantic's errors into
+messages a user can act on ("did you mean", the accepted values), fills the per-stack defaults,
+then runs the cross-key checks of `config.checks`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from infra.config.checks import problems as cross_key_problems
+from infra.config.models import PROJECT, StackConfig
+from infra.errors import ConfigError, stack_file
+
+
+def _path(loc: tuple, raw: dict[str, Any]) -> str:
+    """('workers', 0, 'replicas') -> 'workers.prefill.replicas' (group name when it has one)."""
+    parts: list[str] = []
+    node: Any = raw
+    for item in loc:
+        if isinstance(item, int):
+            node = node[item] if isinstance(node, list) and item < len(node) else None
+            name = node.get("name") if isinstance(node, dict) else None
+            parts.append(str(name) if name else f"[{item}]")
+        else:
+            parts.append(str(item))
+            node = node.get(item) if isinstance(node, dict) else None
+    return ".".join(parts).replace(".[", "[")
+
+
+def _valid_keys(loc: tuple) -> list[str]:
+    """The camelCase keys allowed at the parent of `loc`, for 'did you mean' hints."""
+    model: Any = StackConfig
+    for item in loc[:-1]:
+        if isinstance(item, int) or model is None:
+            continue
+        field = next((f for f in model.model_fields.values() if f.alias == item), None)
+        if field is None:
+            # Keys of a dict field (e.g. a GPU class name) lead to its value model.
+            continue
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        candidates = [ann, *args] + [a for arg in args for a in getattr(arg, "__args__", ())]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    if model is None:
+        return []
+    return [f.alias for f in model.model_fields.values() if f.alias]
+
+
+_HINTS = {
+    "greater_than_equal": "write a number >= {ge}",
+    "greater_than": "write a number > {gt}",
+}
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(err["loc"][-1])
+        valid = _valid_keys(err["loc"])
+        close = difflib.get_close_matches(key, valid, n=1)
+        if len(err["loc"]) == 1:  # a stack-file key: show it as written there
+            key, close = f"{PROJECT}:{key}", [f"{PROJECT}:{c}" for c in close]
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        listed = f" Valid keys here: {', '.join(valid)}." if valid else ""
+        return f"unknown key `{key}`{hint}{listed}"
+    if kind == "missing":
+        return "required key is missing; add it"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        return f"{err['input']!r} is not allowed; write one of {expected}"
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    if kind in _HINTS:
+        return f"{err['input']!r} is not allowed: {_HINTS[kind].format(**err.get('ctx', {}))}"
+    return f"{err['msg']} (got {err.get('input')!r})"
+
+
+def _decode(raw: str) -> Any:
+    """Pulumi hands structured config values over as JSON text, scalars as plain text."""
+    text = raw.strip()
+    if text[:1] in "{[":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return raw
+
+
+def load(raw_config: dict[str, str], stack: str) -> StackConfig:
+    """Validate the `dynamo-lab:*` keys of a stack's config. Raises ConfigError on any problem."""
+    prefix = PROJECT + ":"
+    data = {k[len(prefix):]: _decode(v) for k, v in raw_config.items() if k.startswith(prefix)}
+    try:
+        cfg = StackConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # A misspelled required key is one mistake, not two: keep "unknown key, did you mean X?"
+        # and drop the "X is missing" it causes.
+        misspelled = set()
+        for e in errors:
+            if e["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(str(e["loc"][-1]), _valid_keys(e["loc"]), n=1)
+                misspelled.update(tuple(e["loc"][:-1]) + (c,) for c in close)
+        problems = [(_path(e["loc"], data) or "(top level)", _message(e)) for e in errors
+                    if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)]
+        raise ConfigError(stack_file(stack), problems) from None
+    # Per-stack defaults, resolved here so every builder reads one value.
+    cfg = cfg.model_copy(update={"graph": cfg.graph.model_copy(update={
+        "name": cfg.graph.name or stack, "namespace": cfg.graph.namespace or f"dynamo-lab-{stack}"})})
+    problems = cross_key_problems(cfg)
+    if problems:
+        raise ConfigError(stack_file(stack), problems)
+    return cfg

@@ -1,0 +1,399 @@
+"""The stack file's schema: pydantic models holding every default of the project, and nowhere else.
+
+A stack file holds only what differs from these defaults. Keys are camelCase, as Pulumi config
+keys usually are (`dynamo-lab:workers`, `memoryLimit`, ...); unknown keys are errors, never ignored.
+Checks that need one value live on the models; checks across keys live in `config.checks`, and
+`config.load` turns raw Pulumi config into a `StackConfig` or a `ConfigError`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from infra import units
+
+PROJECT = "dynamo-lab"
+
+Bytes = Annotated[int, BeforeValidator(units.parse_bytes)]
+LinkRate = Annotated[int, BeforeValidator(units.parse_rate_bits)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True)
+
+
+# --- GPU classes --------------------------------------------------------------------------------
+
+
+class NodeRequirement(_Model):
+    """One `matchExpressions` entry of a required node affinity term (ANDed with the others)."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] = []
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> "NodeRequirement":
+        # Same rules as the API server's node selector validation.
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values; remove `values`")
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Gt", "Lt"):
+            if len(self.values) != 1 or not self.values[0].lstrip("-").isdigit():
+                raise ValueError(
+                    f"operator {self.operator} needs exactly one integer value, e.g. values: ['20000']"
+                )
+        return self
+
+
+class GpuClass(_Model):
+    """A kind of GPU node. The lab has one node with one GPU per class; all workers of a class share it."""
+
+    memory: Bytes
+    # With one physical GPU and several workers, the NVIDIA device plugin must advertise
+    # time-sliced replicas of this resource (FIELD-NOTES: "Several workers on one GPU").
+    resource: str = "nvidia.com/gpu"
+    node_selector: list[NodeRequirement] = Field(min_length=1)
+    # Fraction of GPU memory no worker may plan to use (driver, display, fragmentation).
+    memory_reserve: float = Field(0.10, ge=0.0, lt=1.0)
+    # ESTIMATE: sustained prefill TFLOP/s of one worker; only used for the prefill-time estimate.
+    effective_tflops: float = Field(gt=0)
+
+
+def _gfd_memory_rule(operator: str, mib: int) -> list[dict[str, Any]]:
+    # GPU feature discovery labels every GPU node with nvidia.com/gpu.memory in MiB.
+    return [{"key": "nvidia.com/gpu.memory", "operator": operator, "values": [str(mib)]}]
+
+
+DEFAULT_GPU_CLASSES: dict[str, dict[str, Any]] = {
+    # 24GB-class cards report ~24,000-24,576 MiB; nothing in the lab between 12 and 20 GB.
+    "gpu-24gb": {"memory": "24Gi", "nodeSelector": _gfd_memory_rule("Gt", 20000), "effectiveTflops": 40},
+    # 8GB laptop GPU reports ~8,188 MiB.
+    "gpu-8gb": {"memory": "8Gi", "nodeSelector": _gfd_memory_rule("Lt", 12000), "effectiveTflops": 15},
+}
+
+
+# --- Platform, model, image, frontend -----------------------------------------------------------
+
+# Top-level chart keys that Dynamo 1.4+ removed; setting them makes the chart fail (FIELD-NOTES).
+REMOVED_CHART_KEYS = {
+    "grove": "global.grove.install / global.grove.enabled",
+    "nats": "global.nats.install",
+    "etcd": "global.etcd.install",
+    "kai-scheduler": "global.kai-scheduler.install / global.kai-scheduler.enabled",
+}
+
+
+class Platform(_Model):
+    manage: bool = True
+    chart: str = "dynamo-platform"
+    chart_repo: str = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
+    version: str = "1.6.2"
+    namespace: str = "dynamo-system"
+    release_name: str = "dynamo-platform"
+    timeout_seconds: int = Field(900, gt=0)
+    # Extra chart values, merged over the ones dynamo-lab sets (which keep Grove and KAI off).
+    values: dict[str, Any] = {}
+
+    @field_validator("values")
+    @classmethod
+    def _no_removed_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
+        for key, replacement in REMOVED_CHART_KEYS.items():
+            if isinstance(values.get(key), dict) and "enabled" in values[key]:
+                raise ValueError(
+                    f"`{key}.enabled` was removed from the dynamo-platform chart and makes it fail; "
+                    f"use {replacement} instead"
+                )
+        return values
+
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
+
+# Built-in model geometry (its config.json). head_dim is explicit: Qwen3 sets it to 128, NOT
+# hidden_size / num_attention_heads = 64, the mistake several tools make (FIELD-NOTES).
+BUILTIN_MODELS: dict[str, dict[str, Any]] = {
+    "Qwen/Qwen3-0.6B": {
+        "layers": 28,
+        "kvHeads": 8,
+        "headDim": 128,
+        "hiddenSize": 1024,
+        "attentionHeads": 16,
+        "dtype": "bfloat16",
+        # Tied embeddings: 28 x 15,730,944 per layer + 151,936 x 1,024 embedding + 1,024 norm.
+        "parameters": 596_049_920,
+    }
+}
+
+
+class Model(_Model):
+    name: str = "Qwen/Qwen3-0.6B"
+    layers: Optional[int] = Field(None, gt=0)
+    kv_heads: Optional[int] = Field(None, gt=0)
+    head_dim: Optional[int] = Field(None, gt=0)
+    hidden_size: Optional[int] = Field(None, gt=0)
+    attention_heads: Optional[int] = Field(None, gt=0)
+    dtype: Literal["bfloat16", "float16", "float32", "fp8"] = "bfloat16"
+    parameters: Optional[int] = Field(None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_builtin(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            name = data.get("name", "Qwen/Qwen3-0.6B")
+            if name in BUILTIN_MODELS:
+                return {**BUILTIN_MODELS[name], **data}
+        return data
+
+    @model_validator(mode="after")
+    def _geometry_complete(self) -> "Model":
+        needed = {"layers": self.layers, "kvHeads": self.kv_heads, "headDim": self.head_dim,
+                  "parameters": self.parameters}
+        missing = [k for k, v in needed.items() if v is None]
+        if missing:
+            raise ValueError(
+                f"model {self.name!r} is not built in ({', '.join(BUILTIN_MODELS)}), so its geometry "
+                f"must be given: missing {', '.join(missing)} (copy num_hidden_layers, "
+                "num_key_value_heads and head_dim from its config.json, and its parameter count)"
+            )
+        return self
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+
+
+def _check_image(image: str) -> str:
+    ref = image.split("@", 1)[0]
+    repo, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        tag, repo = "", ref
+    if not _SEMVER.match(tag):
+        shown = tag or "(none)"
+        raise ValueError(
+            f"image tag {shown} is not a semantic version, and the Dynamo admission webhook rejects "
+            f"images whose tag does not parse as one. Before: {image}  After: {repo}:1.6.2"
+        )
+    return image
+
+
+class Frontend(_Model):
+    router_mode: Literal["kv", "round-robin", "random"] = "kv"
+    replicas: int = Field(1, ge=1)
+    cpu: str = "1"
+    memory: Bytes = units.parse_bytes("2Gi")
+
+
+def _dns_label_or_none(value: Optional[str]) -> Optional[str]:
+    if value is not None and (len(value) > 63 or not _DNS_LABEL.match(value)):
+        raise ValueError(f"{value!r} is not a DNS label (lowercase letters, digits, '-', at most 63)")
+    return value
+
+
+class Graph(_Model):
+    # None: the stack name, so each variant's graph is recognisable in `kubectl get dgd`.
+    name: Annotated[Optional[str], AfterValidator(_dns_label_or_none)] = None
+    # None: dynamo-lab-<stack>. One namespace per stack: stacks that share a cluster never
+    # declare the same Namespace object.
+    namespace: Annotated[Optional[str], AfterValidator(_dns_label_or_none)] = None
+
+
+# --- Workers ------------------------------------------------------------------------------------
+
+
+class KvTransfer(_Model):
+    connector: Literal["NixlConnector"] = "NixlConnector"
+    # cpu: NIXL moves KV through a host mirror of the KV pool. The only choice over TCP:
+    # UCX segfaults copying GPU memory over TCP (uct_tcp_ep_am_bcopy, FIELD-NOTES).
+    buffer_device: Literal["cpu", "cuda"] = "cpu"
+    ucx_tls: str = "tcp,self"
+    ucx_rndv_thresh: str = "inf"
+
+
+# Transports that can move GPU memory directly; a UCX_TLS without any of them is TCP-only.
+GPU_CAPABLE_UCX_TLS = {"all", "cuda", "cuda_ipc", "cuda_copy", "rc", "rc_x", "ud", "ud_x", "dc",
+                       "dc_x", "rc_mlx5", "dc_mlx5", "ud_mlx5", "gdr_copy", "ib"}
+
+# Flags dynamo-lab writes itself; setting them in extraArgs would contradict the sizing.
+MANAGED_FLAGS = {
+    "--model": "model.name",
+    "--disaggregation-mode": "role",
+    "--kv-transfer-config": "kvTransfer",
+    "--kv-events-config": "frontend.routerMode",
+    "--kv-cache-memory-bytes": "kvCacheBytes",
+    "--gpu-memory-utilization": "kvCacheBytes (dynamo-lab derives it from the sizing)",
+}
+
+
+class WorkerGroup(_Model):
+    name: str = Field(max_length=40)
+    role: Literal["agg", "prefill", "decode"]
+    replicas: int = Field(ge=0)
+    gpu_class: str
+    kv_transfer: KvTransfer = KvTransfer()
+    # vLLM --kv-cache-memory-bytes. None: the GPU class's memory shared among its workers.
+    kv_cache_bytes: Optional[Bytes] = None
+    cpu_request: str = "2"
+    cpu_limit: Optional[str] = None
+    # None: the host memory floor from the sizing, as request and limit (Guaranteed QoS).
+    memory_limit: Optional[Bytes] = None
+    # None: equal to the limit.
+    memory_request: Optional[Bytes] = None
+    extra_args: list[str] = []
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, name: str) -> str:
+        if not _DNS_LABEL.match(name):
+            fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "workers"
+            raise ValueError(
+                f"{name!r} is not a DNS label (lowercase letters, digits, '-'); it names the graph "
+                f"component and its pods. Write e.g. {fixed!r}"
+            )
+        return name
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_managed_flags(cls, args: list[str]) -> list[str]:
+        for arg in args:
+            flag = arg.split("=", 1)[0]
+            if flag in MANAGED_FLAGS:
+                raise ValueError(
+                    f"{flag} is written by dynamo-lab from `{MANAGED_FLAGS[flag]}`; set that key "
+                    "instead of passing the flag in extraArgs"
+                )
+        return args
+
+    @model_validator(mode="after")
+    def _kv_transfer_only_disaggregated(self) -> "WorkerGroup":
+        if self.role == "agg" and "kv_transfer" in self.model_fields_set:
+            raise ValueError(
+                "kvTransfer applies to prefill and decode workers only; an agg worker keeps its KV "
+                "on its own GPU. Remove kvTransfer, or set role to prefill or decode"
+            )
+        return self
+
+    @property
+    def cpu_buffers(self) -> bool:
+        """Whether vLLM keeps a host mirror of this worker's KV pool (NixlConnector, cpu buffers)."""
+        return self.role in ("prefill", "decode") and self.kv_transfer.buffer_device == "cpu"
+
+
+# --- Workload and sizing parameters -------------------------------------------------------------
+
+
+class Workload(_Model):
+    # The seed's requests averaged 2,371 input tokens.
+    input_tokens: int = Field(2371, gt=0)
+    # The concurrency this variant is sized for; the seed ran 4 and 8.
+    concurrency: int = Field(8, gt=0)
+
+
+class Link(_Model):
+    rate: LinkRate = units.parse_rate_bits("1gbit")
+    # 1GbE carries 110-117 MB/s of payload in practice (seed notes): 0.92 x 125 MB/s = 115 MB/s.
+    efficiency: float = Field(0.92, gt=0, le=1)
+
+
+class MeasuredThroughput(_Model):
+    from_group: str
+    to_group: str
+    bytes_per_second: Bytes
+
+
+class SizingParameters(_Model):
+    # Host RSS of a vLLM worker before any KV mirror: the limit that held for aggregated workers.
+    vllm_base_memory: Bytes = units.parse_bytes("3584Mi")
+    # Headroom over the KV host mirror for per-layer copy temporaries and NIXL/UCX internals.
+    host_headroom_percent: float = Field(10, ge=0, le=100)
+    # ESTIMATE: CUDA context, activations and runtime buffers of one vLLM worker beyond weights + KV.
+    gpu_overhead_per_worker: Bytes = units.parse_bytes("1536Mi")
+    # Same-node transfer: NIXL over UCX TCP through loopback, ~1.2-1.3 GB/s measured (FIELD-NOTES).
+    same_node_bytes_per_second: Bytes = units.parse_bytes("1200M")
+    link: Link = Link()
+    measured: list[MeasuredThroughput] = []
+
+
+class Probe(_Model):
+    """In-cluster KV-transfer probe (infra/probe.py) deployed next to the graph; off by default."""
+
+    enabled: bool = False
+    # None: the first prefill group / the first decode group.
+    from_group: Optional[str] = None
+    to_group: Optional[str] = None
+    repeats: int = Field(5, ge=1)
+    port: int = Field(5555, ge=1024, le=65535)
+    timeout_seconds: int = Field(600, gt=0)
+
+
+class Benchmark(_Model):
+    """The sweep: defaults are the seed's matrix (prefix types x concurrency, 3 runs per point)."""
+
+    prefix_types: list[int] = Field([2, 7, 12, 24], min_length=1)
+    concurrency: list[int] = Field([4, 8], min_length=1)
+    runs: int = Field(3, ge=1)
+    # Input = a shared prefix (one of `prefix_types`) + a unique part: 2,000 + 371 = the seed's 2,371.
+    prefix_tokens: int = Field(2000, ge=0)
+    unique_tokens: int = Field(371, gt=0)
+    output_tokens: int = Field(64, gt=0)
+    # Requests per run = this x concurrency.
+    requests_per_concurrency: int = Field(8, gt=0)
+    # In the cluster: a Job running AIPerf against the frontend (opt-in).
+    enabled: bool = False
+    image: str = "python:3.11-slim"
+    aiperf_version: str = "0.13.0"
+    # Where the Job runs (required node affinity); none: anywhere. It requests no GPU.
+    node_selector: list[NodeRequirement] = []
+    # AIPerf tokenizes with the served model's tokenizer (downloaded in the cluster).
+    tokenizer: Optional[str] = None
+
+    @field_validator("prefix_types", "concurrency")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(v <= 0 for v in values):
+            raise ValueError(f"{values} must hold positive integers only")
+        return values
+
+
+# --- The whole stack ----------------------------------------------------------------------------
+
+
+class StackConfig(_Model):
+    gpu_classes: dict[str, GpuClass] = Field(
+        default_factory=lambda: {k: GpuClass.model_validate(v) for k, v in DEFAULT_GPU_CLASSES.items()}
+    )
+    platform: Platform = Platform()
+    model: Model = Model()
+    image: Annotated[str, BeforeValidator(lambda v: _check_image(str(v)))] = (
+        "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
+    )
+    frontend: Frontend = Frontend()
+    graph: Graph = Graph()
+    workers: list[WorkerGroup] = Field(min_length=1)
+    workload: Workload = Workload()
+    sizing: SizingParameters = SizingParameters()
+    probe: Probe = Probe()
+    benchmark: Benchmark = Benchmark()
+    hf_token: Optional[SecretStr] = None

@@ -1,0 +1,73 @@
+"""`dynamo-lab bench STACK --target twin|cluster`: the benchmark matrix, on a local twin or in the cluster.
+
+Against the twin, every run gets a fresh twin (no prefix cache carried over between runs), and
+writes AIPerf's JSON under DIR/<stack>/p<prefix>-c<concurrency>-r<run>/ plus one line per run in
+DIR/results.jsonl. `--quick` reduces the matrix to prefix types 2 x concurrency 4 x 1 run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from infra.config.models import StackConfig
+from infra.lab.twin.runner import Twin, TwinError, twin_python
+from infra.manifests import benchmark
+from infra.payloads import aiperf_sweep
+from infra.sizing import StackSizing
+
+
+def aiperf_executable() -> list[str]:
+    exe = twin_python().parent / "aiperf"
+    if not exe.exists():
+        raise TwinError(f"aiperf not found next to {twin_python()}: run through `python3 dev.py bench ...`")
+    return [str(exe)]
+
+
+def run_twin(cfg: StackConfig, sizing: StackSizing, stack: str, out: Path, quick: bool, log=print,
+             overrides: Optional[dict] = None) -> list[dict]:
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.jsonl"
+    aiperf = aiperf_executable()
+    # The twin's URL and tokenizer are known only once each fresh twin runs; filled in per run.
+    base = benchmark.sweep_plan(cfg.benchmark, cfg.model.name, stack, "twin", "", "", str(out), quick, overrides)
+    grid = list(aiperf_sweep.points(base))
+    lines = []
+    for n, (prefix_types, concurrency, run) in enumerate(grid, start=1):
+        log(f"[{n}/{len(grid)}] {stack}: prefix types {prefix_types}, concurrency {concurrency}, run {run}")
+        with Twin(cfg, sizing, log=log) as twin:  # a fresh twin (and prefix cache) per run
+            plan = {**base, "url": twin.url, "tokenizer": str(twin.model_dir)}
+            try:
+                line = aiperf_sweep.run_point(plan, prefix_types, concurrency, run, aiperf)
+            except RuntimeError as exc:  # aiperf_sweep is standalone: it knows no project errors
+                raise TwinError(str(exc)) from None
+        with results.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        log(f"      TTFT p50 {line['ttft_p50_ms']:.0f} ms, p99 {line['ttft_p99_ms']:.0f} ms, "
+            f"{line['requests_per_s']:.2f} requests/s")
+        lines.append(line)
+    return lines
+
+
+def cluster_steps(stack: str, cfg: StackConfig, out: Path) -> str:
+    ns = cfg.graph.namespace
+    return "\n".join([
+        f"# The benchmark runs as a Job next to the graph of stack {stack}:",
+        f"pulumi config set --path benchmark.enabled true --stack {stack}",
+        f"pulumi up --stack {stack}",
+        "# Follow it (the stack output benchLogs names the Job); each finished run prints one JSON line:",
+        f'kubectl logs -n {ns} -f "job/$(pulumi stack output benchJob --stack {stack})"',
+        "# Collect the lines into the same results format the twin writes:",
+        f"mkdir -p {out} && $(pulumi stack output benchLogs --stack {stack}) > {out}/results.jsonl",
+        f"python3 dev.py report {out}/results.jsonl",
+    ])
+
+
+def main_twin(cfg, sizing, stack, out, quick, overrides=None) -> int:
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+    run_twin(cfg, sizing, stack, out, quick, log, overrides)
+    log(f"results: {out / 'results.jsonl'}")
+    return 0

@@ -1,0 +1,195 @@
+"""`dynamo-lab COMMAND` (also `python -m infra.lab` and `python -m infra`): the lab's offline tools.
+
+No cluster and no Pulumi CLI: each command reads a stack file of the project it is run in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from infra.errors import UserError
+from infra.units import parse_bytes
+
+
+def _positive_bytes(text: str) -> int:
+    try:
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0 bytes")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas")
+    return values
+
+
+def _stack(name: str):
+    """A stack's validated config and its sizing (ConfigError when the stack file is wrong)."""
+    from infra.config import load
+    from infra.lab import mockrun
+    from infra.sizing import size
+
+    raw, _ = mockrun.stack_config(name)
+    cfg = load(raw, name)
+    return cfg, size(cfg, name)
+
+
+def _render(args: argparse.Namespace) -> int:
+    from infra.lab import mockrun, render
+
+    run = mockrun.run(args.stack)
+    sys.stdout.write(render.to_json(run) + "\n" if args.json else render.to_yaml(run))
+    return 0
+
+
+def _sizing(args: argparse.Namespace) -> int:
+    from infra.lab import sizing_text
+
+    _, sizing = _stack(args.stack)
+    print(json.dumps(sizing.as_dict(), indent=2) if args.json else sizing_text.table(sizing))
+    return 0
+
+
+def _golden(args: argparse.Namespace) -> int:
+    from infra.lab import mockrun, review
+
+    for path in review.write_golden(mockrun.project_root(), args.stacks or None):
+        print(f"wrote {path}")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from infra.lab import mockrun, review
+
+    return review.diff(mockrun.project_root(), args.base, args.stacks, sys.stdout)
+
+
+def _probe_local(args: argparse.Namespace) -> int:
+    from infra.config.models import KvTransfer, SizingParameters
+    from infra.lab import probe_runner
+
+    if args.stack:
+        cfg, sizing = _stack(args.stack)
+        nbytes, params = sizing.kv_bytes_per_request, cfg.sizing
+        kv = next((g.kv_transfer for g in cfg.workers if g.role == "prefill"), KvTransfer())
+    else:
+        nbytes, params, kv = args.bytes, SizingParameters(), KvTransfer()
+    result = probe_runner.measure_against_sizing(args.link, nbytes, args.repeats, args.timeout, params, kv,
+                                                 args.stack)
+    print(json.dumps(result, indent=2) if args.json else probe_runner.text(result))
+    return 0 if result["intact"] else 1
+
+
+def _twin(args: argparse.Namespace) -> int:
+    import time
+
+    from infra.lab.twin.runner import Twin
+
+    cfg, sizing = _stack(args.stack)
+    try:
+        with Twin(cfg, sizing, log=lambda m: print(m, file=sys.stderr, flush=True)) as twin:
+            print(f"twin of {args.stack} ready: {twin.url}/v1/chat/completions (Ctrl-C stops it)", flush=True)
+            deadline = time.monotonic() + args.seconds if args.seconds else None
+            while deadline is None or time.monotonic() < deadline:
+                time.sleep(0.5)
+    except KeyboardInterrupt:  # the way to stop a twin: not an error
+        print("twin stopped", file=sys.stderr)
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from infra.lab.bench import sweep
+
+    cfg, sizing = _stack(args.stack)
+    out = Path(args.out)
+    if args.target == "cluster":
+        print(sweep.cluster_steps(args.stack, cfg, out))
+        return 0
+    overrides = {k: v for k, v in (("prefix_types", args.prefix_types), ("concurrency", args.concurrency),
+                                   ("runs", args.runs)) if v}
+    return sweep.main_twin(cfg, sizing, args.stack, out, args.quick, overrides)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from infra.lab.bench import table
+
+    print(table.main(args.results, args.baseline, args.plot, args.seed))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dynamo-lab", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("render", help="print what a stack declares, from its stack file, under Pulumi mocks")
+    r.add_argument("stack", help="stack name: the STACK of Pulumi.STACK.yaml")
+    r.add_argument("--json", action="store_true", help="JSON list of {type, name, inputs} in registration order")
+    r.set_defaults(func=_render)
+    s = sub.add_parser("sizing", help="KV bytes, GPU fit, host memory and transfer cost of a stack")
+    s.add_argument("stack")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_sizing)
+    g = sub.add_parser("golden", help="re-render tests/golden/<stack>.yaml (review the diff, then commit)")
+    g.add_argument("stacks", nargs="*", metavar="STACK")
+    g.set_defaults(func=_golden)
+    d = sub.add_parser("diff", help="manifest diff, git ref vs working tree; exit 0 same, 1 changed, 2 error")
+    d.add_argument("--base", help="git ref to compare with (default: merge base with main)")
+    d.add_argument("stacks", nargs="*", metavar="STACK")
+    d.set_defaults(func=_diff)
+    pr = sub.add_parser("probe", help="measure a KV transfer with NIXL over UCX")
+    prs = pr.add_subparsers(dest="where", required=True)
+    loc = prs.add_parser("local", help="on this machine: loopback, or two network namespaces on a shaped veth")
+    loc.add_argument("--link", default="loopback", help="loopback (same node) or a rate such as 1gbit (root)")
+    what = loc.add_mutually_exclusive_group(required=True)
+    what.add_argument("--bytes", type=_positive_bytes, help="bytes per transfer (e.g. 272M)")
+    what.add_argument("--stack", help="use this stack's KV bytes per request and its sizing parameters")
+    loc.add_argument("--repeats", type=int, default=5, help="timed transfers after the warm-up (default 5)")
+    loc.add_argument("--timeout", type=float, default=120, help="seconds before giving up (default 120)")
+    loc.add_argument("--json", action="store_true")
+    loc.set_defaults(func=_probe_local)
+    tw = sub.add_parser("twin", help="run a local twin of a stack (Dynamo frontend + mocker workers)")
+    tw.add_argument("stack")
+    tw.add_argument("--seconds", type=float, default=0, help="stop after this long (default: until Ctrl-C)")
+    tw.set_defaults(func=_twin)
+    be = sub.add_parser("bench", help="run the benchmark sweep against a twin, or print the in-cluster steps")
+    be.add_argument("stack")
+    be.add_argument("--target", choices=["twin", "cluster"], required=True)
+    be.add_argument("--quick", action="store_true", help="prefix types 2 x concurrency 4 x 1 run")
+    be.add_argument("--out", default="bench-out", help="results directory (default bench-out)")
+    be.add_argument("--prefix-types", type=_int_list, help="override the matrix, e.g. 2,24")
+    be.add_argument("--concurrency", type=_int_list, help="override the matrix, e.g. 4,8")
+    be.add_argument("--runs", type=int, help="override runs per point")
+    be.set_defaults(func=_bench)
+    rp = sub.add_parser("report", help="the lab's table and a PNG plot from results.jsonl files")
+    rp.add_argument("results", nargs="+", help="results.jsonl of the variant(s)")
+    rp.add_argument("--baseline", help="results.jsonl of the baseline (e.g. kv-routing)")
+    rp.add_argument("--plot", help="write a PNG plot here")
+    rp.add_argument("--seed", action="store_true", help="add the lab's published figures")
+    rp.set_defaults(func=_report)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        # A ConfigError already names the stack file and the key; others get a prefix.
+        from infra.errors import ConfigError
+
+        print(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; the processes and namespaces it started were removed", file=sys.stderr)
+        return 130

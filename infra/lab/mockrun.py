@@ -1,0 +1,103 @@
+"""Run the real program in-process under Pulumi mocks: no cluster, no Pulumi CLI.
+
+Used by `render`, `diff` and the tests. Reads a stack file the way the Pulumi CLI hands config to
+a program, runs `infra.program.build` through `infra.pulumi_runtime`, and returns every
+registration in order (type token, logical name, inputs, parent, dependencies, provider).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from infra import pulumi_runtime
+from infra.config import PROJECT
+from infra.errors import UserError
+from infra.pulumi_runtime import Registration
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET_PLACEHOLDER = "[secret]"
+
+
+@dataclass
+class Run:
+    stack: str
+    resources: list[Registration] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, token: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == token]
+
+    def by_urn(self, urn: str) -> Registration:
+        return next(r for r in self.resources if r.urn == urn)
+
+
+class StackFileError(UserError):
+    pass
+
+
+def project_root() -> Path:
+    """The dynamo-lab project the user is in (like the Pulumi CLI: nearest Pulumi.yaml up from the
+    working directory), else the one this code belongs to."""
+    for d in (Path.cwd(), *Path.cwd().parents):
+        project = d / "Pulumi.yaml"
+        if project.is_file() and (yaml.safe_load(project.read_text()) or {}).get("name") == PROJECT:
+            return d
+    return ROOT
+
+
+def stacks_in(root: Path) -> list[str]:
+    """The stacks of a project: STACK for every Pulumi.STACK.yaml."""
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+
+
+def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str], list[str]]:
+    """Read Pulumi.<stack>.yaml the way the Pulumi CLI hands config to a program.
+
+    Structured values become JSON text, scalars text; `secure:` values cannot be decrypted here and
+    are passed as a placeholder marked secret (render never needs the real value).
+    """
+    root = root or project_root()
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise StackFileError(f"no stack file {path.name} in {root}; stacks here: {', '.join(stacks_in(root))}")
+    doc = yaml.safe_load(path.read_text()) or {}
+    raw: dict[str, str] = {}
+    secrets: list[str] = []
+    for key, value in (doc.get("config") or {}).items():
+        key = key if ":" in key else f"{PROJECT}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            raw[key] = SECRET_PLACEHOLDER
+            secrets.append(key)
+        elif isinstance(value, (dict, list)):
+            raw[key] = json.dumps(value)
+        elif isinstance(value, bool):
+            raw[key] = "true" if value else "false"
+        else:
+            raw[key] = str(value)
+    return raw, secrets
+
+
+def run(stack: str, raw_config: Optional[dict[str, str]] = None, secret_keys: Optional[list[str]] = None,
+        program: Optional[Callable[[], dict[str, Any]]] = None, root: Optional[Path] = None) -> Run:
+    """Run `program` (default: infra.program.build) for `stack` under mocks.
+
+    A program that raises gets the registrations made so far attached as `exc.registered`, so a
+    caller can check that a rejected stack file registered nothing.
+    """
+    if raw_config is None:
+        raw_config, secret_keys = stack_config(stack, root)
+    if program is None:
+        from infra.program import build as program
+    record: list[Registration] = []
+    try:
+        outputs = pulumi_runtime.run_with_mocks(program, project=PROJECT, stack=stack, config=raw_config,
+                                                secret_keys=list(secret_keys or []), record=record)
+    except Exception as exc:
+        exc.registered = list(record)  # type: ignore[attr-defined]
+        raise
+    return Run(stack=stack, resources=record, outputs=outputs)

@@ -1,0 +1,198 @@
+"""`dynamo-lab probe local`: run the NIXL probe payload on this machine, on loopback or a shaped link.
+
+`--link loopback`: target and initiator on this host (the same-server path).
+`--link RATE` (e.g. 1gbit): two network namespaces joined by a veth pair, both ends shaped with
+`tc tbf` to RATE (the cross-server path). Needs root. The namespaces are always removed: on
+success, on failure, on Ctrl-C and on SIGTERM. Addresses are TEST-NET-1 (192.0.2.0/30), which
+exist only inside the two namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Iterator, Optional
+
+from infra import payloads, units
+from infra.config.models import KvTransfer, SizingParameters
+from infra.errors import UserError
+from infra.lab.procs import free_port, sigterm_as_interrupt
+from infra.sizing import link_basis, link_bytes_per_second
+
+PROBE = payloads.path("kv_probe.py")
+NS_PREFIX = "dlprobe"
+TARGET_ADDR, INITIATOR_ADDR = "192.0.2.2", "192.0.2.1"
+
+
+class ProbeError(UserError):
+    pass
+
+
+def _run(*cmd: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=30)
+    if proc.returncode != 0:
+        raise ProbeError(f"{' '.join(cmd)}: {proc.stderr.strip()}")
+
+
+def namespaces() -> list[str]:
+    """This probe's network namespaces that exist now (none where iproute2 is absent)."""
+    if shutil.which("ip") is None:
+        return []
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(NS_PREFIX)]
+
+
+def remove_namespaces(names: list[str]) -> None:
+    for name in names:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False, timeout=30)
+
+
+def _check_root() -> None:
+    if os.geteuid() != 0:
+        raise ProbeError("a shaped link needs root: the probe creates two network namespaces and a "
+                         "veth pair (ip netns, tc). Run it as root, or use --link loopback")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise ProbeError(f"`{tool}` not found: install iproute2")
+
+
+@contextlib.contextmanager
+def shaped_pair(rate_bits: int) -> Iterator[tuple[str, str]]:
+    """Two namespaces (initiator, target) joined by a veth pair shaped to `rate_bits` each way."""
+    _check_root()
+    tag = f"{os.getpid() % 100000}"
+    ns_i, ns_t = f"{NS_PREFIX}{tag}i", f"{NS_PREFIX}{tag}t"
+    veth_i, veth_t = f"dlp{tag}i", f"dlp{tag}t"
+    # tbf needs a bucket of at least rate/HZ; 4 ms of the rate is ample and keeps bursts small.
+    burst = max(rate_bits // 8 // 250, 64 * 1024)
+    try:
+        _run("ip", "netns", "add", ns_i)
+        _run("ip", "netns", "add", ns_t)
+        _run("ip", "link", "add", veth_i, "netns", ns_i, "type", "veth", "peer", "name", veth_t, "netns", ns_t)
+        for ns, dev, addr in ((ns_i, veth_i, INITIATOR_ADDR), (ns_t, veth_t, TARGET_ADDR)):
+            _run("ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+            _run("ip", "-n", ns, "link", "set", dev, "up")
+            _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{rate_bits}bit",
+                 "burst", str(burst), "latency", "50ms")
+        _wait_link_up([(ns_i, veth_i), (ns_t, veth_t)])
+        yield ns_i, ns_t
+    finally:
+        remove_namespaces([ns_i, ns_t])
+
+
+def _wait_link_up(links: list[tuple[str, str]], seconds: float = 10) -> None:
+    # UCX connects as soon as the initiator loads the target's metadata; a veth that is not yet
+    # up makes that fail (NIXL_ERR_BACKEND), so wait for carrier on both ends first.
+    deadline = time.monotonic() + seconds
+    for ns, dev in links:
+        while "LOWER_UP" not in subprocess.run(["ip", "-n", ns, "link", "show", "dev", dev],
+                                               capture_output=True, text=True, check=False).stdout:
+            if time.monotonic() > deadline:
+                raise ProbeError(f"{dev} in {ns} did not come up within {seconds:.0f} s")
+            time.sleep(0.05)
+
+
+def _python() -> list[str]:
+    return [sys.executable, str(PROBE)]
+
+
+def worker_env(kv: KvTransfer) -> dict[str, str]:
+    """The UCX settings the workers run with (the stack's kvTransfer, or its defaults)."""
+    return {"UCX_TLS": kv.ucx_tls, "UCX_RNDV_THRESH": kv.ucx_rndv_thresh}
+
+
+def measure(link: str, nbytes: int, repeats: int, timeout: float, kv: KvTransfer) -> dict:
+    """Run target and initiator as separate processes; return the initiator's result."""
+    env = {**os.environ, **worker_env(kv)}
+    if link == "loopback":
+        port = free_port()
+        return _pair(_python() + ["target", "--bind", "127.0.0.1"],
+                     _python() + ["initiator", "--connect", f"127.0.0.1:{port}"],
+                     port, nbytes, repeats, timeout, env)
+    rate = units.parse_rate_bits(link)
+    with shaped_pair(rate) as (ns_i, ns_t):
+        return _pair(["ip", "netns", "exec", ns_t] + _python() + ["target", "--bind", TARGET_ADDR],
+                     ["ip", "netns", "exec", ns_i] + _python() + ["initiator", "--connect", f"{TARGET_ADDR}:5555"],
+                     5555, nbytes, repeats, timeout, env)
+
+
+def _pair(target_cmd, initiator_cmd, port, nbytes, repeats, timeout, env) -> dict:
+    common = ["--bytes", str(nbytes), "--timeout", str(timeout)]
+    procs: list[subprocess.Popen] = []
+    with sigterm_as_interrupt():
+        try:
+            procs.append(subprocess.Popen(target_cmd + ["--port", str(port)] + common, env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            initiator = subprocess.Popen(initiator_cmd + ["--repeats", str(repeats)] + common, env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append(initiator)
+            try:
+                out, err = initiator.communicate(timeout=timeout + 30)
+            except subprocess.TimeoutExpired:
+                raise ProbeError(f"the probe did not finish within {timeout + 30:.0f} s") from None
+            if initiator.returncode != 0:
+                target_err = procs[0].stderr.read() if procs[0].poll() is not None else ""
+                raise ProbeError(f"probe initiator failed:\n{_tail(err)}\n{_tail(target_err)}".strip())
+            return json.loads(out.strip().splitlines()[-1])
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def prediction(link: str, sizing: SizingParameters) -> tuple[float, str]:
+    """The sizing model's throughput for this path: what `dynamo-lab sizing` would use."""
+    if link == "loopback":
+        return float(sizing.same_node_bytes_per_second), "same-node host TCP copy (sizing.sameNodeBytesPerSecond)"
+    shaped = sizing.link.model_copy(update={"rate": units.parse_rate_bits(link)})
+    return link_bytes_per_second(shaped), f"{link_basis(shaped)} (sizing.link)"
+
+
+def measure_against_sizing(link: str, nbytes: int, repeats: int, timeout: float, sizing: SizingParameters,
+                           kv: KvTransfer, stack: Optional[str]) -> dict:
+    """Measure the transfer, and put the sizing's prediction for the same bytes and path beside it."""
+    if link != "loopback":
+        try:
+            units.parse_rate_bits(link)
+        except ValueError as exc:
+            raise ProbeError(f"--link: {exc}, or loopback") from None
+    result = measure(link, nbytes, repeats, timeout, kv)
+    bps, basis = prediction(link, sizing)
+    predicted = nbytes / bps
+    return {
+        "stack": stack, "link": link, "bytes": nbytes, "repeats": repeats,
+        "seconds_min": result["seconds_min"], "seconds_median": result["seconds_median"],
+        "seconds_max": result["seconds_max"], "warmup_seconds": result["warmup_seconds"],
+        "throughput_bytes_per_s": result["throughput_bytes_per_s"], "intact": result["intact"],
+        "predicted_seconds": predicted, "predicted_throughput_bytes_per_s": bps,
+        "prediction_basis": basis, "measured_over_predicted": result["seconds_median"] / predicted,
+        "nixl_module": result["nixl_module"], "ucx_tls": result["ucx_tls"],
+    }
+
+
+def text(r: dict) -> str:
+    return "\n".join([
+        f"NIXL/UCX probe over {r['link']}: {r['bytes']:,} B ({units.fmt_si_bytes(r['bytes'])}), "
+        f"{r['repeats']} timed transfers after 1 warm-up ({r['warmup_seconds']:.2f} s, discarded)",
+        f"  measured : median {r['seconds_median']:.3f} s (min {r['seconds_min']:.3f}, max "
+        f"{r['seconds_max']:.3f}), {units.fmt_si_bytes(r['throughput_bytes_per_s'])}/s, "
+        f"bytes intact: {'yes' if r['intact'] else 'NO'}",
+        f"  predicted: {r['predicted_seconds']:.3f} s at "
+        f"{units.fmt_si_bytes(r['predicted_throughput_bytes_per_s'])}/s ({r['prediction_basis']})",
+        f"  measured / predicted = {r['measured_over_predicted']:.2f}",
+    ])

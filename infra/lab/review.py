@@ -1,0 +1,106 @@
+"""Review without a cluster: golden renders, and `diff` between a git ref and the working tree."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from infra.errors import UserError
+from infra.lab import mockrun, render
+
+GOLDEN_DIR = Path("tests") / "golden"
+
+
+class ReviewError(UserError):
+    pass
+
+
+def render_yaml(stack: str) -> str:
+    return render.to_yaml(mockrun.run(stack))
+
+
+def write_golden(root: Path, stacks: Optional[list[str]] = None) -> list[Path]:
+    """`dynamo-lab golden`: re-render tests/golden/<stack>.yaml for every shipped stack."""
+    out = []
+    (root / GOLDEN_DIR).mkdir(parents=True, exist_ok=True)
+    for stack in stacks or mockrun.stacks_in(root):
+        path = root / GOLDEN_DIR / f"{stack}.yaml"
+        path.write_text(render_yaml(stack))
+        out.append(path)
+    return out
+
+
+def _git(root: Path, *args: str, binary: bool = False):
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise ReviewError(f"git {' '.join(args)}: {proc.stderr.decode().strip()}")
+    return proc.stdout if binary else proc.stdout.decode().strip()
+
+
+def default_base(root: Path) -> str:
+    """The merge base with the main branch (origin/main when it exists, else main)."""
+    for ref in ("origin/main", "main"):
+        try:
+            return _git(root, "merge-base", "HEAD", ref)
+        except ReviewError:
+            continue
+    raise ReviewError("no main branch to compare with; pass --base REF")
+
+
+def _render_tree(tree: Path, stacks: list[str]) -> dict[str, Optional[str]]:
+    """Render stacks with the code and stack files in `tree` (a separate process: its own code).
+
+    `python -m infra render` is the form every version of the project answers, old refs included."""
+    out: dict[str, Optional[str]] = {}
+    for stack in stacks:
+        if not (tree / f"Pulumi.{stack}.yaml").is_file():
+            out[stack] = None
+            continue
+        proc = subprocess.run([sys.executable, "-m", "infra", "render", stack], cwd=tree,
+                              capture_output=True, text=True, check=False, timeout=300)
+        if proc.returncode != 0:
+            raise ReviewError(f"render {stack} in {tree} failed:\n{proc.stderr.strip()}")
+        out[stack] = proc.stdout
+    return out
+
+
+def summary(stack: str, before: Optional[str], after: Optional[str]) -> str:
+    old = {render.doc_identity(d): d for d in yaml.safe_load_all(before or "") if d}
+    new = {render.doc_identity(d): d for d in yaml.safe_load_all(after or "") if d}
+    added = len(new.keys() - old.keys())
+    removed = len(old.keys() - new.keys())
+    changed = sum(1 for k in new.keys() & old.keys() if new[k] != old[k])
+    return f"{stack}: {added} added, {changed} changed, {removed} removed"
+
+
+def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase) -> int:
+    """Print a unified diff and a summary line per stack. 0: no change, 1: changes (like diff)."""
+    base = base or default_base(root)
+    commit = _git(root, "rev-parse", "--verify", f"{base}^{{commit}}")
+    with tempfile.TemporaryDirectory(prefix="dynamo-lab-base-") as tmp:
+        archive = _git(root, "archive", "--format=tar", commit, binary=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        stacks = stacks or sorted(set(mockrun.stacks_in(root)) | set(mockrun.stacks_in(Path(tmp))))
+        before = _render_tree(Path(tmp), stacks)
+    after = _render_tree(root, stacks)
+    changed = False
+    lines = []
+    for stack in stacks:
+        a, b = before[stack] or "", after[stack] or ""
+        if a != b:
+            changed = True
+            out.writelines(difflib.unified_diff(
+                a.splitlines(keepends=True), b.splitlines(keepends=True),
+                fromfile=f"a/{stack} ({base})", tofile=f"b/{stack} (working tree)"))
+        lines.append(summary(stack, before[stack], after[stack]))
+    out.write("\n".join(lines) + "\n")
+    return 1 if changed else 0

@@ -1,0 +1,71 @@
+"""The sizing report in words (`dynamo-lab sizing STACK`): tables and verdicts from StackSizing data."""
+
+from __future__ import annotations
+
+from infra.sizing import StackSizing, TransferSizing
+from infra.units import fmt_bytes, fmt_si_bytes
+
+
+def text_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def verdict(t: TransferSizing) -> str:
+    """Whether moving prefill off the decode GPU pays for the KV transfer it costs."""
+    seconds, saved, ratio = t.seconds_per_request, t.prefill_seconds_estimate, t.transfer_over_prefill
+    cap = "" if t.link_max_requests_per_s is None else (
+        f"; the shared link carries at most {t.link_max_requests_per_s:.2f} requests/s, so at higher "
+        "load requests queue for it")
+    if ratio > 1:
+        return (f"disaggregation costs {seconds:.2f} s of KV transfer per request on this {t.path} path to "
+                f"move ~{saved:.2f} s (estimate) of prefill off the decode GPU: {ratio:.1f}x what it saves; "
+                f"it does not pay here{cap}")
+    return (f"disaggregation costs {seconds:.2f} s of KV transfer per request to move ~{saved:.2f} s "
+            f"(estimate) of prefill off the decode GPU: it can pay here{cap}")
+
+
+def table(r: StackSizing) -> str:
+    out = [
+        f"Stack {r.stack}: {r.model}, {r.input_tokens:,} input tokens per request, sized for "
+        f"concurrency {r.concurrency}",
+        f"KV per token {r.kv_bytes_per_token:,} B; KV per request {r.kv_bytes_per_request:,} B "
+        f"({fmt_si_bytes(r.kv_bytes_per_request)}, {fmt_bytes(r.kv_bytes_per_request)})",
+        "",
+        "Worker groups (per worker; 'memory limit' is what the pod gets):",
+        text_table(
+            ["group", "role", "x", "gpu class", "KV pool", "GPU plan", "gpu-mem-util", "CPU KV mirror",
+             "host floor", "memory limit", "seed rule*"],
+            [[g.name, g.role, str(g.replicas), g.gpu_class,
+              f"{fmt_bytes(g.kv_cache_bytes)} ({g.kv_cache_source}, {g.requests_in_pool:.1f} req)",
+              fmt_bytes(g.gpu_bytes_per_worker), f"{g.gpu_memory_utilization:.2f}",
+              "yes" if g.cpu_buffers else "no", fmt_bytes(g.host_memory_floor_bytes),
+              f"{fmt_bytes(g.memory_limit_bytes)} ({g.memory_source})",
+              fmt_bytes(g.steady_state_bytes) if g.cpu_buffers else "-"] for g in r.groups],
+        ),
+        "* seed rule: concurrency x KV per request, the seed team's steady-state figure; the host",
+        "  floor is the ceiling (vLLM base + the whole KV pool mirrored + headroom).",
+        "",
+        "GPUs (one per class; weights + KV pool + overhead per worker; overhead is an estimate):",
+        text_table(["gpu class", "workers", "memory", "budget", "planned"],
+                   [[g.gpu_class, str(g.workers), fmt_bytes(g.memory_bytes), fmt_bytes(g.budget_bytes),
+                     fmt_bytes(g.planned_bytes)] for g in r.gpus]),
+    ]
+    if r.transfers:
+        out += [
+            "",
+            "KV transfers (one average request, prefill -> decode):",
+            text_table(["from", "to", "path", "bytes", "throughput", "seconds", "prefill moved (est.)",
+                        "in flight @conc", "link max req/s", "throughput from"],
+                       [[t.from_group, t.to_group, t.path, fmt_si_bytes(t.bytes_per_request),
+                         f"{fmt_si_bytes(t.throughput_bytes_per_s)}/s", f"{t.seconds_per_request:.2f}",
+                         f"{t.prefill_seconds_estimate:.3f}", fmt_si_bytes(t.in_flight_bytes),
+                         "-" if t.link_max_requests_per_s is None else f"{t.link_max_requests_per_s:.2f}",
+                         t.throughput_source] for t in r.transfers]),
+            "",
+        ]
+        out += [f"Verdict {t.from_group} -> {t.to_group}: {verdict(t)}." for t in r.transfers]
+    else:
+        out += ["", "No KV transfers: aggregated workers keep their KV on their own GPU."]
+    return "\n".join(out)

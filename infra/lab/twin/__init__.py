@@ -1,0 +1,1 @@
+"""The local twin: the real Dynamo frontend and KV router with mocker workers, on this machine."""

@@ -1,0 +1,18 @@
+"""Pure builders: stack config and sizing in, Kubernetes manifests and Helm values out (no Pulumi)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def content_hash(value: Any, length: int = 10) -> str:
+    """A short, stable digest of JSON-able content, for names that change when the content does.
+
+    A Job's pod template cannot be changed in place; naming a run's ConfigMap and Jobs from the
+    digest of everything they run makes a changed script or argument a new Job, which Pulumi
+    creates while it deletes the old one.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:length]

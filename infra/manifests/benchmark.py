@@ -1,0 +1,78 @@
+"""Pure builder: the in-cluster benchmark Job (AIPerf against the graph's frontend), and the sweep
+plan it runs, which the local twin sweep runs too.
+
+The Job runs the `aiperf_sweep.py` payload from a ConfigMap that also holds the plan; both are
+named from a digest of that content, so a changed script or plan runs a new Job on `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Optional
+
+from infra import payloads
+from infra.config.models import Benchmark, StackConfig
+from infra.manifests import content_hash
+from infra.manifests.graph import HF_TOKEN_SECRET, frontend_url, node_affinity
+
+PAYLOAD = "aiperf_sweep.py"
+MOUNT = "/bench"
+READY_WAIT_SECONDS = 1800  # workers may still be loading the model when the Job starts
+# `--quick`: one cell of the matrix, one run.
+QUICK = {"prefix_types": [2], "concurrency": [4], "runs": 1}
+
+
+def sweep_plan(benchmark: Benchmark, model: str, stack: str, target: str, url: str, tokenizer: str,
+               out_dir: str, quick: bool = False, overrides: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """What `aiperf_sweep.py --plan` reads: the matrix, each run's load, and where to send it."""
+    b = benchmark
+    plan = {"stack": stack, "target": target, "url": url, "model": model, "tokenizer": tokenizer,
+            "prefix_types": list(b.prefix_types), "concurrency": list(b.concurrency), "runs": b.runs,
+            "prefix_tokens": b.prefix_tokens, "unique_tokens": b.unique_tokens,
+            "output_tokens": b.output_tokens, "requests_per_concurrency": b.requests_per_concurrency,
+            "out_dir": out_dir}
+    if quick:
+        plan.update(QUICK)
+    plan.update(overrides or {})
+    return plan
+
+
+def _build(cfg: StackConfig, stack: str, digest: str) -> dict[str, dict[str, Any]]:
+    b = cfg.benchmark
+    job = f"{cfg.graph.name}-bench" + (f"-{digest}" if digest else "")
+    plan = sweep_plan(b, cfg.model.name, stack, "cluster", frontend_url(cfg), b.tokenizer or cfg.model.name,
+                      "/tmp/aiperf")
+    # AIPerf is installed at start (pinned): the image only needs Python and pip.
+    script = (f"python3 -m pip install --quiet --disable-pip-version-check aiperf=={shlex.quote(b.aiperf_version)}"
+              f" && exec python3 {MOUNT}/{PAYLOAD} --plan {MOUNT}/plan.json"
+              f" --wait-ready {READY_WAIT_SECONDS}")
+    container: dict[str, Any] = {
+        "name": "aiperf", "image": b.image, "command": ["sh", "-c", script],
+        "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
+        "volumeMounts": [{"name": "bench", "mountPath": MOUNT, "readOnly": True}],
+    }
+    if cfg.hf_token is not None:  # the tokenizer download may need it
+        container["envFrom"] = [{"secretRef": {"name": HF_TOKEN_SECRET}}]
+    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
+                           "volumes": [{"name": "bench", "configMap": {"name": job}}]}
+    if b.node_selector:
+        pod["affinity"] = node_affinity(b.node_selector)
+    return {
+        "configmap": {"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": job, "namespace": cfg.graph.namespace},
+                      "data": {PAYLOAD: payloads.source(PAYLOAD), "plan.json": json.dumps(plan, indent=2)}},
+        "job": {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": job, "namespace": cfg.graph.namespace,
+                             "annotations": {"pulumi.com/skipAwait": "true"}},
+                "spec": {"backoffLimit": 0, "template": {"spec": pod}}},
+    }
+
+
+def manifests(cfg: StackConfig, stack: str) -> dict[str, dict[str, Any]]:
+    """The ConfigMap (payload + plan) and the Job, both named `<graph>-bench-<digest>`."""
+    return _build(cfg, stack, content_hash(_build(cfg, stack, "")))
+
+
+def logs_command(cfg: StackConfig, job: str) -> str:
+    return f"kubectl logs -n {cfg.graph.namespace} job/{job} | grep '^{{'"

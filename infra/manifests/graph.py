@@ -1,0 +1,158 @@
+"""Pure builder: a stack's DynamoGraphDeployment (nvidia.com/v1beta1) as a plain dict.
+
+Shape from Dynamo's v1beta1 CRD and its vLLM examples (docs/sources.md): spec.components[] with
+name, type (frontend|worker|prefill|decode), replicas and a podTemplate whose serving container is
+named `main`. Also the helpers other builders share: node affinity and the workers' UCX env.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from infra import units
+from infra.config.models import NodeRequirement, StackConfig, WorkerGroup
+from infra.sizing import GroupSizing, StackSizing
+
+API_VERSION = "nvidia.com/v1beta1"
+KIND = "DynamoGraphDeployment"
+HF_TOKEN_SECRET = "hf-token"
+FRONTEND_PORT = 8000  # dynamo.frontend's HTTP port (operator default)
+
+COMPONENT_TYPE = {"agg": "worker", "prefill": "prefill", "decode": "decode"}
+KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
+# Workers publish KV cache events for the KV router (upstream disagg_router.yaml / agg_router.yaml):
+# aggregated workers and prefill workers are the ones the router picks by KV overlap.
+KV_EVENTS_CONFIG = {
+    "publisher": "zmq",
+    "topic": "kv-events",
+    "endpoint": "tcp://*:20080",
+    "enable_kv_cache_events": True,
+}
+
+
+def _json(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def kv_transfer_config(group: WorkerGroup) -> Optional[str]:
+    if group.role == "agg":
+        return None
+    return _json({
+        "kv_connector": group.kv_transfer.connector,
+        "kv_role": KV_ROLE[group.role],
+        "kv_buffer_device": group.kv_transfer.buffer_device,
+    })
+
+
+def worker_args(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> list[str]:
+    args = ["--model", cfg.model.name, "--disaggregation-mode", group.role]
+    transfer = kv_transfer_config(group)
+    if transfer:
+        args += ["--kv-transfer-config", transfer]
+    if cfg.frontend.router_mode == "kv" and group.role in ("agg", "prefill"):
+        args += ["--kv-events-config", _json(KV_EVENTS_CONFIG)]
+    # Pin the KV pool so host and GPU memory are known exactly. The utilization fraction is this
+    # worker's share of the GPU: vLLM refuses to start when free memory is below utilization x total
+    # ("Free memory on device ... is less than desired GPU memory utilization"), which the default
+    # 0.9 guarantees for every worker but the first on a shared GPU.
+    args += ["--kv-cache-memory-bytes", str(sized.kv_cache_bytes),
+             "--gpu-memory-utilization", f"{sized.gpu_memory_utilization:.2f}"]
+    return args + list(group.extra_args)
+
+
+def node_affinity(rules: list[NodeRequirement]) -> dict[str, Any]:
+    """Required node affinity: one term whose match expressions are ANDed."""
+    expressions = []
+    for req in rules:
+        expr: dict[str, Any] = {"key": req.key, "operator": req.operator}
+        if req.values:
+            expr["values"] = list(req.values)
+        expressions.append(expr)
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
+
+
+def _resources(cpu_request: str, cpu_limit: Optional[str], mem_request: int, mem_limit: int,
+               gpu_resource: Optional[str] = None) -> dict[str, Any]:
+    requests = {"cpu": cpu_request, "memory": units.to_mi_quantity(mem_request)}
+    limits: dict[str, Any] = {"memory": units.to_mi_quantity(mem_limit)}
+    if cpu_limit:
+        limits["cpu"] = cpu_limit
+    if gpu_resource:
+        requests[gpu_resource] = "1"
+        limits[gpu_resource] = "1"
+    return {"requests": requests, "limits": limits}
+
+
+def worker_env(group: WorkerGroup) -> list[dict[str, str]]:
+    if group.role == "agg":
+        return []
+    # TCP-only UCX with rendezvous off: eager copies through the CPU buffers (docs/sources.md).
+    return [{"name": "UCX_TLS", "value": group.kv_transfer.ucx_tls},
+            {"name": "UCX_RNDV_THRESH", "value": group.kv_transfer.ucx_rndv_thresh}]
+
+
+def _container(cfg: StackConfig, extra: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": cfg.image}
+    container.update(extra)
+    if cfg.hf_token is not None:
+        container["envFrom"] = [{"secretRef": {"name": HF_TOKEN_SECRET}}]
+    return container
+
+
+def frontend_component(cfg: StackConfig) -> dict[str, Any]:
+    fe = cfg.frontend
+    main = _container(cfg, {
+        "env": [{"name": "DYN_ROUTER_MODE", "value": fe.router_mode}],
+        "resources": _resources(fe.cpu, None, fe.memory, fe.memory),
+    })
+    return {"name": "frontend", "type": "frontend", "replicas": fe.replicas,
+            "podTemplate": {"spec": {"containers": [main]}}}
+
+
+def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> dict[str, Any]:
+    gpu = cfg.gpu_classes[group.gpu_class]
+    main = _container(cfg, {
+        "command": ["python3", "-m", "dynamo.vllm"],
+        "args": worker_args(cfg, group, sized),
+        "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
+                                sized.memory_limit_bytes, gpu.resource),
+    })
+    env = worker_env(group)
+    if env:
+        main["env"] = env
+    return {"name": group.name, "type": COMPONENT_TYPE[group.role], "replicas": group.replicas,
+            "podTemplate": {"spec": {"affinity": node_affinity(gpu.node_selector), "containers": [main]}}}
+
+
+def deployment(cfg: StackConfig, sizing: StackSizing) -> dict[str, Any]:
+    """The DynamoGraphDeployment: the frontend and one component per worker group."""
+    components = [frontend_component(cfg)]
+    components += [worker_component(cfg, g, sizing.group(g.name)) for g in cfg.workers]
+    return {"apiVersion": API_VERSION, "kind": KIND,
+            "metadata": {"name": cfg.graph.name, "namespace": cfg.graph.namespace},
+            "spec": {"components": components}}
+
+
+def frontend_service(cfg: StackConfig) -> str:
+    # The operator names a component's Service <graph>-<component> (Dynamo docs port-forward examples).
+    return f"{cfg.graph.name}-frontend"
+
+
+def frontend_url(cfg: StackConfig) -> str:
+    return f"http://{frontend_service(cfg)}.{cfg.graph.namespace}.svc.cluster.local:{FRONTEND_PORT}"
+
+
+def port_forward_command(cfg: StackConfig) -> str:
+    return (f"kubectl port-forward -n {cfg.graph.namespace} svc/{frontend_service(cfg)} "
+            f"{FRONTEND_PORT}:{FRONTEND_PORT}")
+
+
+def placement(cfg: StackConfig) -> dict[str, str]:
+    out = {}
+    for g in cfg.workers:
+        rule = " and ".join(f"{r.key} {r.operator} {','.join(r.values)}".strip()
+                            for r in cfg.gpu_classes[g.gpu_class].node_selector)
+        out[g.name] = f"{g.replicas} x {g.role} on {g.gpu_class} ({rule})"
+    return out

@@ -1,0 +1,68 @@
+"""The in-cluster benchmark Job, under mocks: what it runs, where, against what, and when it re-runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra import payloads
+from infra.lab.render import normalize
+from tests.helpers import CONFIGMAP, DGD, JOB, ROOT, STACKS, run_stack
+
+ENABLE = {"benchmark": {"enabled": True}}
+
+
+def _job(run):
+    (job,) = [normalize(r.inputs) for r in run.of_type(JOB)]
+    (cm,) = [normalize(r.inputs) for r in run.of_type(CONFIGMAP)]
+    return job, cm
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_benchmark_job_renders_for_every_stack(stack):
+    run = run_stack(stack, lambda c: c.update(ENABLE))
+    job, cm = _job(run)
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == "python:3.11-slim"
+    assert "aiperf==0.13.0" in c["command"][2] and "/bench/aiperf_sweep.py --plan /bench/plan.json" in c["command"][2]
+    assert not any("gpu" in k for k in c["resources"]["requests"])
+    assert "affinity" not in job["spec"]["template"]["spec"]  # runs anywhere unless configured
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    assert volumes == [{"name": "bench", "configMap": {"name": cm["metadata"]["name"]}}]
+    assert cm["data"]["aiperf_sweep.py"] == (ROOT / "infra" / "payloads" / "aiperf_sweep.py").read_text()
+    plan = json.loads(cm["data"]["plan.json"])
+    assert plan["url"] == f"http://{stack}-frontend.dynamo-lab-{stack}.svc.cluster.local:8000"
+    assert (plan["prefix_types"], plan["concurrency"], plan["runs"]) == ([2, 7, 12, 24], [4, 8], 3)
+    assert plan["prefix_tokens"] + plan["unique_tokens"] == 2371
+    name = job["metadata"]["name"]
+    assert run.outputs["benchJob"] == name
+    assert run.outputs["benchLogs"] == f"kubectl logs -n dynamo-lab-{stack} job/{name} | grep '^{{'"
+    (dgd,) = run.of_type(DGD)
+    (job_reg,) = run.of_type(JOB)
+    assert dgd.urn in job_reg.dependencies
+
+
+def test_a_changed_plan_or_script_is_a_new_job_and_configmap(monkeypatch):
+    def names(edit=None):
+        run = run_stack("same-server", lambda c: (c.update(ENABLE), edit and edit(c)))
+        job, cm = _job(run)
+        return job["metadata"]["name"], cm["metadata"]["name"]
+
+    first = names()
+    assert first == names(), "the same content must keep its names (no re-run on every up)"
+    job, cm = first
+    assert job == cm and job.startswith("same-server-bench-") and len(job) == len("same-server-bench-") + 10
+    changed_plan = names(lambda c: c["benchmark"].update(runs=1))
+    assert changed_plan[0] != job and changed_plan[1] != cm
+    real_source = payloads.source
+    monkeypatch.setattr(payloads, "source", lambda name: real_source(name) + "\n# changed\n")
+    assert names()[0] != job
+
+
+def test_benchmark_job_placement_is_configurable():
+    rule = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["cpu-node"]}
+    run = run_stack("kv-routing", lambda c: c.update(benchmark={"enabled": True, "nodeSelector": [rule]}))
+    job, _ = _job(run)
+    aff = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    assert aff["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [{"matchExpressions": [rule]}]

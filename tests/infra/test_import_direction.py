@@ -1,0 +1,58 @@
+"""The architecture, as imports: the lab tools import the deployed program, never the reverse, and
+the scripts shipped into the cluster import nothing of the project."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+INFRA = ROOT / "infra"
+# The Pulumi entry hands `python -m infra` to the lab's command line: the one sanctioned reference.
+ENTRY = INFRA / "__main__.py"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, absolute or relative (resolved against its package)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1]) if path.is_relative_to(ROOT) else ""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            out.update([base] + [f"{base}.{a.name}" for a in node.names])
+    return out
+
+
+def _program_modules() -> list[Path]:
+    return sorted(p for p in INFRA.rglob("*.py") if "lab" not in p.relative_to(INFRA).parts and p != ENTRY)
+
+
+def test_the_program_never_imports_the_lab():
+    offenders = {str(p.relative_to(ROOT)): sorted(i for i in _imports(p) if i.startswith("infra.lab"))
+                 for p in _program_modules()}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_check_sees_a_violation(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from infra.lab import render\nimport infra.lab.cli\n")
+    assert {"infra.lab", "infra.lab.render", "infra.lab.cli"} <= _imports(bad)
+
+
+@pytest.mark.parametrize("path", sorted((INFRA / "payloads").glob("[!_]*.py")) + [INFRA / "lab/twin/model_dir.py"],
+                         ids=lambda p: p.name)
+def test_scripts_that_run_elsewhere_import_nothing_of_the_project(path):
+    assert not any(i == "infra" or i.startswith("infra.") for i in _imports(path))
+
+
+def test_every_module_says_what_it_owns():
+    missing = [str(p.relative_to(ROOT)) for p in INFRA.rglob("*.py") if not ast.get_docstring(ast.parse(p.read_text()))]
+    assert missing == []

@@ -1,0 +1,199 @@
+"""Sizing figures checked against the seed's numbers, and the arithmetic's properties."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from infra import units
+from infra.config import load
+from infra.errors import ConfigError
+from infra.lab.sizing_text import verdict
+from infra.sizing import host_memory_floor, kv_bytes_per_token, largest_pool_for_limit, size
+from tests.helpers import ROOT, components, flag, main_container, raw_config, run_stack
+
+SEED_REQUEST = 2371 * 114_688
+
+
+def _report(stack, edit=None):
+    return size(load(raw_config(stack, edit), stack), stack)
+
+
+def test_qwen3_kv_bytes_per_token_uses_the_explicit_head_dim():
+    assert kv_bytes_per_token(28, 8, 128, 2) == 114_688
+    # hidden_size / heads = 64 would halve it: the mistake the issue warns about.
+    assert _report("cross-server").kv_bytes_per_token == 114_688
+
+
+def test_request_is_about_272_mb_at_2371_tokens():
+    r = _report("cross-server")
+    assert r.kv_bytes_per_request == SEED_REQUEST
+    assert 271e6 < r.kv_bytes_per_request < 273e6
+
+
+def test_cross_server_transfer_matches_the_seed_1gbe_estimate():
+    (t,) = _report("cross-server").transfers
+    assert (t.from_group, t.to_group, t.path) == ("prefill", "decode", "cross-node")
+    assert 110e6 <= t.throughput_bytes_per_s <= 117e6
+    assert 2.3 <= t.seconds_per_request <= 2.5
+    assert t.in_flight_bytes == 8 * SEED_REQUEST
+    assert t.transfer_over_prefill > 1
+    assert "does not pay" in verdict(t)
+    # One shared 1GbE link carries at most 115 MB/s / 272 MB = 0.42 requests/s.
+    assert t.link_max_requests_per_s == pytest.approx(115e6 / SEED_REQUEST)
+    assert "at most 0.42 requests/s" in verdict(t)
+
+
+def test_same_server_transfer_is_a_host_copy_of_about_a_quarter_second():
+    (t,) = _report("same-server").transfers
+    assert t.path == "same-node"
+    assert t.link_max_requests_per_s is None
+    assert 0.2 <= t.seconds_per_request <= 0.3
+
+
+def test_measured_throughput_replaces_the_default():
+    def edit(c):
+        c["sizing"] = {"measured": [{"fromGroup": "prefill", "toGroup": "decode", "bytesPerSecond": "100M"}]}
+    (t,) = _report("cross-server", edit).transfers
+    assert t.throughput_bytes_per_s == 100e6
+    assert t.seconds_per_request == pytest.approx(SEED_REQUEST / 100e6)
+    assert t.throughput_source.startswith("measured")
+
+
+def test_prefill_estimate_is_two_flops_per_parameter_per_token():
+    (t,) = _report("cross-server").transfers
+    assert t.prefill_seconds_estimate == pytest.approx(2 * 596_049_920 * 2371 / 40e12)
+
+
+def test_seed_oom_limit_on_the_cross_server_prefill_is_rejected_with_floor_and_both_fixes():
+    with pytest.raises(ConfigError) as info:
+        _report("cross-server", lambda c: c["workers"][0].update(memoryLimit="3584Mi"))
+    msg = str(info.value)
+    assert msg.startswith("Pulumi.cross-server.yaml: workers.prefill.memoryLimit: 3584Mi is below the "
+                          "5.7Gi (5837Mi) this worker needs (3.5Gi vLLM base + 2.2Gi KV host mirror")
+    assert "Raise memoryLimit to at least 5837Mi" in msg
+    assert "workers.prefill.kvCacheBytes" in msg and "needs memoryLimit >= 3870Mi" in msg
+
+
+def test_a_limit_that_fits_a_smaller_pool_names_the_largest_pool():
+    with pytest.raises(ConfigError) as info:
+        _report("cross-server", lambda c: c["workers"][0].update(memoryLimit="5Gi"))
+    assert "or set workers.prefill.kvCacheBytes <= 1396Mi" in str(info.value)
+    # ... and that pool really fits the limit.
+    ok = _report("cross-server", lambda c: c["workers"][0].update(memoryLimit="5Gi", kvCacheBytes="1396Mi"))
+    assert ok.group("prefill").host_memory_floor_bytes <= units.parse_bytes("5Gi")
+
+
+def test_seed_same_server_10gi_limits_pass_with_the_same_server_pools():
+    r = _report("same-server")
+    for g in r.groups:
+        assert g.memory_limit_bytes == 10 * units.GI
+        assert g.host_memory_floor_bytes <= g.memory_limit_bytes
+
+
+def test_without_a_limit_a_worker_gets_its_floor_as_request_and_limit():
+    g = _report("cross-server").group("prefill")
+    assert g.memory_source == "floor"
+    assert g.memory_limit_bytes == g.memory_request_bytes == g.host_memory_floor_bytes
+    assert g.host_memory_floor_bytes == units.parse_bytes("3584Mi") + int(2 * units.GI * 1.1) + 1
+    assert g.steady_state_bytes == 8 * SEED_REQUEST
+
+
+def test_aggregated_workers_keep_the_base_figure():
+    for g in _report("kv-routing").groups:
+        assert not g.cpu_buffers
+        assert g.host_memory_floor_bytes == units.parse_bytes("3584Mi")
+
+
+def test_overflowing_a_shared_24gb_gpu_is_rejected_per_worker():
+    with pytest.raises(ConfigError) as info:
+        _report("same-server", lambda c: c["workers"][1].update(kvCacheBytes="6Gi"))
+    msg = str(info.value)
+    assert "gpuClasses.gpu-24gb: the workers sharing this GPU plan 26.4Gi, more than its 21.6Gi" in msg
+    assert "2 x prefill = 2 x (1.1Gi weights + 2.0Gi KV + 1.5Gi overhead)" in msg
+    assert "2 x decode = 2 x (1.1Gi weights + 6.0Gi KV + 1.5Gi overhead)" in msg
+
+
+def test_derived_pools_share_the_gpu_budget_evenly():
+    r = _report("kv-routing")
+    gpu = {g.gpu_class: g for g in r.gpus}
+    assert gpu["gpu-24gb"].planned_bytes <= gpu["gpu-24gb"].budget_bytes
+    assert gpu["gpu-24gb"].budget_bytes - gpu["gpu-24gb"].planned_bytes < 4 * units.MI
+    assert r.group("worker-24gb").kv_cache_source == "derived"
+
+
+def test_too_many_workers_for_a_gpu_is_rejected():
+    with pytest.raises(ConfigError) as info:
+        _report("kv-routing", lambda c: c["workers"][1].update(replicas=4))
+    assert "less than one request's 259.3Mi KV" in str(info.value)
+
+
+def test_every_shipped_stack_passes_its_own_checks(stack):
+    r = _report(stack)
+    for g in r.groups:
+        assert g.host_memory_floor_bytes <= g.memory_limit_bytes
+        assert g.kv_cache_bytes >= r.kv_bytes_per_request
+    for gpu in r.gpus:
+        assert gpu.planned_bytes <= gpu.budget_bytes
+
+
+def test_rendered_flags_carry_the_sizing():
+    run = run_stack("cross-server")
+    pools = {g["name"]: g["kv_cache_bytes"] for g in run.outputs["sizing"]["groups"]}
+    assert pools == {"prefill": 2 * units.GI, "decode": 4 * units.GI}
+    comps = components(run)
+    for name, sized in {g["name"]: g for g in run.outputs["sizing"]["groups"]}.items():
+        args = main_container(comps[name])["args"]
+        assert flag(args, "--kv-cache-memory-bytes") == str(pools[name])
+        assert flag(args, "--gpu-memory-utilization") == f"{sized['gpu_memory_utilization']:.2f}"
+    # The 8GB prefill worker's share: (1.1Gi weights + 2Gi KV + 1.5Gi overhead) / 8Gi, rounded up.
+    assert flag(main_container(comps["prefill"])["args"], "--gpu-memory-utilization") == "0.58"
+
+
+# --- properties -----------------------------------------------------------------------------
+
+pools = st.integers(min_value=0, max_value=64 * units.GI)
+bases = st.integers(min_value=0, max_value=16 * units.GI)
+headrooms = st.floats(min_value=0, max_value=100, allow_nan=False)
+
+
+@given(base=bases, a=pools, b=pools, h=headrooms)
+def test_floor_grows_with_the_pool_and_never_drops_below_base(base, a, b, h):
+    lo, hi = sorted((a, b))
+    assert base <= host_memory_floor(base, lo, h, True) <= host_memory_floor(base, hi, h, True)
+    assert host_memory_floor(base, hi, h, False) == base
+
+
+@given(base=bases, limit=st.integers(min_value=0, max_value=128 * units.GI), h=headrooms)
+def test_largest_pool_for_a_limit_fits_that_limit(base, limit, h):
+    pool = largest_pool_for_limit(limit, base, h)
+    if pool > 0:
+        assert host_memory_floor(base, pool, h, True) <= limit
+
+
+@given(n=st.integers(min_value=0, max_value=10**6))
+def test_unit_suffixes_are_exact(n):
+    assert units.parse_bytes(f"{n}Mi") == n * 2**20
+    assert units.parse_bytes(f"{n}Gi") == n * 2**30
+    assert units.parse_bytes(f"{n}M") == n * 10**6
+    assert units.parse_bytes(f"{n}G") == n * 10**9
+    assert units.parse_bytes(n) == n
+    assert units.to_mi_quantity(n * 2**20) == f"{n}Mi"
+
+
+def test_fractional_quantities_round_up_to_whole_bytes():
+    assert units.parse_bytes("1.5Gi") == 3 * 2**29
+    assert units.parse_rate_bits("1gbit") == 10**9
+    with pytest.raises(ValueError):
+        units.parse_bytes("-1Gi")
+
+
+def test_readme_sizing_section_is_what_the_tool_prints():
+    from infra.lab.sizing_text import table
+
+    readme = (ROOT / "README.md").read_text()
+    assert table(_report("cross-server")) in readme, "README's cross-server sizing report is stale"
+    with pytest.raises(ConfigError) as info:
+        _report("cross-server", lambda c: c["workers"][0].update(memoryLimit="3584Mi"))
+    assert str(info.value) in readme, "README's 3584Mi example error is stale"

@@ -1,0 +1,78 @@
+"""The lab's command line: output on success, only the error (exit 2) on a bad stack file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import ROOT
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "infra.lab", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_render_json_lists_registrations_in_order():
+    proc = _cli("render", "cross-server", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    regs = json.loads(proc.stdout)
+    types = [r["type"] for r in regs]
+    assert types.index("kubernetes:helm.sh/v3:Release") < types.index(
+        "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment")
+    assert all(set(r) == {"type", "name", "inputs"} for r in regs)
+
+
+def test_render_yaml_labels_the_helm_release():
+    proc = _cli("render", "kv-routing")
+    assert proc.returncode == 0, proc.stderr
+    assert "# Helm release, installed by Pulumi's helm.v3.Release (not a Kubernetes object)" in proc.stdout
+    assert "kind: DynamoGraphDeployment" in proc.stdout
+
+
+def test_render_of_a_bad_stack_file_prints_only_the_error(tmp_path):
+    # A copy of the project with one misspelled key; the CLI reads the stack files of the project
+    # it is run in, as the Pulumi CLI does.
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    text = (ROOT / "Pulumi.cross-server.yaml").read_text()
+    assert "      replicas: 2\n" in text
+    (tmp_path / "Pulumi.cross-server.yaml").write_text(text.replace("      replicas: 2\n", "      replica: 2\n"))
+    proc = _cli("render", "cross-server", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(
+        "Pulumi.cross-server.yaml: workers.decode.replica: unknown key `replica`; did you mean `replicas`?")
+
+
+def test_unknown_stack_is_a_clear_error():
+    proc = _cli("render", "no-such-stack")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "no stack file Pulumi.no-such-stack.yaml" in proc.stderr
+    assert "cross-server" in proc.stderr
+
+
+def test_sizing_json_has_the_documented_keys():
+    proc = _cli("sizing", "cross-server", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["kv_bytes_per_token"] == 114688
+    assert data["kv_bytes_per_request"] == 2371 * 114688
+    for g in data["groups"]:
+        assert {"name", "role", "gpu_class", "kv_cache_bytes", "host_memory_floor_bytes",
+                "memory_limit_bytes"} <= set(g)
+    (t,) = data["transfers"]
+    assert {"from_group", "to_group", "bytes_per_request", "throughput_bytes_per_s",
+            "seconds_per_request"} <= set(t)
+    assert 2.2 <= t["seconds_per_request"] <= 2.6
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("dynamo-lab", path=str(Path(sys.executable).parent))
+    assert exe, "pyproject.toml [project.scripts] installs dynamo-lab"
+    proc = subprocess.run([exe, "sizing", "same-server"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Stack same-server: Qwen/Qwen3-0.6B")

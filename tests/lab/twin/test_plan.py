@@ -1,0 +1,35 @@
+"""The twin's worker plan, as pure data: one mocker per replica with its path's throughput."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.config import load
+from infra.lab.twin import runner as twin
+from infra.sizing import size
+from tests.helpers import raw_config
+
+
+def _plan(stack, edit=None):
+    cfg = load(raw_config(stack, edit), stack)
+    return twin.plan(cfg, size(cfg, stack))
+
+
+def test_twin_runs_one_mocker_per_replica_with_the_sized_path_bandwidth():
+    cross = _plan("cross-server")
+    assert [(w.role, w.group) for w in cross] == [("prefill", "prefill"), ("decode", "decode"), ("decode", "decode")]
+    assert all(w.bandwidth_gb_s == pytest.approx(0.115) for w in cross)
+    same = _plan("same-server")
+    assert len(same) == 4 and all(w.bandwidth_gb_s == pytest.approx(1.2) for w in same)
+    agg = _plan("kv-routing")
+    assert len(agg) == 6 and all(w.role == "agg" and w.bandwidth_gb_s is None for w in agg)
+    args = cross[0].args("/m", "Qwen/Qwen3-0.6B")
+    assert args[args.index("--kv-bytes-per-token") + 1] == "114688"
+    assert args[args.index("--disaggregation-mode") + 1] == "prefill"
+    assert args[args.index("--kv-transfer-bandwidth") + 1] == "0.115"
+
+
+def test_twin_uses_a_measured_throughput_when_the_config_has_one():
+    def edit(c):
+        c["sizing"] = {"measured": [{"fromGroup": "prefill", "toGroup": "decode", "bytesPerSecond": "119M"}]}
+    assert {w.bandwidth_gb_s for w in _plan("cross-server", edit)} == {0.119}
