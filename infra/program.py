@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from infra import pulumi_runtime
 from infra.components.benchmark_job import BenchmarkJob, BenchmarkJobArgs
@@ -12,6 +14,7 @@ from infra.components.dynamo_platform import DynamoPlatform
 from infra.components.serving_graph import ServingGraph, ServingGraphArgs
 from infra.components.transfer_probe import TransferProbe, TransferProbeArgs
 from infra.config import StackConfig, load
+from infra.config.models import ClusterTarget
 from infra.errors import UserError
 from infra.manifests import benchmark, graph, platform, transfer_probe
 from infra.sizing import StackSizing, size
@@ -21,6 +24,7 @@ def stack_outputs(cfg: StackConfig, sizing: StackSizing) -> dict[str, Any]:
     return {
         "graphNamespace": cfg.graph.namespace,
         "graphName": cfg.graph.name,
+        "cluster": cfg.cluster.context,
         "frontendUrl": graph.frontend_url(cfg),
         "portForward": graph.port_forward_command(cfg),
         "placement": graph.placement(cfg),
@@ -28,25 +32,36 @@ def stack_outputs(cfg: StackConfig, sizing: StackSizing) -> dict[str, Any]:
     }
 
 
+def cluster_provider(cluster: ClusterTarget) -> k8s.Provider:
+    """The one Kubernetes provider every resource uses: the stack's named context, never kubectl's current one."""
+    kubeconfig = os.path.expanduser(cluster.kubeconfig) if cluster.kubeconfig else None
+    return k8s.Provider("cluster", context=cluster.context, kubeconfig=kubeconfig)
+
+
 def build() -> dict[str, Any]:
     """Register the stack's resources. Config and sizing errors raise before anything is registered."""
     stack = pulumi.get_stack()
     cfg = load(pulumi_runtime.raw_config(), stack)
     sizing = size(cfg, stack)
+    on_cluster = pulumi.ResourceOptions(providers=[cluster_provider(cfg.cluster)])
+
+    def opts(*after: pulumi.Resource) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=list(after)))
+
     waits_for_platform: list[pulumi.Resource] = []
     if cfg.platform.manage:
-        waits_for_platform.append(DynamoPlatform("platform", platform.release(cfg.platform)).release)
+        waits_for_platform.append(DynamoPlatform("platform", platform.release(cfg.platform), opts()).release)
     token = cfg.hf_token.get_secret_value() if cfg.hf_token is not None else None
     serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token),
-                           pulumi.ResourceOptions(depends_on=waits_for_platform))
+                           opts(*waits_for_platform))
     outputs = stack_outputs(cfg, sizing)
     if cfg.probe.enabled:
         m = transfer_probe.manifests(cfg, sizing.kv_bytes_per_request)
-        TransferProbe("probe", TransferProbeArgs(**m), pulumi.ResourceOptions(depends_on=[serving.namespace]))
+        TransferProbe("probe", TransferProbeArgs(**m), opts(serving.namespace))
         outputs["probeLogs"] = transfer_probe.logs_command(cfg, m["initiator"]["metadata"]["name"])
     if cfg.benchmark.enabled:
         m = benchmark.manifests(cfg, stack)
-        BenchmarkJob("bench", BenchmarkJobArgs(**m), pulumi.ResourceOptions(depends_on=[serving.deployment]))
+        BenchmarkJob("bench", BenchmarkJobArgs(**m), opts(serving.deployment))
         outputs["benchJob"] = m["job"]["metadata"]["name"]
         outputs["benchLogs"] = benchmark.logs_command(cfg, outputs["benchJob"])
     return outputs

@@ -34,6 +34,13 @@ def _path(loc: tuple, raw: dict[str, Any]) -> str:
     return ".".join(parts).replace(".[", "[")
 
 
+def _key_path(loc: tuple, data: dict[str, Any]) -> str:
+    """Where an error is, as the stack file spells it (the cluster keys live under kubernetes:)."""
+    if loc[:1] == ("cluster",) and len(loc) > 1:
+        return KUBERNETES + str(loc[1])
+    return _path(loc, data) or "(top level)"
+
+
 def _valid_keys(loc: tuple) -> list[str]:
     """The camelCase keys allowed at the parent of `loc`, for 'did you mean' hints."""
     model: Any = StackConfig
@@ -50,7 +57,9 @@ def _valid_keys(loc: tuple) -> list[str]:
         model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
     if model is None:
         return []
-    return [f.alias for f in model.model_fields.values() if f.alias]
+    # `cluster` is filled from kubernetes:* keys, never written under dynamo-lab:.
+    return [f.alias for name, f in model.model_fields.items()
+            if f.alias and not (model is StackConfig and name == "cluster")]
 
 
 _HINTS = {
@@ -93,10 +102,36 @@ def _decode(raw: str) -> Any:
     return raw
 
 
+KUBERNETES = "kubernetes:"
+CLUSTER_KEYS = ("context", "kubeconfig")
+
+
+def _cluster(raw_config: dict[str, str], stack: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The cluster keys (`kubernetes:context`, `kubernetes:kubeconfig`) and their problems."""
+    found = {k[len(KUBERNETES):]: v for k, v in raw_config.items() if k.startswith(KUBERNETES)}
+    problems = []
+    for key in sorted(set(found) - set(CLUSTER_KEYS)):
+        problems.append((KUBERNETES + key, f"only Pulumi's default Kubernetes provider reads `{KUBERNETES}{key}`, "
+                         "and this project uses an explicit provider built from kubernetes:context and "
+                         f"kubernetes:kubeconfig alone, so it would be ignored. Remove it: pulumi config rm "
+                         f"{KUBERNETES}{key} --stack {stack}"))
+    if not found.get("context", "").strip():
+        problems.append((KUBERNETES + "context", "not set: without it this stack would deploy to whatever "
+                         "cluster your current kubectl context points at. Name the cluster it deploys to "
+                         "(`kubectl config get-contexts -o name` lists yours): pulumi config set "
+                         f"kubernetes:context <context> --stack {stack}"))
+    return {k: v for k, v in found.items() if k in CLUSTER_KEYS}, problems
+
+
 def load(raw_config: dict[str, str], stack: str) -> StackConfig:
-    """Validate the `dynamo-lab:*` keys of a stack's config. Raises ConfigError on any problem."""
+    """Validate a stack's `dynamo-lab:*` and `kubernetes:*` keys. Raises ConfigError on any problem."""
     prefix = PROJECT + ":"
     data = {k[len(prefix):]: _decode(v) for k, v in raw_config.items() if k.startswith(prefix)}
+    cluster, cluster_problems = _cluster(raw_config, stack)
+    if "cluster" in data:
+        cluster_problems.insert(0, ("cluster", f"unknown key `{prefix}cluster`: name the cluster with Pulumi's "
+                                    f"own key: pulumi config set kubernetes:context <context> --stack {stack}"))
+    data["cluster"] = cluster or None
     try:
         cfg = StackConfig.model_validate(data)
     except ValidationError as exc:
@@ -108,9 +143,12 @@ def load(raw_config: dict[str, str], stack: str) -> StackConfig:
             if e["type"] == "extra_forbidden":
                 close = difflib.get_close_matches(str(e["loc"][-1]), _valid_keys(e["loc"]), n=1)
                 misspelled.update(tuple(e["loc"][:-1]) + (c,) for c in close)
-        problems = [(_path(e["loc"], data) or "(top level)", _message(e)) for e in errors
-                    if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)]
-        raise ConfigError(stack_file(stack), problems) from None
+        problems = [(_key_path(e["loc"], data), _message(e)) for e in errors
+                    if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)
+                    and not (e["loc"][:1] == ("cluster",) and cluster_problems)]
+        raise ConfigError(stack_file(stack), cluster_problems + problems) from None
+    if cluster_problems:
+        raise ConfigError(stack_file(stack), cluster_problems)
     # Per-stack defaults, resolved here so every builder reads one value.
     cfg = cfg.model_copy(update={"graph": cfg.graph.model_copy(update={
         "name": cfg.graph.name or stack, "namespace": cfg.graph.namespace or f"dynamo-lab-{stack}"})})

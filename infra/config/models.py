@@ -377,6 +377,27 @@ class Benchmark(_Model):
         return values
 
 
+# --- The cluster --------------------------------------------------------------------------------
+
+
+class ClusterTarget(_Model):
+    """The cluster a stack deploys to, from Pulumi's own keys `kubernetes:context` and
+    `kubernetes:kubeconfig` (not `dynamo-lab:*`): every Kubernetes resource and the Helm release
+    use one explicit provider built from them, never the default provider."""
+
+    context: str = Field(min_length=1)
+    # A kubeconfig file; None: the usual lookup (KUBECONFIG, then ~/.kube/config).
+    kubeconfig: Optional[str] = None
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _a_path(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and ("\n" in value or value.lstrip().startswith(("apiVersion", "{"))):
+            raise ValueError("write the path of a kubeconfig file, not its contents (contents would sit in "
+                             "the stack file in plain text), e.g. kubernetes:kubeconfig: ~/.kube/lab.yaml")
+        return value
+
+
 # --- The whole stack ----------------------------------------------------------------------------
 
 
@@ -397,3 +418,5 @@ class StackConfig(_Model):
     probe: Probe = Probe()
     benchmark: Benchmark = Benchmark()
     hf_token: Optional[SecretStr] = None
+    # Filled by config.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).
+    cluster: Optional[ClusterTarget] = None

@@ -94,8 +94,24 @@ def manifests(run: Run) -> list[dict[str, Any]]:
     return sorted(docs, key=_doc_key)
 
 
+PROVIDER_TYPE = "pulumi:providers:kubernetes"
+
+
+def cluster(run: Run) -> str:
+    """Which cluster the run's resources go to: the context (and kubeconfig) of its explicit provider."""
+    providers = run.of_type(PROVIDER_TYPE)
+    if not providers:
+        return "no explicit provider (the default provider: kubectl's current context)"
+    names = []
+    for p in providers:
+        kubeconfig = p.inputs.get("kubeconfig") or "the default kubeconfig"
+        names.append(f"context {p.inputs.get('context')!r} of {kubeconfig}")
+    return "; ".join(names)
+
+
 def to_yaml(run: Run) -> str:
-    parts = [f"# dynamo-lab render of stack {run.stack}: what `pulumi up --stack {run.stack}` declares.\n"]
+    parts = [f"# dynamo-lab render of stack {run.stack}: what `pulumi up --stack {run.stack}` declares.\n"
+             f"# cluster: {cluster(run)}\n"]
     for doc in manifests(run):
         head = ("# Helm release, installed by Pulumi's helm.v3.Release (not a Kubernetes object)\n"
                 if "helmRelease" in doc else "")

@@ -1,0 +1,80 @@
+"""Every stack names its cluster, and every Kubernetes resource goes through that one provider."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.errors import ConfigError
+from infra.lab import mockrun, render
+from tests.helpers import raw_config, run_stack
+
+PROVIDER = "pulumi:providers:kubernetes"
+F = "Pulumi.cross-server.yaml"
+
+
+def _refusal(edit) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        mockrun.run("cross-server", raw_config("cross-server", edit), [])
+    assert info.value.registered == [], "a refused stack registers nothing"
+    return info.value
+
+
+def test_every_kubernetes_resource_uses_the_stacks_explicit_provider(stack):
+    def everything_on(c):
+        c["benchmark"] = {"enabled": True}
+        if stack != "kv-routing":
+            c["probe"] = {"enabled": True}
+    run = run_stack(stack, everything_on)
+    (provider,) = run.of_type(PROVIDER)
+    assert provider.inputs["context"] == "dynamo-lab"
+    kube = [r for r in run.resources if r.custom and r.type.startswith("kubernetes:")]
+    assert {r.type for r in kube} >= {"kubernetes:core/v1:Namespace", "kubernetes:helm.sh/v3:Release",
+                                      "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment",
+                                      "kubernetes:batch/v1:Job", "kubernetes:core/v1:ConfigMap"}
+    # A provider reference is "<provider urn>::<id>"; an empty one is the default provider.
+    assert [r.name for r in kube if not r.provider.startswith(provider.urn + "::")] == []
+
+
+def test_the_check_would_see_a_default_provider():
+    run = run_stack("same-server")
+    (ns,) = [r for r in run.resources if r.name == "graph-ns"]
+    assert ns.provider  # what the test above relies on: the field is filled for explicit providers
+
+
+def test_render_names_the_cluster_at_the_top():
+    text = render.to_yaml(run_stack("kv-routing", lambda c: c.update({"kubernetes:context": "lab-admin@lab",
+                                                                      "kubernetes:kubeconfig": "/etc/lab/kubeconfig"})))
+    assert text.splitlines()[1] == "# cluster: context 'lab-admin@lab' of /etc/lab/kubeconfig"
+
+
+def test_a_stack_without_a_context_is_refused_with_the_command():
+    err = _refusal(lambda c: c.pop("kubernetes:context"))
+    assert str(err) == (
+        f"{F}: kubernetes:context: not set: without it this stack would deploy to whatever cluster your "
+        "current kubectl context points at. Name the cluster it deploys to (`kubectl config get-contexts -o "
+        "name` lists yours): pulumi config set kubernetes:context <context> --stack cross-server")
+
+
+def test_an_empty_context_is_refused_like_a_missing_one():
+    assert "kubernetes:context: not set" in str(_refusal(lambda c: c.update({"kubernetes:context": " "})))
+
+
+def test_default_provider_keys_that_would_be_ignored_are_refused():
+    err = _refusal(lambda c: c.update({"kubernetes:namespace": "team-a"}))
+    assert (f"{F}: kubernetes:namespace: only Pulumi's default Kubernetes provider reads `kubernetes:namespace`"
+            in str(err))
+    assert "pulumi config rm kubernetes:namespace --stack cross-server" in str(err)
+
+
+def test_a_cluster_key_in_the_projects_namespace_is_refused():
+    err = _refusal(lambda c: c.update(cluster={"context": "lab"}))
+    assert f"{F}: cluster: unknown key `dynamo-lab:cluster`: name the cluster with Pulumi's own key" in str(err)
+
+
+def test_kubeconfig_contents_are_refused_a_path_is_passed_on():
+    err = _refusal(lambda c: c.update({"kubernetes:kubeconfig": "apiVersion: v1\nkind: Config\n"}))
+    assert f"{F}: kubernetes:kubeconfig: write the path of a kubeconfig file, not its contents" in str(err)
+    run = run_stack("cross-server", lambda c: c.update({"kubernetes:kubeconfig": "/etc/lab/kubeconfig"}))
+    (provider,) = run.of_type(PROVIDER)
+    assert provider.inputs["kubeconfig"] == "/etc/lab/kubeconfig"
+    assert run.outputs["cluster"] == "dynamo-lab"
