@@ -3,6 +3,7 @@
 
     python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI and the README run)
     python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
+    python3 dev.py time-tests [--runs N]    benchmark: how long the fast tier takes (goal 30 s, 2 cores)
     python3 dev.py setup                    only create .venv (the environment `pulumi up` uses)
     python3 dev.py lock                     re-resolve uv.lock after editing pyproject.toml
     python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, diff, golden, probe,
@@ -118,6 +119,10 @@ def main(argv: list[str]) -> int:
         sync()
         _log(f"{VENV.name} is ready: `pulumi up` uses it (Pulumi.yaml)")
         return 0
+    if command == "time-tests":
+        python = sync(VENV, "--group", "dev")
+        _ensure_node_tools()
+        return subprocess.run([str(python), str(ROOT / "tests" / "time_fast_tier.py"), *rest], cwd=ROOT).returncode
     if command in ("test", "test-lab"):
         python = sync(VENV, "--group", "dev", *(["--extra", "probe"] if command == "test-lab" else []))
         _ensure_node_tools()

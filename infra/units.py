@@ -76,7 +76,7 @@ def fmt_bytes(nbytes: float) -> str:
 
 
 def fmt_si_bytes(nbytes: float) -> str:
-    """Decimal figure, as the seed notes and link rates use: 271.9MB."""
+    """Decimal figure, as the write-up and link rates use: 271.9MB."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(nbytes) >= size:
             return f"{nbytes / size:.1f}{unit}"

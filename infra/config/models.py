@@ -65,7 +65,7 @@ class GpuClass(_Model):
 
     memory: Bytes
     # With one physical GPU and several workers, the NVIDIA device plugin must advertise
-    # time-sliced replicas of this resource (FIELD-NOTES: "Several workers on one GPU").
+    # time-sliced replicas of this resource (docs/sources.md, "Several workers on one GPU").
     resource: str = "nvidia.com/gpu"
     node_selector: list[NodeRequirement] = Field(min_length=1)
     # Fraction of GPU memory no worker may plan to use (driver, display, fragmentation).
@@ -89,7 +89,7 @@ DEFAULT_GPU_CLASSES: dict[str, dict[str, Any]] = {
 
 # --- Platform, model, image, frontend -----------------------------------------------------------
 
-# Top-level chart keys that Dynamo 1.4+ removed; setting them makes the chart fail (FIELD-NOTES).
+# Top-level chart keys that Dynamo 1.4+ removed; setting them makes the chart fail (docs/sources.md).
 REMOVED_CHART_KEYS = {
     "grove": "global.grove.install / global.grove.enabled",
     "nats": "global.nats.install",
@@ -124,7 +124,7 @@ class Platform(_Model):
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
 
 # Built-in model geometry (its config.json). head_dim is explicit: Qwen3 sets it to 128, NOT
-# hidden_size / num_attention_heads = 64, the mistake several tools make (FIELD-NOTES).
+# hidden_size / num_attention_heads = 64, the mistake several tools make (docs/sources.md).
 BUILTIN_MODELS: dict[str, dict[str, Any]] = {
     "Qwen/Qwen3-0.6B": {
         "layers": 28,
@@ -226,7 +226,7 @@ class Graph(_Model):
 class KvTransfer(_Model):
     connector: Literal["NixlConnector"] = "NixlConnector"
     # cpu: NIXL moves KV through a host mirror of the KV pool. The only choice over TCP:
-    # UCX segfaults copying GPU memory over TCP (uct_tcp_ep_am_bcopy, FIELD-NOTES).
+    # UCX segfaults copying GPU memory over TCP (uct_tcp_ep_am_bcopy, docs/sources.md).
     buffer_device: Literal["cpu", "cuda"] = "cpu"
     ucx_tls: str = "tcp,self"
     ucx_rndv_thresh: str = "inf"
@@ -305,15 +305,15 @@ class WorkerGroup(_Model):
 
 
 class Workload(_Model):
-    # The seed's requests averaged 2,371 input tokens.
+    # The lab's requests averaged 2,371 input tokens (docs/lab.md).
     input_tokens: int = Field(2371, gt=0)
-    # The concurrency this variant is sized for; the seed ran 4 and 8.
+    # The concurrency this variant is sized for; the lab ran 4 and 8.
     concurrency: int = Field(8, gt=0)
 
 
 class Link(_Model):
     rate: LinkRate = units.parse_rate_bits("1gbit")
-    # 1GbE carries 110-117 MB/s of payload in practice (seed notes): 0.92 x 125 MB/s = 115 MB/s.
+    # 1GbE carries 110-117 MB/s of payload in practice (docs/lab.md): 0.92 x 125 MB/s = 115 MB/s.
     efficiency: float = Field(0.92, gt=0, le=1)
 
 
@@ -330,7 +330,7 @@ class SizingParameters(_Model):
     host_headroom_percent: float = Field(10, ge=0, le=100)
     # ESTIMATE: CUDA context, activations and runtime buffers of one vLLM worker beyond weights + KV.
     gpu_overhead_per_worker: Bytes = units.parse_bytes("1536Mi")
-    # Same-node transfer: NIXL over UCX TCP through loopback, ~1.2-1.3 GB/s measured (FIELD-NOTES).
+    # Same-node transfer: NIXL over UCX TCP through loopback, ~1.2-1.3 GB/s measured (docs/measurements.md).
     same_node_bytes_per_second: Bytes = units.parse_bytes("1200M")
     link: Link = Link()
     measured: list[MeasuredThroughput] = []
@@ -349,12 +349,12 @@ class Probe(_Model):
 
 
 class Benchmark(_Model):
-    """The sweep: defaults are the seed's matrix (prefix types x concurrency, 3 runs per point)."""
+    """The sweep: defaults are the lab's matrix (prefix types x concurrency, 3 runs per point)."""
 
     prefix_types: list[int] = Field([2, 7, 12, 24], min_length=1)
     concurrency: list[int] = Field([4, 8], min_length=1)
     runs: int = Field(3, ge=1)
-    # Input = a shared prefix (one of `prefix_types`) + a unique part: 2,000 + 371 = the seed's 2,371.
+    # Input = a shared prefix (one of `prefix_types`) + a unique part: 2,000 + 371 = the lab's 2,371.
     prefix_tokens: int = Field(2000, ge=0)
     unique_tokens: int = Field(371, gt=0)
     output_tokens: int = Field(64, gt=0)

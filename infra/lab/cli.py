@@ -125,7 +125,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from infra.lab.bench import table
 
-    print(table.main(args.results, args.baseline, args.plot, args.seed))
+    print(table.main(args.results, args.baseline, args.plot, args.published))
     return 0
 
 
@@ -175,7 +175,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("results", nargs="+", help="results.jsonl of the variant(s)")
     rp.add_argument("--baseline", help="results.jsonl of the baseline (e.g. kv-routing)")
     rp.add_argument("--plot", help="write a PNG plot here")
-    rp.add_argument("--seed", action="store_true", help="add the lab's published figures")
+    rp.add_argument("--published", action="store_true",
+                    help="add the lab's published figures (docs/lab.md) beside the results")
     rp.set_defaults(func=_report)
     return p
 

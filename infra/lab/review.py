@@ -23,8 +23,8 @@ class ReviewError(UserError):
     pass
 
 
-def render_yaml(stack: str) -> str:
-    return render.to_yaml(mockrun.run(stack))
+def render_yaml(stack: str, root: Optional[Path] = None) -> str:
+    return render.to_yaml(mockrun.run(stack, root=root))
 
 
 def write_golden(root: Path, stacks: Optional[list[str]] = None) -> list[Path]:
@@ -33,7 +33,7 @@ def write_golden(root: Path, stacks: Optional[list[str]] = None) -> list[Path]:
     (root / GOLDEN_DIR).mkdir(parents=True, exist_ok=True)
     for stack in stacks or mockrun.stacks_in(root):
         path = root / GOLDEN_DIR / f"{stack}.yaml"
-        path.write_text(render_yaml(stack))
+        path.write_text(render_yaml(stack, root))
         out.append(path)
     return out
 
@@ -55,20 +55,35 @@ def default_base(root: Path) -> str:
     raise ReviewError("no main branch to compare with; pass --base REF")
 
 
-def _render_tree(tree: Path, stacks: list[str]) -> dict[str, Optional[str]]:
-    """Render stacks with the code and stack files in `tree` (a separate process: its own code).
+def _running_code_is(tree: Path) -> bool:
+    import infra
 
-    `python -m infra render` is the form every version of the project answers, old refs included."""
-    out: dict[str, Optional[str]] = {}
-    for stack in stacks:
-        if not (tree / f"Pulumi.{stack}.yaml").is_file():
-            out[stack] = None
-            continue
-        proc = subprocess.run([sys.executable, "-m", "infra", "render", stack], cwd=tree,
-                              capture_output=True, text=True, check=False, timeout=300)
+    return Path(infra.__file__).resolve().parent.parent == tree.resolve()
+
+
+def _render_tree(tree: Path, stacks: list[str]) -> dict[str, Optional[str]]:
+    """Render stacks with the code and stack files in `tree`.
+
+    The tree whose code is running renders in this process. Any other tree (a git ref) renders in
+    processes of its own, with its own code, all stacks at once; `python -m infra render STACK` is
+    the form every version of the project answers, old refs included."""
+    present = [s for s in stacks if (tree / f"Pulumi.{s}.yaml").is_file()]
+    out: dict[str, Optional[str]] = {s: None for s in stacks}
+    if _running_code_is(tree):
+        for stack in present:
+            try:
+                out[stack] = render_yaml(stack, tree)
+            except UserError as exc:
+                raise ReviewError(f"render {stack} in {tree} failed:\n{exc}") from None
+        return out
+    procs = {stack: subprocess.Popen([sys.executable, "-m", "infra", "render", stack], cwd=tree,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for stack in present}
+    for stack, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=300)
         if proc.returncode != 0:
-            raise ReviewError(f"render {stack} in {tree} failed:\n{proc.stderr.strip()}")
-        out[stack] = proc.stdout
+            raise ReviewError(f"render {stack} in {tree} failed:\n{stderr.strip()}")
+        out[stack] = stdout
     return out
 
 

@@ -1,4 +1,4 @@
-"""Sizing figures checked against the seed's numbers, and the arithmetic's properties."""
+"""Sizing figures checked against the lab's numbers (docs/lab.md), and the arithmetic's properties."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from infra.lab.sizing_text import verdict
 from infra.sizing import host_memory_floor, kv_bytes_per_token, largest_pool_for_limit, size
 from tests.helpers import ROOT, components, flag, main_container, raw_config, run_stack
 
-SEED_REQUEST = 2371 * 114_688
+LAB_REQUEST = 2371 * 114_688
 
 
 def _report(stack, edit=None):
@@ -28,20 +28,20 @@ def test_qwen3_kv_bytes_per_token_uses_the_explicit_head_dim():
 
 def test_request_is_about_272_mb_at_2371_tokens():
     r = _report("cross-server")
-    assert r.kv_bytes_per_request == SEED_REQUEST
+    assert r.kv_bytes_per_request == LAB_REQUEST
     assert 271e6 < r.kv_bytes_per_request < 273e6
 
 
-def test_cross_server_transfer_matches_the_seed_1gbe_estimate():
+def test_cross_server_transfer_matches_the_labs_1gbe_estimate():
     (t,) = _report("cross-server").transfers
     assert (t.from_group, t.to_group, t.path) == ("prefill", "decode", "cross-node")
     assert 110e6 <= t.throughput_bytes_per_s <= 117e6
     assert 2.3 <= t.seconds_per_request <= 2.5
-    assert t.in_flight_bytes == 8 * SEED_REQUEST
+    assert t.in_flight_bytes == 8 * LAB_REQUEST
     assert t.transfer_over_prefill > 1
     assert "does not pay" in verdict(t)
     # One shared 1GbE link carries at most 115 MB/s / 272 MB = 0.42 requests/s.
-    assert t.link_max_requests_per_s == pytest.approx(115e6 / SEED_REQUEST)
+    assert t.link_max_requests_per_s == pytest.approx(115e6 / LAB_REQUEST)
     assert "at most 0.42 requests/s" in verdict(t)
 
 
@@ -57,7 +57,7 @@ def test_measured_throughput_replaces_the_default():
         c["sizing"] = {"measured": [{"fromGroup": "prefill", "toGroup": "decode", "bytesPerSecond": "100M"}]}
     (t,) = _report("cross-server", edit).transfers
     assert t.throughput_bytes_per_s == 100e6
-    assert t.seconds_per_request == pytest.approx(SEED_REQUEST / 100e6)
+    assert t.seconds_per_request == pytest.approx(LAB_REQUEST / 100e6)
     assert t.throughput_source.startswith("measured")
 
 
@@ -66,7 +66,7 @@ def test_prefill_estimate_is_two_flops_per_parameter_per_token():
     assert t.prefill_seconds_estimate == pytest.approx(2 * 596_049_920 * 2371 / 40e12)
 
 
-def test_seed_oom_limit_on_the_cross_server_prefill_is_rejected_with_floor_and_both_fixes():
+def test_the_labs_oom_limit_on_the_cross_server_prefill_is_rejected_with_floor_and_both_fixes():
     with pytest.raises(ConfigError) as info:
         _report("cross-server", lambda c: c["workers"][0].update(memoryLimit="3584Mi"))
     msg = str(info.value)
@@ -85,7 +85,7 @@ def test_a_limit_that_fits_a_smaller_pool_names_the_largest_pool():
     assert ok.group("prefill").host_memory_floor_bytes <= units.parse_bytes("5Gi")
 
 
-def test_seed_same_server_10gi_limits_pass_with_the_same_server_pools():
+def test_the_labs_same_server_10gi_limits_pass_with_the_same_server_pools():
     r = _report("same-server")
     for g in r.groups:
         assert g.memory_limit_bytes == 10 * units.GI
@@ -97,7 +97,7 @@ def test_without_a_limit_a_worker_gets_its_floor_as_request_and_limit():
     assert g.memory_source == "floor"
     assert g.memory_limit_bytes == g.memory_request_bytes == g.host_memory_floor_bytes
     assert g.host_memory_floor_bytes == units.parse_bytes("3584Mi") + int(2 * units.GI * 1.1) + 1
-    assert g.steady_state_bytes == 8 * SEED_REQUEST
+    assert g.steady_state_bytes == 8 * LAB_REQUEST
 
 
 def test_aggregated_workers_keep_the_base_figure():

@@ -9,19 +9,13 @@ from pathlib import Path
 from typing import Optional
 
 from infra.errors import UserError
+from infra.lab import published
 from infra.lab.sizing_text import text_table
 
 
 class ReportError(UserError):
     pass
 
-# The seed's published figures (FIELD-NOTES, "Twin vs the seed"): TTFT p50 (ms) and requests/s.
-# Cross-server: the two requests at concurrency 4 that finished before the prefill worker's OOM.
-SEED = {
-    "kv-routing": {(2, 4): (34, 10.9), (24, 4): (64, 8.1), (2, 8): (49, 14.7), (24, 8): (106, 11.5)},
-    "same-server": {(2, 4): (286, 6.5), (24, 4): (518, 4.8), (2, 8): (462, 9.0), (24, 8): (896, 6.0)},
-    "cross-server": {(2, 4): (2040, None)},
-}
 FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "requests_per_s")
 
 
@@ -68,7 +62,7 @@ def _fmt(value, digits=0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def table(variants: dict, baseline: Optional[dict], seed: bool) -> str:
+def table(variants: dict, baseline: Optional[dict], show_published: bool) -> str:
     base_stack, base = next(iter(baseline.items())) if baseline else (None, {})
     blocks = []
     for stack, cells in variants.items():
@@ -78,9 +72,9 @@ def table(variants: dict, baseline: Optional[dict], seed: bool) -> str:
                      f"req/s {base_stack}", f"req/s {stack}", "req/s chg"]
         else:
             head += ["TTFT p50 ms", "TTFT p99 ms", "req/s"]
-        if seed:
-            head += ["seed p50" + (f" {base_stack}/{stack}" if base_stack else ""),
-                     "seed req/s" + (f" {base_stack}/{stack}" if base_stack else "")]
+        if show_published:
+            head += ["published p50" + (f" {base_stack}/{stack}" if base_stack else ""),
+                     "published req/s" + (f" {base_stack}/{stack}" if base_stack else "")]
         head += ["runs"]
         rows = []
         for key in sorted(cells):
@@ -96,11 +90,10 @@ def table(variants: dict, baseline: Optional[dict], seed: bool) -> str:
                         f"{change:+.0f}%" if change is not None else "-"]
             else:
                 row += [_fmt(v["ttft_p50_ms"]), _fmt(v["ttft_p99_ms"]), _fmt(v["requests_per_s"], 1)]
-            if seed:
-                sv, sb = SEED.get(stack, {}).get(key), SEED.get(base_stack, {}).get(key) if base_stack else None
-                p50 = [_fmt(x[0]) if x else "-" for x in ([sb] if base_stack else []) + [sv]]
-                rps = [_fmt(x[1], 1) if x and x[1] is not None else "-" for x in ([sb] if base_stack else []) + [sv]]
-                row += [" / ".join(p50), " / ".join(rps)]
+            if show_published:
+                pub = ([published.cell(base_stack, *key)] if base_stack else []) + [published.cell(stack, *key)]
+                row += [" / ".join(_fmt(c.ttft_p50_ms) if c else "-" for c in pub),
+                        " / ".join(_fmt(c.requests_per_s, 1) if c else "-" for c in pub)]
             row += [str(v["runs"]) + (f" ({v['failed']} failed)" if v["failed"] else "")]
             rows.append(row)
         target = next(iter(cells.values()))["target"]
@@ -136,12 +129,12 @@ def plot(variants: dict, baseline: Optional[dict], path: str) -> None:
     plt.close(fig)
 
 
-def main(results: list[str], baseline: Optional[str], plot_path: Optional[str], seed: bool) -> str:
+def main(results: list[str], baseline: Optional[str], plot_path: Optional[str], show_published: bool) -> str:
     variants = aggregate(load(results))
     base = aggregate(load([baseline])) if baseline else None
     if not variants:
         raise ReportError("no results in " + ", ".join(results))
-    text = table(variants, base, seed)
+    text = table(variants, base, show_published)
     if plot_path:
         plot(variants, base, plot_path)
         text += f"\n\nplot: {plot_path}"

@@ -2,7 +2,7 @@
 
 No download: `config.json` carries the served model's geometry (the mocker and the frontend read
 it), and `tokenizer.json` is a byte-level BPE trained on the spot with the `tokenizers` package on
-generated text (FIELD-NOTES, "Local twin"). AIPerf and the mocker both tokenize with it, so prompt
+generated text (docs/sources.md, "The twin's parts"). AIPerf and the mocker both tokenize with it, so prompt
 lengths agree between load generator and engine. Runs inside the twin environment.
 """
 
@@ -20,8 +20,8 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB_SIZE = 4096
 
 
-def _corpus(lines: int = 4000, seed: int = 2371):
-    rng = random.Random(seed)
+def _corpus(lines: int = 4000):
+    rng = random.Random(2371)  # the same tokenizer every time
     syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "den", "tor", "pla", "gre", "sto", "qua",
                  "ex", "in", "ment", "tion", "er", "ly", "ing", "ed", "the", "and", "of", "to"]
     words = ["".join(rng.choice(syllables) for _ in range(rng.randint(1, 3))) for _ in range(3000)]

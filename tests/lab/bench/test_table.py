@@ -56,9 +56,9 @@ def test_table_puts_baseline_and_variant_side_by_side_with_medians(tmp_path):
         _line("same-server", 2, 4, 3, 310, 380, 5.5),
         {"stack": "same-server", "target": "twin", "prefix_types": 2, "concurrency": 4, "run": 4, "error": "x"}])
     base = _write(tmp_path / "b.jsonl", [_line("kv-routing", 2, 4, 1, 50, 90, 8.0)])
-    text = table.main([variant], base, None, seed=True)
+    text = table.main([variant], base, None, show_published=True)
     header, _, row = text.splitlines()[1:4]
-    assert "p50 kv-routing" in header and "p50 same-server" in header and "seed p50" in header
+    assert "p50 kv-routing" in header and "p50 same-server" in header and "published p50" in header
     cells = row.split()
     assert cells[:5] == ["2", "4", "50", "310", "6.2x"]  # median of 300/320/310
     assert "5.5" in cells and "-31%" in cells and "34" in cells and "286" in cells
@@ -71,7 +71,7 @@ def test_plot_writes_a_png(tmp_path):
     base = _write(tmp_path / "b.jsonl", [_line("kv-routing", p, c, 1, 50 + p, 90, 8.0)
                                          for p in (2, 24) for c in (4, 8)])
     png = tmp_path / "plot.png"
-    table.main([variant], base, str(png), seed=False)
+    table.main([variant], base, str(png), show_published=False)
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 

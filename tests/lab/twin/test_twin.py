@@ -96,7 +96,7 @@ def test_quick_sweep_reproduces_the_labs_direction(run_env, tmp_path):
     assert same["requests_per_s"] < kv["requests_per_s"]
     png = tmp_path / "plot.png"
     report = subprocess.run([sys.executable, "-m", "infra.lab", "report", str(tmp_path / "same" / "results.jsonl"),
-                             "--baseline", str(tmp_path / "kv" / "results.jsonl"), "--plot", str(png), "--seed"],
+                             "--baseline", str(tmp_path / "kv" / "results.jsonl"), "--plot", str(png), "--published"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert report.returncode == 0, report.stderr
     assert "same-server (twin) vs kv-routing" in report.stdout

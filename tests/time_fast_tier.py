@@ -1,0 +1,47 @@
+"""How long the fast test tier takes: `python3 dev.py time-tests [--runs N]`.
+
+A benchmark, not a test: it runs the README's test command's pytest (the fast tier, everything
+installed) N times in fresh processes and prints each wall time, the median and the goal (30 s
+on the 2-core development machine). Exit 0 always; the figures are for the reader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_SECONDS = 30
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("pytest_args", nargs="*", help="passed to pytest after the fast-tier selection")
+    args = p.parse_args(argv)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "not lab", *args.pytest_args]
+    times = []
+    for n in range(1, args.runs + 1):
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        elapsed = time.perf_counter() - start
+        last = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+        print(f"run {n}: {elapsed:.1f} s  ({last})", flush=True)
+        if proc.returncode != 0:
+            print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n")
+            return proc.returncode
+        times.append(elapsed)
+    median = statistics.median(times)
+    print(f"fast tier on {os.cpu_count()} CPUs: median {median:.1f} s over {len(times)} runs "
+          f"(min {min(times):.1f}, max {max(times):.1f}); goal {GOAL_SECONDS} s on 2 cores: "
+          f"{'met' if median <= GOAL_SECONDS else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
