@@ -130,7 +130,8 @@ def main(argv: list[str]) -> int:
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
         cmd = [str(python), "-m", "pytest", *(LAB_TIER if command == "test-lab" else FAST_TIER), *rest]
     else:
-        extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"]}.get(command, [])
+        extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"],
+                  "preflight": ["--extra", "preflight"]}.get(command, [])
         python = sync(VENV, *extras)
         if command in ("twin", "bench"):
             env.setdefault("DYNAMO_LAB_TWIN_PYTHON", str(ensure_twin()))
