@@ -41,7 +41,8 @@ def cluster_provider(cluster: ClusterTarget) -> k8s.Provider:
 def build() -> dict[str, Any]:
     """Register the stack's resources. Config and sizing errors raise before anything is registered."""
     stack = pulumi.get_stack()
-    cfg = load(pulumi_runtime.raw_config(), stack)
+    raw = pulumi_runtime.raw_config()
+    cfg = load(raw, stack, secret_keys=[key for key in raw if pulumi_runtime.is_secret(key)])
     sizing = size(cfg, stack)
     on_cluster = pulumi.ResourceOptions(providers=[cluster_provider(cfg.cluster)])
 

@@ -100,15 +100,17 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: i
 
 
 def host_memory_floor(base: int, kv_pool: int, headroom_percent: float, cpu_buffers: bool) -> int:
-    """Host RSS a worker reaches at worst. Without CPU buffers there is no mirror: the base alone."""
+    """Host RSS a worker reaches at worst, rounded up to whole MiB (it becomes the pod's limit).
+    Without CPU buffers there is no mirror: the base alone."""
     if not cpu_buffers:
-        return base
-    return base + math.ceil(kv_pool * (1 + headroom_percent / 100))
+        return units.ceil_mi(base)
+    return units.ceil_mi(base + kv_pool * (1 + headroom_percent / 100))
 
 
 def largest_pool_for_limit(limit: int, base: int, headroom_percent: float) -> int:
     """Inverse of host_memory_floor: the biggest KV pool whose mirror fits under `limit` (MiB-aligned)."""
-    room = (limit - base) / (1 + headroom_percent / 100)
+    # The floor is rounded up to whole MiB, so it fits `limit` only below limit's last whole MiB.
+    room = (limit // units.MI * units.MI - base) / (1 + headroom_percent / 100)
     return max(0, math.floor(room / units.MI) * units.MI)
 
 
@@ -174,40 +176,67 @@ def _pools(cfg: StackConfig, weights: int, per_request: int, problems: list) -> 
     return pools
 
 
+def _shown(nbytes: int) -> str:
+    """A byte figure as a user would write it: 5837Mi when whole MiB, else the bytes."""
+    text = units.format_bytes(nbytes)
+    return text if text.endswith(("Mi", "Ki")) else f"{nbytes:,} bytes"
+
+
+def _below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, limit: int, floor: int) -> str:
+    """Why `limit` is too low for this worker, in its role's terms, and the fixes."""
+    s = cfg.sizing
+    if not g.cpu_buffers:
+        why = ("an aggregated worker keeps no KV host mirror" if g.role == "agg"
+               else "with bufferDevice cuda it keeps no KV host mirror")
+        return (f"{_shown(limit)} is below the {units.fmt_bytes(floor)} ({_shown(floor)}) this worker needs: its "
+                f"vLLM base resident memory (sizing.vllmBaseMemory; {why}), and the pod would be OOMKilled "
+                f"loading the model. Raise memoryLimit to at least {_shown(floor)}, or lower "
+                "sizing.vllmBaseMemory if you measured less")
+    mirror = units.fmt_bytes(pool * (1 + s.host_headroom_percent / 100))
+    largest = largest_pool_for_limit(limit, s.vllm_base_memory, s.host_headroom_percent)
+    if largest >= per_request:
+        second = (f"or set workers.{g.name}.kvCacheBytes <= {largest // units.MI}Mi, the largest "
+                  f"KV pool whose host mirror fits {_shown(limit)} "
+                  f"({largest / per_request:.1f} requests of {units.fmt_bytes(per_request)})")
+    else:
+        smallest = host_memory_floor(s.vllm_base_memory, per_request, s.host_headroom_percent, True)
+        second = (f"or shrink the pool with workers.{g.name}.kvCacheBytes, which needs a limit too: "
+                  f"{_shown(limit)} leaves {units.fmt_bytes(max(0, limit - s.vllm_base_memory))} "
+                  f"above the vLLM base, and even a one-request pool ({units.fmt_bytes(per_request)}) "
+                  f"needs memoryLimit >= {_shown(smallest)}")
+    return (f"{_shown(limit)} is below the {units.fmt_bytes(floor)} ({_shown(floor)}) this worker needs "
+            f"({units.fmt_bytes(s.vllm_base_memory)} vLLM base + {mirror} KV host mirror "
+            f"of its {units.fmt_bytes(pool)} pool incl. {s.host_headroom_percent:g}% "
+            f"headroom); with kv_buffer_device=cpu vLLM mirrors the whole KV pool in "
+            f"host memory and the pod is OOMKilled as it fills. Raise memoryLimit to at "
+            f"least {_shown(floor)}, {second}")
+
+
 def _memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, problems: list) -> tuple[int, int, int, str]:
     s = cfg.sizing
     floor = host_memory_floor(s.vllm_base_memory, pool, s.host_headroom_percent, g.cpu_buffers)
-    if g.memory_limit is None:
-        request = floor if g.memory_request is None else g.memory_request
-        return floor, floor, request, "floor"
-    limit = g.memory_limit
+    limit, source = (floor, "floor") if g.memory_limit is None else (g.memory_limit, "config")
     request = limit if g.memory_request is None else g.memory_request
     if limit < floor:
-        mirror = units.fmt_bytes(pool * (1 + s.host_headroom_percent / 100))
-        largest = largest_pool_for_limit(limit, s.vllm_base_memory, s.host_headroom_percent)
-        if largest >= per_request:
-            second = (f"or set workers.{g.name}.kvCacheBytes <= {largest // units.MI}Mi, the largest "
-                      f"KV pool whose host mirror fits {units.to_mi_quantity(limit)} "
-                      f"({largest / per_request:.1f} requests of {units.fmt_bytes(per_request)})")
-        else:
-            smallest = host_memory_floor(s.vllm_base_memory, per_request, s.host_headroom_percent, True)
-            second = (f"or shrink the pool with workers.{g.name}.kvCacheBytes, which needs a limit too: "
-                      f"{units.to_mi_quantity(limit)} leaves {units.fmt_bytes(max(0, limit - s.vllm_base_memory))} "
-                      f"above the vLLM base, and even a one-request pool ({units.fmt_bytes(per_request)}) "
-                      f"needs memoryLimit >= {units.to_mi_quantity(smallest)}")
-        problems.append((f"workers.{g.name}.memoryLimit",
-                         f"{units.to_mi_quantity(limit)} is below the "
-                         f"{units.fmt_bytes(floor)} ({units.to_mi_quantity(floor)}) this worker needs "
-                         f"({units.fmt_bytes(s.vllm_base_memory)} vLLM base + {mirror} KV host mirror "
-                         f"of its {units.fmt_bytes(pool)} pool incl. {s.host_headroom_percent:g}% "
-                         f"headroom); with kv_buffer_device=cpu vLLM mirrors the whole KV pool in "
-                         f"host memory and the pod is OOMKilled as it fills. Raise memoryLimit to at "
-                         f"least {units.to_mi_quantity(floor)}, {second}"))
+        problems.append((f"workers.{g.name}.memoryLimit", _below_floor(cfg, g, pool, per_request, limit, floor)))
     if request > limit:
+        given = ("memoryLimit" if g.memory_limit is not None
+                 else "the host memory floor (the limit while memoryLimit is unset)")
         problems.append((f"workers.{g.name}.memoryRequest",
-                         f"{units.to_mi_quantity(request)} is above memoryLimit "
-                         f"{units.to_mi_quantity(limit)}; Kubernetes rejects that. Lower it"))
-    return floor, limit, request, "config"
+                         f"{_shown(request)} is above {given}, {_shown(limit)}; Kubernetes rejects a request "
+                         f"above its limit. Lower memoryRequest to at most {_shown(limit)}"
+                         + ("" if g.memory_limit is not None else ", or set memoryLimit >= memoryRequest")))
+    return floor, limit, request, source
+
+
+def _small_pools(cfg: StackConfig, per_request: int) -> list[tuple[str, str]]:
+    """A configured KV pool must hold at least one whole request, or vLLM cannot schedule any."""
+    return [(f"workers.{g.name}.kvCacheBytes",
+             f"{_shown(g.kv_cache_bytes)} holds less than one request's KV ({units.fmt_bytes(per_request)} for "
+             f"{cfg.workload.input_tokens:,} tokens x {per_request // cfg.workload.input_tokens:,} bytes); vLLM "
+             f"could not schedule a single request of the size this stack is sized for. Raise it to at least "
+             f"{units.ceil_mi(per_request) // units.MI}Mi, or lower workload.inputTokens")
+            for g in cfg.workers if g.kv_cache_bytes is not None and g.kv_cache_bytes < per_request]
 
 
 def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
@@ -245,7 +274,7 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
     per_request = per_token * cfg.workload.input_tokens
     weights = m.parameters * m.dtype_bytes
     overhead = cfg.sizing.gpu_overhead_per_worker
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = _small_pools(cfg, per_request)
     pools = _pools(cfg, weights, per_request, problems)
 
     groups = []

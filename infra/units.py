@@ -1,50 +1,158 @@
-"""Byte and rate quantities as Kubernetes and network people write them.
+"""Quantities as Kubernetes reads them (memory, CPU) and link rates as tc and Ethernet write them.
 
-Kubernetes quantities: binary suffixes (Ki, Mi, Gi, Ti) are powers of 1024, decimal suffixes
-(k, M, G, T) powers of 1000; see k8s.io/apimachinery resource.Quantity. A plain integer is bytes.
-Kept free of Pulumi and pydantic so the sizing arithmetic can be property-tested on its own.
+Kubernetes quantities follow k8s.io/apimachinery `resource.Quantity`: a number with no spaces
+(`12`, `1.5`, `.5`, `+2`), then an optional suffix: binary `Ki Mi Gi Ti Pi Ei` (powers of 1024),
+decimal `n u m k M G T P E` (powers of 1000; `m` is milli, `k` is lower case), or an exponent
+`e3`/`E-2`. Anything else is refused with what the text would have meant, never guessed at: a
+plain number is bytes to Kubernetes, `GB` and `K` are not suffixes, and `10 Gi` has a space.
+Kept free of Pulumi and pydantic so the arithmetic can be property-tested on its own.
 """
 
 from __future__ import annotations
 
 import math
 import re
-
-_SUFFIX = {
-    "": 1,
-    "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-}
-_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKMGT]i?|)\s*[bB]?\s*$")
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps)\s*$", re.IGNORECASE)
+from fractions import Fraction
 
 MI = 2**20
 GI = 2**30
 
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
+            "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(r"^([+-]?)(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+# Number and suffix of something that looks like a quantity, to say what it would have meant.
+_LOOSE = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+))\s*([A-Za-z]*)\s*$")
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps)\s*$", re.IGNORECASE)
 
-def parse_bytes(value: object) -> int:
-    """'3584Mi' -> 3758096384, '1G' -> 10**9, 4096 -> 4096. Raises ValueError with the accepted forms."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a byte quantity, got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"a byte quantity cannot be negative, got {value}")
-        return value
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    if isinstance(value, str):
-        match = _QUANTITY.match(value)
-        if match:
-            number, suffix = match.groups()
-            # Decimal arithmetic on the digits keeps '1.5Gi' exact (no float rounding).
-            whole, _, frac = number.partition(".")
-            scale = 10 ** len(frac)
-            exact = (int(whole) * scale + int(frac or 0)) * _SUFFIX[suffix]
-            return math.ceil(exact / scale)
-    raise ValueError(
-        f"{value!r} is not a byte quantity; write an integer number of bytes or a number with a "
-        "Kubernetes suffix, e.g. 3584Mi, 10Gi, 272M, 1G"
-    )
+
+class QuantityError(ValueError):
+    pass
+
+
+def parse_quantity(text: object) -> Fraction:
+    """A Kubernetes quantity's exact value; QuantityError when Kubernetes would not accept it."""
+    if isinstance(text, bool):
+        raise QuantityError(f"{text!r} is not a Kubernetes quantity")
+    if isinstance(text, int):
+        return Fraction(text)
+    if isinstance(text, float):
+        text = repr(text)
+    match = _QUANTITY.match(str(text))
+    if not match:
+        raise QuantityError(f"{str(text)!r} is not a Kubernetes quantity")
+    sign, number, suffix = match.groups()
+    value = Fraction(number if not number.endswith(".") else number[:-1])
+    suffix = suffix or ""
+    if suffix in _BINARY:
+        value *= _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        value *= _DECIMAL[suffix]
+    else:  # e3, E-2
+        value *= Fraction(10) ** int(suffix[1:])
+    return -value if sign == "-" else value
+
+
+def _n(value: Fraction | int) -> str:
+    return f"{int(value):,}" if Fraction(value).denominator == 1 else f"{float(value):,.3f}"
+
+
+def _meant(text: str, unit: str) -> str:
+    """What a refused text would have been read as, or what its author likely meant."""
+    loose = _LOOSE.match(text)
+    if not loose:
+        return ""
+    number, suffix = loose.groups()
+    if " " in text.strip():
+        try:
+            value = parse_quantity(number + suffix)
+            return (f"; Kubernetes allows no spaces in a quantity: write {number}{suffix} "
+                    f"({_n(value)} {unit})")
+        except QuantityError:
+            pass
+    head = suffix[:1].upper() if suffix[:1].lower() in "kmgtpe" else ""
+    if not head:
+        return ""
+    options = []
+    for candidate in (("k" if head == "K" else head), head + "i"):
+        try:
+            options.append(f"{number}{candidate} is {_n(parse_quantity(number + candidate))} {unit}")
+        except QuantityError:
+            continue
+    return f"; Kubernetes knows no suffix {suffix}: {' and '.join(options)}" if options else ""
+
+
+def _whole_bytes(value: object, minimum: int, unit: str, meant_suffix: str) -> int:
+    text = str(value).strip()
+    try:
+        exact = parse_quantity(value)
+    except QuantityError:
+        meant = _meant(text, unit) or ". Write bytes with a Kubernetes suffix, e.g. 3584Mi, 10Gi, 272M, 1G"
+        raise QuantityError(f"{text!r} is not a Kubernetes quantity{meant}") from None
+    if exact < 0:
+        raise QuantityError(f"{text!r} is negative; a byte quantity cannot be")
+    if exact.denominator != 1:
+        milli = "; m means milli (a thousandth), so MB is M and MiB is Mi" if text.endswith("m") else ""
+        raise QuantityError(f"{text!r} is {_n(exact)} {unit}, not a whole number{milli}")
+    if exact < minimum:
+        meant = (f"; if you meant {meant_suffix}B, write {text}{meant_suffix} "
+                 f"({_n(exact * parse_quantity('1' + meant_suffix))} {unit})") if text.lstrip("+").isdigit() \
+            and exact > 0 else ""
+        raise QuantityError(f"{text!r} is {_n(exact)} {unit} (Kubernetes reads a number without a suffix as "
+                            f"bytes), less than the {format_bytes(minimum) if unit == 'bytes' else _n(minimum)} "
+                            f"{'' if unit == 'bytes' else unit + ' '}this needs{meant}".replace("  ", " "))
+    return int(exact)
+
+
+def parse_memory(value: object, minimum: int = MI) -> int:
+    """Bytes of a memory quantity: whole bytes, at least `minimum` (a plain number is bytes)."""
+    return _whole_bytes(value, minimum, "bytes", "Mi")
+
+
+def parse_throughput(value: object, minimum: int = 10**6) -> int:
+    """Bytes per second as a quantity (`1200M` = 1.2 GB/s): whole, at least 1 MB/s."""
+    return _whole_bytes(value, minimum, "bytes/s", "M")
+
+
+def parse_cpu(value: object) -> int:
+    """Millicores of a CPU quantity (`2`, `0.5`, `500m`): more than 0, no finer than 1m."""
+    text = str(value).strip() if not isinstance(value, int) else str(value)
+    try:
+        exact = parse_quantity(value)
+    except QuantityError:
+        meant = _meant(str(value), "CPUs") or ". Write cores or millicores, e.g. 2, 0.5, 500m"
+        raise QuantityError(f"{str(value)!r} is not a Kubernetes CPU quantity{meant}") from None
+    milli = exact * 1000
+    if milli <= 0:
+        raise QuantityError(f"{text!r} is {_n(exact)} CPUs; write more than 0, e.g. 500m or 2")
+    if milli.denominator != 1:
+        raise QuantityError(f"{text!r} is finer than 1m (a thousandth of a CPU), which Kubernetes does not "
+                            f"allow; write {math.ceil(milli)}m")
+    return int(milli)
+
+
+def format_bytes(nbytes: int) -> str:
+    """Exact bytes as a Kubernetes quantity: NMi when whole MiB (as manifests show them), else NM when
+    whole megabytes (8000M stays 8000M), else NKi, else N."""
+    for suffix, size in (("Mi", MI), ("M", 10**6), ("Ki", 2**10)):
+        if nbytes % size == 0 and nbytes >= size:
+            return f"{nbytes // size}{suffix}"
+    return str(nbytes)
+
+
+def format_cpu(millicores: int) -> str:
+    """Millicores as Kubernetes writes them: whole cores as `2`, else `500m`."""
+    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def ceil_mi(nbytes: float) -> int:
+    """Bytes rounded UP to whole MiB: a computed limit is never below its figure."""
+    return math.ceil(nbytes / MI) * MI
+
+
+def to_mi_quantity(nbytes: float) -> str:
+    """Bytes rounded UP to whole MiB, as a Kubernetes quantity."""
+    return f"{math.ceil(nbytes / MI)}Mi"
 
 
 def parse_rate_bits(value: object) -> int:
@@ -57,14 +165,9 @@ def parse_rate_bits(value: object) -> int:
             number, prefix, _ = match.groups()
             factor = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[prefix.lower()]
             bits = float(number) * factor
-            if bits > 0:
+            if bits >= 1:
                 return int(bits)
     raise ValueError(f"{value!r} is not a link rate; write e.g. 1gbit, 10gbit, 100mbit")
-
-
-def to_mi_quantity(nbytes: int) -> str:
-    """Bytes rounded UP to whole MiB, as a Kubernetes quantity: a limit is never below the figure."""
-    return f"{math.ceil(nbytes / MI)}Mi"
 
 
 def fmt_bytes(nbytes: float) -> str:

@@ -1,67 +1,186 @@
 """Checks across keys: the graph a stack file describes must be one Dynamo can serve.
 
 Each check returns (key path, message) pairs; `config.load` raises them together as one ConfigError.
+Every name that points at something (a worker group, a GPU class) must resolve, with "did you mean".
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
+import re
 
-from infra.config.models import GPU_CAPABLE_UCX_TLS, StackConfig
+from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, expand_tls
+from infra.config.models import PULL_CONNECTORS, StackConfig, WorkerGroup
+
+Problems = list[tuple[str, str]]
+# Longest Dynamo-derived name per component: the operator names a component's Service
+# `<graph>-<component>`, a DNS label of at most 63 characters.
+SERVICE_NAME_MAX = 63
 
 
-def problems(cfg: StackConfig) -> list[tuple[str, str]]:
-    """Every cross-key problem of `cfg`; empty when the graph is one Dynamo can serve."""
-    found: list[tuple[str, str]] = []
-    classes = sorted(cfg.gpu_classes)
-    names: set[str] = set()
+def _unknown(kind: str, name: str, known: list[str], where: str) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "."
+    return f"unknown {kind} {name!r}{hint} {where}: {', '.join(known) or 'none'}"
+
+
+def _names(cfg: StackConfig) -> Problems:
+    found: Problems = []
+    seen: set[str] = set()
     for g in cfg.workers:
-        path = f"workers.{g.name}"
-        if g.name in names or g.name == "frontend":
-            found.append((f"{path}.name", f"{g.name!r} is used twice (the frontend is "
-                             "named 'frontend'); give each worker group its own name"))
-        names.add(g.name)
-        if g.gpu_class not in cfg.gpu_classes:
-            close = difflib.get_close_matches(g.gpu_class, classes, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            found.append((f"{path}.gpuClass", f"unknown GPU class {g.gpu_class!r}{hint} "
-                             f"Defined classes: {', '.join(classes)} (add one under gpuClasses)"))
-        if g.role != "agg" and g.kv_transfer.buffer_device == "cuda":
-            tls = {t.strip() for t in g.kv_transfer.ucx_tls.split(",")}
-            if not tls & GPU_CAPABLE_UCX_TLS:
-                found.append((f"{path}.kvTransfer.bufferDevice",
-                                 f"cuda buffers over UCX_TLS={g.kv_transfer.ucx_tls} (TCP only) crash "
-                                 "UCX copying GPU memory over TCP (segfault in uct_tcp_ep_am_bcopy). "
-                                 "Write bufferDevice: cpu, or use a transport that moves GPU memory "
-                                 "(e.g. ucxTls: rc,cuda_copy on RDMA)"))
-    roles = {g.role for g in cfg.workers}
-    if "agg" in roles and roles & {"prefill", "decode"}:
-        agg = [g.name for g in cfg.workers if g.role == "agg"]
-        found.append(("workers", f"agg groups ({', '.join(agg)}) are mixed with prefill/decode "
-                         "groups in one graph; a graph is either aggregated or disaggregated. Deploy "
-                         "them as separate stacks, or give every group role prefill or decode"))
-    elif roles & {"prefill", "decode"} and roles != {"prefill", "decode"}:
-        has, lacks = ("prefill", "decode") if "prefill" in roles else ("decode", "prefill")
-        found.append(("workers", f"a disaggregated graph needs both prefill and decode groups; "
-                         f"this one has {has} but no {lacks}. Add a group with role: {lacks}"))
-    found += _probe_problems(cfg)
-    if cfg.platform.manage and cfg.graph.namespace == cfg.platform.namespace:
-        found.append(("graph.namespace", f"{cfg.graph.namespace!r} is also platform.namespace; "
-                         "the graph gets its own namespace so it can be removed without touching "
-                         "the operator. Remove graph.namespace (default: dynamo-lab-<stack>) or pick another"))
+        if g.name in seen or g.name == "frontend":
+            found.append((f"workers.{g.name}.name", f"{g.name!r} is used twice (the frontend is named 'frontend'); "
+                          "give each worker group its own name"))
+        seen.add(g.name)
+        service = f"{cfg.graph.name}-{g.name}"
+        if len(service) > SERVICE_NAME_MAX:
+            found.append((f"workers.{g.name}.name", f"the operator names this group's Service {service!r}, "
+                          f"{len(service)} characters, more than the {SERVICE_NAME_MAX} Kubernetes allows; "
+                          f"shorten the group name to at most {SERVICE_NAME_MAX - len(cfg.graph.name) - 1} "
+                          "characters, or graph.name"))
     return found
 
 
-def _probe_problems(cfg: StackConfig) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
+def _gpu_classes(cfg: StackConfig) -> Problems:
+    classes = sorted(cfg.gpu_classes)
+    return [(f"workers.{g.name}.gpuClass", _unknown("GPU class", g.gpu_class, classes,
+                                                     "Defined classes (add one under gpuClasses)"))
+            for g in cfg.workers if g.gpu_class not in cfg.gpu_classes]
+
+
+def _shape(cfg: StackConfig) -> Problems:
+    """Aggregated or disaggregated, and something serves each side."""
+    roles = {g.role for g in cfg.workers}
+    if "agg" in roles and roles & {"prefill", "decode"}:
+        agg = [g.name for g in cfg.workers if g.role == "agg"]
+        return [("workers", f"agg groups ({', '.join(agg)}) are mixed with prefill/decode groups in one graph; "
+                 "a graph is either aggregated or disaggregated. Deploy them as separate stacks, or give every "
+                 "group role prefill or decode")]
+    if roles & {"prefill", "decode"} and roles != {"prefill", "decode"}:
+        has, lacks = ("prefill", "decode") if "prefill" in roles else ("decode", "prefill")
+        return [("workers", f"a disaggregated graph needs both prefill and decode groups; this one has {has} "
+                 f"but no {lacks}. Add a group with role: {lacks}")]
+    found: Problems = []
+    for side in sorted(roles):
+        groups = [g for g in cfg.workers if g.role == side]
+        if sum(g.replicas for g in groups) == 0:
+            names = ", ".join(g.name for g in groups)
+            what = "no worker would serve a request" if side == "agg" else \
+                f"every request would wait forever for a {side} worker"
+            found.append((f"workers.{groups[0].name}.replicas",
+                          f"the {side} side ({names}) has 0 replicas in all, so {what}. Give it at least 1"))
+    return found
+
+
+def _cuda_over_tcp(g: WorkerGroup) -> bool:
+    return g.kv_transfer.buffer_device == "cuda" and not expand_tls(g.kv_transfer.ucx_tls) & GPU_CAPABLE_TLS
+
+
+def _transfer(cfg: StackConfig) -> Problems:
+    """Each group's transport can move its buffers, and each prefill/decode pair can talk."""
+    found: Problems = []
+    for g in cfg.workers:
+        if g.role != "agg" and _cuda_over_tcp(g):
+            found.append((f"workers.{g.name}.kvTransfer.bufferDevice",
+                          f"cuda buffers over UCX_TLS={g.kv_transfer.ucx_tls} (TCP only) crash UCX copying GPU memory "
+                          "over TCP (segfault in uct_tcp_ep_am_bcopy). Write bufferDevice: cpu, or use a transport "
+                          "that moves GPU memory (e.g. ucxTls: rc,cuda_copy on RDMA)"))
+    prefill = [g for g in cfg.workers if g.role == "prefill"]
+    decode = [g for g in cfg.workers if g.role == "decode"]
+    for p, d in itertools.product(prefill, decode):
+        pk, dk = p.kv_transfer, d.kv_transfer
+        pair = f"prefill {p.name!r} and decode {d.name!r}"
+        if (pk.connector in PULL_CONNECTORS) != (dk.connector in PULL_CONNECTORS):
+            found.append((f"workers.{d.name}.kvTransfer.connector",
+                          f"{pair} use {pk.connector} and {dk.connector}: one side waits for the other to pull "
+                          "and the other waits to push, so no KV ever moves. Give both the same connector"))
+        if pk.buffer_device != dk.buffer_device:
+            found.append((f"workers.{d.name}.kvTransfer.bufferDevice",
+                          f"{pair} keep their KV transfer buffers in {pk.buffer_device} and {dk.buffer_device} "
+                          "memory; both sides of a pair must describe the same kind of memory to NIXL. Give "
+                          "both the same bufferDevice (cpu over TCP)"))
+        shared = expand_tls(pk.ucx_tls) & expand_tls(dk.ucx_tls) & NETWORK_TLS
+        if not shared:
+            found.append((f"workers.{d.name}.kvTransfer.ucxTls",
+                          f"{pair} share no transport that reaches from one pod to another (UCX_TLS "
+                          f"{pk.ucx_tls} and {dk.ucx_tls}; self and shared memory never leave a pod), so UCX "
+                          "cannot connect them. Give both the same ucxTls, e.g. tcp,self"))
+    return found
+
+
+def _int_flag(value: str) -> int | None:
+    """vLLM's integer flags take 2048, and human forms like 2k (1000s) or 2K (1024s)."""
+    match = re.fullmatch(r"(\d+)([kKmMgG]?)", value.strip())
+    if not match:
+        return None
+    number, suffix = match.groups()
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[suffix]
+    return int(number) * scale
+
+
+def _extra_args(cfg: StackConfig) -> Problems:
+    """Settings in extraArgs that contradict the requests the stack is sized for."""
+    found: Problems = []
+    needed = cfg.workload.input_tokens + cfg.benchmark.output_tokens
+    for g in cfg.workers:
+        value = g.extra_arg("--max-model-len")
+        if value is None:
+            continue
+        tokens = _int_flag(value)
+        if tokens is None:
+            found.append((f"workers.{g.name}.extraArgs", f"--max-model-len {value!r} is not a token count; vLLM "
+                          "would refuse to start. Write e.g. --max-model-len 8192"))
+        elif tokens < needed:
+            found.append((f"workers.{g.name}.extraArgs",
+                          f"--max-model-len {value} ({tokens:,} tokens) is shorter than the requests this stack "
+                          f"is sized for: {cfg.workload.input_tokens:,} input tokens (workload.inputTokens) + "
+                          f"{cfg.benchmark.output_tokens} output tokens (benchmark.outputTokens) = {needed:,}; vLLM "
+                          f"would reject every one. Raise it to at least {needed}, or remove it"))
+    return found
+
+
+def _group_refs(cfg: StackConfig) -> Problems:
+    """Keys that name a worker group: the probe's and each measured throughput's."""
     by_name = {g.name: g for g in cfg.workers}
-    for key, name, role in (("fromGroup", cfg.probe.from_group, "prefill"),
-                            ("toGroup", cfg.probe.to_group, "decode")):
-        if name is not None and (name not in by_name or by_name[name].role != role):
-            groups = ", ".join(g.name for g in cfg.workers if g.role == role) or "none"
-            problems.append((f"probe.{key}", f"{name!r} is not a {role} group of this stack; the probe "
-                             f"measures the prefill -> decode KV path. {role} groups: {groups}"))
+    found: Problems = []
+
+    def check(key: str, name: str, role: str, why: str) -> None:
+        groups = sorted(g.name for g in cfg.workers if g.role == role)
+        if name not in by_name:
+            found.append((key, _unknown(f"{role} group", name, groups, f"{why}. {role.capitalize()} groups")))
+        elif by_name[name].role != role:
+            found.append((key, f"{name!r} is a {by_name[name].role} group, not a {role} group; {why}. "
+                          f"{role.capitalize()} groups: {', '.join(groups) or 'none'}"))
+
+    probe = "the probe measures the prefill -> decode KV path"
+    if cfg.probe.from_group is not None:
+        check("probe.fromGroup", cfg.probe.from_group, "prefill", probe)
+    if cfg.probe.to_group is not None:
+        check("probe.toGroup", cfg.probe.to_group, "decode", probe)
     if cfg.probe.enabled and not any(g.role == "prefill" for g in cfg.workers):
-        problems.append(("probe.enabled", "this graph is aggregated: there is no prefill -> decode KV "
-                         "transfer to measure. Set probe.enabled: false"))
-    return problems
+        found.append(("probe.enabled", "this graph is aggregated: there is no prefill -> decode KV transfer to "
+                      "measure. Set probe.enabled: false"))
+    seen = set()
+    for i, m in enumerate(cfg.sizing.measured):
+        why = "a measured throughput belongs to a prefill -> decode path"
+        check(f"sizing.measured[{i}].fromGroup", m.from_group, "prefill", why)
+        check(f"sizing.measured[{i}].toGroup", m.to_group, "decode", why)
+        if (m.from_group, m.to_group) in seen:
+            found.append((f"sizing.measured[{i}]", f"{m.from_group} -> {m.to_group} is measured twice; keep one"))
+        seen.add((m.from_group, m.to_group))
+    return found
+
+
+def _namespaces(cfg: StackConfig) -> Problems:
+    if cfg.platform.manage and cfg.graph.namespace == cfg.platform.namespace:
+        return [("graph.namespace", f"{cfg.graph.namespace!r} is also platform.namespace; the graph gets its own "
+                 "namespace so it can be removed without touching the operator. Remove graph.namespace (default: "
+                 "dynamo-lab-<stack>) or pick another")]
+    return []
+
+
+def problems(cfg: StackConfig) -> Problems:
+    """Every cross-key problem of `cfg`; empty when the graph is one Dynamo can serve."""
+    return (_names(cfg) + _gpu_classes(cfg) + _shape(cfg) + _transfer(cfg) + _extra_args(cfg)
+            + _group_refs(cfg) + _namespaces(cfg))

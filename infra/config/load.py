@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from typing import Any
+from typing import Any, Collection
 
 from pydantic import BaseModel, ValidationError
 
@@ -62,6 +62,9 @@ def _valid_keys(loc: tuple) -> list[str]:
             if f.alias and not (model is StackConfig and name == "cluster")]
 
 
+# Settings that must be Pulumi secrets (`pulumi config set --secret`); their values are never shown.
+SECRET_KEYS = ("hfToken",)
+
 _HINTS = {
     "greater_than_equal": "write a number >= {ge}",
     "greater_than": "write a number > {gt}",
@@ -70,6 +73,8 @@ _HINTS = {
 
 def _message(err: dict[str, Any]) -> str:
     kind = err["type"]
+    if err["loc"][:1] and err["loc"][0] in SECRET_KEYS:  # never echo a secret's value
+        return "must be a single string (the token), set with pulumi config set --secret"
     if kind == "extra_forbidden":
         key = str(err["loc"][-1])
         valid = _valid_keys(err["loc"])
@@ -123,11 +128,24 @@ def _cluster(raw_config: dict[str, str], stack: str) -> tuple[dict[str, str], li
     return {k: v for k, v in found.items() if k in CLUSTER_KEYS}, problems
 
 
-def load(raw_config: dict[str, str], stack: str) -> StackConfig:
-    """Validate a stack's `dynamo-lab:*` and `kubernetes:*` keys. Raises ConfigError on any problem."""
+def _plain_secrets(raw_config: dict[str, str], secret_keys: Collection[str], stack: str) -> list[tuple[str, str]]:
+    """Secrets written in plain text in the stack file: refused, and never echoed."""
+    return [(key, f"is written in plain text in the stack file, where anyone who can read the repository reads "
+             f"it. Store it encrypted instead (remove the plain line first): pulumi config set --secret {key} "
+             f"<your token> --stack {stack}")
+            for key in SECRET_KEYS if f"{PROJECT}:{key}" in raw_config and f"{PROJECT}:{key}" not in secret_keys]
+
+
+def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = ()) -> StackConfig:
+    """Validate a stack's `dynamo-lab:*` and `kubernetes:*` keys. Raises ConfigError on any problem.
+
+    `secret_keys` are the config keys the stack stores encrypted (`pulumi config set --secret`);
+    a secret setting outside them is refused.
+    """
     prefix = PROJECT + ":"
     data = {k[len(prefix):]: _decode(v) for k, v in raw_config.items() if k.startswith(prefix)}
     cluster, cluster_problems = _cluster(raw_config, stack)
+    cluster_problems += _plain_secrets(raw_config, secret_keys, stack)
     if "cluster" in data:
         cluster_problems.insert(0, ("cluster", f"unknown key `{prefix}cluster`: name the cluster with Pulumi's "
                                     f"own key: pulumi config set kubernetes:context <context> --stack {stack}"))

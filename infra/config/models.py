@@ -9,12 +9,10 @@ Checks that need one value live on the models; checks across keys live in `confi
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -24,11 +22,23 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from infra import units
+from infra.config.fields import (
+    Bytes,
+    Cpu,
+    DnsLabel,
+    ExactRelease,
+    LabelKey,
+    LinkRate,
+    OperatorImage,
+    OptionalDnsLabel,
+    ResourceName,
+    Throughput,
+    UcxTls,
+    dns_label,
+    label_value,
+)
 
 PROJECT = "dynamo-lab"
-
-Bytes = Annotated[int, BeforeValidator(units.parse_bytes)]
-LinkRate = Annotated[int, BeforeValidator(units.parse_rate_bits)]
 
 
 class _Model(BaseModel):
@@ -41,7 +51,7 @@ class _Model(BaseModel):
 class NodeRequirement(_Model):
     """One `matchExpressions` entry of a required node affinity term (ANDed with the others)."""
 
-    key: str
+    key: LabelKey
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
     values: list[str] = []
 
@@ -50,10 +60,13 @@ class NodeRequirement(_Model):
         # Same rules as the API server's node selector validation.
         if self.operator in ("Exists", "DoesNotExist") and self.values:
             raise ValueError(f"operator {self.operator} takes no values; remove `values`")
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("In", "NotIn"):
+            if not self.values:
+                raise ValueError(f"operator {self.operator} needs at least one value")
+            for value in self.values:
+                label_value(value)
         if self.operator in ("Gt", "Lt"):
-            if len(self.values) != 1 or not self.values[0].lstrip("-").isdigit():
+            if len(self.values) != 1 or not re.fullmatch(r"-?\d+", self.values[0]):
                 raise ValueError(
                     f"operator {self.operator} needs exactly one integer value, e.g. values: ['20000']"
                 )
@@ -66,7 +79,7 @@ class GpuClass(_Model):
     memory: Bytes
     # With one physical GPU and several workers, the NVIDIA device plugin must advertise
     # time-sliced replicas of this resource (docs/sources.md, "Several workers on one GPU").
-    resource: str = "nvidia.com/gpu"
+    resource: ResourceName = "nvidia.com/gpu"
     node_selector: list[NodeRequirement] = Field(min_length=1)
     # Fraction of GPU memory no worker may plan to use (driver, display, fragmentation).
     memory_reserve: float = Field(0.10, ge=0.0, lt=1.0)
@@ -102,12 +115,22 @@ class Platform(_Model):
     manage: bool = True
     chart: str = "dynamo-platform"
     chart_repo: str = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
-    version: str = "1.6.2"
-    namespace: str = "dynamo-system"
-    release_name: str = "dynamo-platform"
+    # One exact release: a range would let Helm install whatever is newest.
+    version: ExactRelease = "1.6.2"
+    namespace: DnsLabel = "dynamo-system"
+    # Helm release names are DNS labels of at most 53 characters.
+    release_name: DnsLabel = Field("dynamo-platform", max_length=53)
     timeout_seconds: int = Field(900, gt=0)
     # Extra chart values, merged over the ones dynamo-lab sets (which keep Grove and KAI off).
     values: dict[str, Any] = {}
+
+    @field_validator("chart_repo")
+    @classmethod
+    def _repository_url(cls, url: str) -> str:
+        if not re.match(r"^(https?|oci)://[^\s/]+", url):
+            raise ValueError(f"{url!r} is not a chart repository URL; write e.g. "
+                             "https://helm.ngc.nvidia.com/nvidia/ai-dynamo")
+        return url
 
     @field_validator("values")
     @classmethod
@@ -176,65 +199,60 @@ class Model(_Model):
         return DTYPE_BYTES[self.dtype]
 
 
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
-)
-
-
-def _check_image(image: str) -> str:
-    ref = image.split("@", 1)[0]
-    repo, sep, tag = ref.rpartition(":")
-    if not sep or "/" in tag:
-        tag, repo = "", ref
-    if not _SEMVER.match(tag):
-        shown = tag or "(none)"
-        raise ValueError(
-            f"image tag {shown} is not a semantic version, and the Dynamo admission webhook rejects "
-            f"images whose tag does not parse as one. Before: {image}  After: {repo}:1.6.2"
-        )
-    return image
-
-
 class Frontend(_Model):
     router_mode: Literal["kv", "round-robin", "random"] = "kv"
     replicas: int = Field(1, ge=1)
-    cpu: str = "1"
-    memory: Bytes = units.parse_bytes("2Gi")
+    cpu: Cpu = "1"
+    memory: Bytes = units.parse_memory("2Gi")
 
 
-def _dns_label_or_none(value: Optional[str]) -> Optional[str]:
-    if value is not None and (len(value) > 63 or not _DNS_LABEL.match(value)):
-        raise ValueError(f"{value!r} is not a DNS label (lowercase letters, digits, '-', at most 63)")
-    return value
+# The longest name derived from the graph's: `<graph>-kv-probe-initiator-<10 hex>` (a Job, whose
+# name must fit a 63-character label).
+GRAPH_NAME_MAX = 63 - len("-kv-probe-initiator-") - 10
 
 
 class Graph(_Model):
     # None: the stack name, so each variant's graph is recognisable in `kubectl get dgd`.
-    name: Annotated[Optional[str], AfterValidator(_dns_label_or_none)] = None
+    name: OptionalDnsLabel = None
     # None: dynamo-lab-<stack>. One namespace per stack: stacks that share a cluster never
     # declare the same Namespace object.
-    namespace: Annotated[Optional[str], AfterValidator(_dns_label_or_none)] = None
+    namespace: OptionalDnsLabel = None
+
+    @field_validator("name")
+    @classmethod
+    def _starts_with_a_letter(cls, name: Optional[str]) -> Optional[str]:
+        # The operator names the frontend's Service `<graph>-frontend`; Service names start with a letter.
+        if name is not None and not name[0].isalpha():
+            raise ValueError(f"{name!r} starts with a digit; the graph's Services are named after it and a "
+                             "Service name must start with a letter")
+        if name is not None and len(name) > GRAPH_NAME_MAX:
+            raise ValueError(f"{name!r} is {len(name)} characters; names derived from it (the probe's Job "
+                             f"`<graph>-kv-probe-initiator-<digest>`) must fit 63, so it can have at most "
+                             f"{GRAPH_NAME_MAX}. Write a shorter name")
+        return name
 
 
 # --- Workers ------------------------------------------------------------------------------------
 
 
+# vLLM 0.31.0's NIXL connectors (docs/sources.md): NixlConnector is an alias of NixlPullConnector,
+# whose decode side READs the KV; with NixlPushConnector the prefill side WRITEs it.
+PULL_CONNECTORS = ("NixlConnector", "NixlPullConnector")
+CONNECTORS = (*PULL_CONNECTORS, "NixlPushConnector")
+
+
 class KvTransfer(_Model):
-    connector: Literal["NixlConnector"] = "NixlConnector"
+    connector: Literal["NixlConnector", "NixlPullConnector", "NixlPushConnector"] = "NixlConnector"
     # cpu: NIXL moves KV through a host mirror of the KV pool. The only choice over TCP:
     # UCX segfaults copying GPU memory over TCP (uct_tcp_ep_am_bcopy, docs/sources.md).
     buffer_device: Literal["cpu", "cuda"] = "cpu"
-    ucx_tls: str = "tcp,self"
-    ucx_rndv_thresh: str = "inf"
+    ucx_tls: UcxTls = "tcp,self"
+    ucx_rndv_thresh: str = Field("inf", pattern=r"^(inf|auto|\d+[kKmMgG]?[bB]?)$")
 
-
-# Transports that can move GPU memory directly; a UCX_TLS without any of them is TCP-only.
-GPU_CAPABLE_UCX_TLS = {"all", "cuda", "cuda_ipc", "cuda_copy", "rc", "rc_x", "ud", "ud_x", "dc",
-                       "dc_x", "rc_mlx5", "dc_mlx5", "ud_mlx5", "gdr_copy", "ib"}
+    @property
+    def op(self) -> str:
+        """The NIXL operation that moves the KV: READ by the decode side, or WRITE by the prefill side."""
+        return "READ" if self.connector in PULL_CONNECTORS else "WRITE"
 
 # Flags dynamo-lab writes itself; setting them in extraArgs would contradict the sizing.
 MANAGED_FLAGS = {
@@ -244,6 +262,13 @@ MANAGED_FLAGS = {
     "--kv-events-config": "frontend.routerMode",
     "--kv-cache-memory-bytes": "kvCacheBytes",
     "--gpu-memory-utilization": "kvCacheBytes (dynamo-lab derives it from the sizing)",
+    # The sizing takes KV bytes per token from model.dtype; another cache dtype would change them.
+    "--kv-cache-dtype": "model.dtype (the sizing's KV bytes per token come from it)",
+    # Each worker gets one GPU: it cannot split the model over more.
+    "--tensor-parallel-size": "replicas (each worker has one GPU; scale with more replicas)",
+    "-tp": "replicas (each worker has one GPU; scale with more replicas)",
+    "--pipeline-parallel-size": "replicas (each worker has one GPU; scale with more replicas)",
+    "-pp": "replicas (each worker has one GPU; scale with more replicas)",
 }
 
 
@@ -255,8 +280,8 @@ class WorkerGroup(_Model):
     kv_transfer: KvTransfer = KvTransfer()
     # vLLM --kv-cache-memory-bytes. None: the GPU class's memory shared among its workers.
     kv_cache_bytes: Optional[Bytes] = None
-    cpu_request: str = "2"
-    cpu_limit: Optional[str] = None
+    cpu_request: Cpu = "2"
+    cpu_limit: Optional[Cpu] = None
     # None: the host memory floor from the sizing, as request and limit (Guaranteed QoS).
     memory_limit: Optional[Bytes] = None
     # None: equal to the limit.
@@ -266,13 +291,8 @@ class WorkerGroup(_Model):
     @field_validator("name")
     @classmethod
     def _dns_label(cls, name: str) -> str:
-        if not _DNS_LABEL.match(name):
-            fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "workers"
-            raise ValueError(
-                f"{name!r} is not a DNS label (lowercase letters, digits, '-'); it names the graph "
-                f"component and its pods. Write e.g. {fixed!r}"
-            )
-        return name
+        # It names the graph component, its Services and pods.
+        return dns_label(name, max_length=40)
 
     @field_validator("extra_args")
     @classmethod
@@ -285,6 +305,22 @@ class WorkerGroup(_Model):
                     "instead of passing the flag in extraArgs"
                 )
         return args
+
+    def extra_arg(self, flag: str) -> Optional[str]:
+        """The value given to `flag` in extraArgs (`--flag value` or `--flag=value`), if any."""
+        for i, arg in enumerate(self.extra_args):
+            if arg == flag:
+                return self.extra_args[i + 1] if i + 1 < len(self.extra_args) else ""
+            if arg.startswith(flag + "="):
+                return arg[len(flag) + 1:]
+        return None
+
+    @model_validator(mode="after")
+    def _cpu_request_within_limit(self) -> "WorkerGroup":
+        if self.cpu_limit is not None and units.parse_cpu(self.cpu_request) > units.parse_cpu(self.cpu_limit):
+            raise ValueError(f"cpuRequest {self.cpu_request} is above cpuLimit {self.cpu_limit}; Kubernetes "
+                             f"rejects that. Lower cpuRequest to at most {self.cpu_limit}, or raise cpuLimit")
+        return self
 
     @model_validator(mode="after")
     def _kv_transfer_only_disaggregated(self) -> "WorkerGroup":
@@ -320,24 +356,24 @@ class Link(_Model):
 class MeasuredThroughput(_Model):
     from_group: str
     to_group: str
-    bytes_per_second: Bytes
+    bytes_per_second: Throughput
 
 
 class SizingParameters(_Model):
     # Host RSS of a vLLM worker before any KV mirror: the limit that held for aggregated workers.
-    vllm_base_memory: Bytes = units.parse_bytes("3584Mi")
+    vllm_base_memory: Bytes = units.parse_memory("3584Mi")
     # Headroom over the KV host mirror for per-layer copy temporaries and NIXL/UCX internals.
     host_headroom_percent: float = Field(10, ge=0, le=100)
     # ESTIMATE: CUDA context, activations and runtime buffers of one vLLM worker beyond weights + KV.
-    gpu_overhead_per_worker: Bytes = units.parse_bytes("1536Mi")
+    gpu_overhead_per_worker: Bytes = units.parse_memory("1536Mi")
     # Same-node transfer: NIXL over UCX TCP through loopback, ~1.2-1.3 GB/s measured (docs/measurements.md).
-    same_node_bytes_per_second: Bytes = units.parse_bytes("1200M")
+    same_node_bytes_per_second: Throughput = units.parse_throughput("1200M")
     link: Link = Link()
     measured: list[MeasuredThroughput] = []
 
 
 class Probe(_Model):
-    """In-cluster KV-transfer probe (infra/probe.py) deployed next to the graph; off by default."""
+    """In-cluster KV-transfer probe (infra/payloads/kv_probe.py) deployed next to the graph; off by default."""
 
     enabled: bool = False
     # None: the first prefill group / the first decode group.
@@ -363,7 +399,8 @@ class Benchmark(_Model):
     # In the cluster: a Job running AIPerf against the frontend (opt-in).
     enabled: bool = False
     image: str = "python:3.11-slim"
-    aiperf_version: str = "0.13.0"
+    # An exact AIPerf release (the Job runs `pip install aiperf==<this>`).
+    aiperf_version: str = Field("0.13.0", pattern=r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
     # Where the Job runs (required node affinity); none: anywhere. It requests no GPU.
     node_selector: list[NodeRequirement] = []
     # AIPerf tokenizes with the served model's tokenizer (downloaded in the cluster).
@@ -407,9 +444,7 @@ class StackConfig(_Model):
     )
     platform: Platform = Platform()
     model: Model = Model()
-    image: Annotated[str, BeforeValidator(lambda v: _check_image(str(v)))] = (
-        "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
-    )
+    image: OperatorImage = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
     frontend: Frontend = Frontend()
     graph: Graph = Graph()
     workers: list[WorkerGroup] = Field(min_length=1)

@@ -12,17 +12,14 @@ from pathlib import Path
 from typing import Optional
 
 from infra.errors import UserError
-from infra.units import parse_bytes
+from infra.units import parse_memory
 
 
 def _positive_bytes(text: str) -> int:
     try:
-        value = parse_bytes(text)
+        return parse_memory(text, minimum=1)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be more than 0 bytes")
-    return value
 
 
 def _int_list(text: str) -> list[int]:
@@ -41,8 +38,8 @@ def _stack(name: str):
     from infra.lab import mockrun
     from infra.sizing import size
 
-    raw, _ = mockrun.stack_config(name)
-    cfg = load(raw, name)
+    raw, secrets = mockrun.stack_config(name)
+    cfg = load(raw, name, secret_keys=secrets)
     return cfg, size(cfg, name)
 
 

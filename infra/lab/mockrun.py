@@ -65,16 +65,27 @@ def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         raise StackFileError(f"no stack file {path.name} in {root}; stacks here: {', '.join(stacks_in(root))}")
-    doc = yaml.safe_load(path.read_text()) or {}
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise StackFileError(f"{path.name} is not valid YAML: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
+        raise StackFileError(f"{path.name}: `config` must be a map of keys to values, as Pulumi writes it")
+    return config_from_doc(doc.get("config") or {})
+
+
+def config_from_doc(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """A stack file's `config:` map as the Pulumi CLI hands it to a program, and its secret keys."""
     raw: dict[str, str] = {}
     secrets: list[str] = []
-    for key, value in (doc.get("config") or {}).items():
+    for key, value in config.items():
+        key = str(key)
         key = key if ":" in key else f"{PROJECT}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
             raw[key] = SECRET_PLACEHOLDER
             secrets.append(key)
         elif isinstance(value, (dict, list)):
-            raw[key] = json.dumps(value)
+            raw[key] = json.dumps(value, default=str)  # YAML dates and the like, as text
         elif isinstance(value, bool):
             raw[key] = "true" if value else "false"
         else:

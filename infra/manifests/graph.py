@@ -75,8 +75,8 @@ def node_affinity(rules: list[NodeRequirement]) -> dict[str, Any]:
 
 def _resources(cpu_request: str, cpu_limit: Optional[str], mem_request: int, mem_limit: int,
                gpu_resource: Optional[str] = None) -> dict[str, Any]:
-    requests = {"cpu": cpu_request, "memory": units.to_mi_quantity(mem_request)}
-    limits: dict[str, Any] = {"memory": units.to_mi_quantity(mem_limit)}
+    requests = {"cpu": cpu_request, "memory": units.format_bytes(mem_request)}
+    limits: dict[str, Any] = {"memory": units.format_bytes(mem_limit)}
     if cpu_limit:
         limits["cpu"] = cpu_limit
     if gpu_resource:

@@ -35,7 +35,7 @@ def test_misspelled_nested_key():
 def test_unknown_gpu_class():
     err = _error(lambda c: c["workers"][0].update(gpuClass="gpu-8g"))
     assert str(err) == (f"{F}: workers.prefill.gpuClass: unknown GPU class 'gpu-8g'; did you mean "
-                        "'gpu-8gb'? Defined classes: gpu-24gb, gpu-8gb (add one under gpuClasses)")
+                        "'gpu-8gb'? Defined classes (add one under gpuClasses): gpu-24gb, gpu-8gb")
 
 
 def test_prefill_without_decode():
@@ -81,7 +81,7 @@ def test_unknown_role_lists_the_roles():
 
 def test_bad_quantity_shows_the_accepted_forms():
     err = _error(lambda c: c["workers"][1].update(memoryLimit="lots"))
-    assert "workers.decode.memoryLimit: 'lots' is not a byte quantity" in str(err)
+    assert "workers.decode.memoryLimit: 'lots' is not a Kubernetes quantity" in str(err)
     assert "3584Mi, 10Gi" in str(err)
 
 

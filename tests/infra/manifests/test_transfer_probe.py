@@ -78,6 +78,6 @@ def test_probe_on_an_aggregated_stack_is_refused():
 
 
 def test_probe_group_must_be_of_the_right_role():
-    with pytest.raises(ConfigError, match="probe.fromGroup: 'decode' is not a prefill group"):
+    with pytest.raises(ConfigError, match="probe.fromGroup: 'decode' is a decode group, not a prefill group"):
         mockrun.run("cross-server", raw_config("cross-server", lambda c: c.update(
             probe={"enabled": True, "fromGroup": "decode"})), [])

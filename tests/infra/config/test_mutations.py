@@ -1,0 +1,129 @@
+"""Property: a stack file mutated at random (a key deleted, retyped, renamed, negated, emptied or
+nested) either renders or is refused with a ConfigError naming the file and each key. Never another
+exception, and on error nothing on stdout."""
+
+from __future__ import annotations
+
+import copy
+import io
+import os
+import shutil
+import tempfile
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infra.config import load
+from infra.errors import ConfigError
+from infra.lab import cli, mockrun
+from infra.manifests import benchmark, graph, platform, transfer_probe
+from infra.sizing import size
+from tests.helpers import ROOT, STACKS
+
+DOCS = {s: yaml.safe_load((ROOT / f"Pulumi.{s}.yaml").read_text()) for s in STACKS}
+ODD_VALUES = [None, True, 0, -1, 1.5, 10**12, "", "x", "-3", "1Gi", "10 Gi", [], {}, [1], {"a": 1}]
+
+
+def _paths(node, prefix=()):
+    """Every path into a nested config: dict keys and list indexes."""
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, prefix + (i,))
+
+
+def _mutate(config: dict, path: tuple, op: str, odd):
+    """Apply one mistake at `path` (a key or index below the config map)."""
+    parent = config
+    for part in path[:-1]:
+        parent = parent[part]
+    key = path[-1]
+    value = parent[key]
+    if op == "delete":
+        del parent[key]
+    elif op == "retype":
+        parent[key] = odd
+    elif op == "rename" and isinstance(parent, dict):
+        parent[str(key)[:-1] if len(str(key)) > 1 else str(key) + "x"] = parent.pop(key)
+    elif op == "negate":
+        parent[key] = -value if isinstance(value, (int, float)) and not isinstance(value, bool) else f"-{value}"
+    elif op == "empty":
+        parent[key] = type(value)() if isinstance(value, (dict, list, str)) else ""
+    elif op == "nest":
+        parent[key] = {"value": value} if not isinstance(value, dict) else [value]
+    enable = config.get("dynamo-lab:probe")  # keep the optional parts exercised too
+    return config, enable
+
+
+@st.composite
+def mutated(draw):
+    stack = draw(st.sampled_from(STACKS))
+    config = copy.deepcopy(DOCS[stack]["config"])
+    if draw(st.booleans()):
+        config["dynamo-lab:benchmark"] = {"enabled": True}
+        if stack != "kv-routing":
+            config["dynamo-lab:probe"] = {"enabled": True}
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        paths = [p for p in _paths(config) if p]
+        path = draw(st.sampled_from(paths))
+        _mutate(config, path, draw(st.sampled_from(["delete", "retype", "rename", "negate", "empty", "nest"])),
+                draw(st.sampled_from(ODD_VALUES)))
+    return stack, config
+
+
+def _assert_refusal_names_file_and_keys(err: ConfigError, stack: str) -> None:
+    assert err.stack_file == f"Pulumi.{stack}.yaml"
+    assert err.problems, "a refusal says what is wrong"
+    for key, message in err.problems:
+        assert key and key.strip() and message.strip(), (key, message)
+    assert all(line.startswith(f"Pulumi.{stack}.yaml: ") for line in str(err).splitlines())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=mutated())
+def test_a_mutated_stack_is_sized_and_built_or_refused_with_file_and_key(case):
+    stack, config = case
+    raw, secrets = mockrun.config_from_doc(config)
+    try:
+        cfg = load(raw, stack, secret_keys=secrets)
+        sizing = size(cfg, stack)
+    except ConfigError as err:
+        _assert_refusal_names_file_and_keys(err, stack)
+        return
+    # Accepted: every builder the program would call works on it.
+    assert graph.deployment(cfg, sizing)["spec"]["components"]
+    platform.release(cfg.platform)
+    if cfg.probe.enabled:
+        transfer_probe.manifests(cfg, sizing.kv_bytes_per_request)
+    if cfg.benchmark.enabled:
+        benchmark.manifests(cfg, stack)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=mutated())
+def test_render_of_a_mutated_stack_prints_manifests_or_only_the_error(case):
+    stack, config = case
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(ROOT / "Pulumi.yaml", Path(tmp) / "Pulumi.yaml")
+        (Path(tmp) / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            with redirect_stdout(out), redirect_stderr(err):
+                code = cli.main(["render", stack])
+        finally:
+            os.chdir(cwd)
+    if code == 0:
+        assert out.getvalue().startswith(f"# dynamo-lab render of stack {stack}")
+        assert "kind: DynamoGraphDeployment" in out.getvalue()
+    else:
+        assert code == 2 and out.getvalue() == ""
+        lines = err.getvalue().splitlines()
+        assert lines and all(line.startswith(f"Pulumi.{stack}.yaml: ") for line in lines), err.getvalue()

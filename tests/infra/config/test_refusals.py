@@ -1,0 +1,250 @@
+"""The mistakes people make in stack files, each refused with the file, the key and the fix, and
+nothing registered. Values are read as Kubernetes, Helm, UCX and vLLM read them."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.errors import ConfigError
+from infra.lab import mockrun
+from tests.helpers import components, flag, main_container, raw_config, run_stack
+
+F = "Pulumi.cross-server.yaml"
+
+
+def _refused(edit, stack="cross-server", secret_keys=()) -> str:
+    with pytest.raises(ConfigError) as info:
+        mockrun.run(stack, raw_config(stack, edit), list(secret_keys))
+    assert info.value.registered == [], "a refused stack registers nothing"
+    return str(info.value)
+
+
+def _prefill(**keys):
+    return lambda c: c["workers"][0].update(keys)
+
+
+def _decode(**keys):
+    return lambda c: c["workers"][1].update(keys)
+
+
+# --- quantities and CPU, as Kubernetes reads them -----------------------------------------------
+
+@pytest.mark.parametrize("value, meant", [
+    ("10GB", "workers.decode.memoryLimit: '10GB' is not a Kubernetes quantity; Kubernetes knows no suffix GB: "
+             "10G is 10,000,000,000 bytes and 10Gi is 10,737,418,240 bytes"),
+    ("10 Gi", "workers.decode.memoryLimit: '10 Gi' is not a Kubernetes quantity; Kubernetes allows no spaces in a "
+              "quantity: write 10Gi (10,737,418,240 bytes)"),
+    (8192, "workers.decode.memoryLimit: '8192' is 8,192 bytes (Kubernetes reads a number without a suffix as bytes), "
+           "less than the 1Mi this needs; if you meant MiB, write 8192Mi (8,589,934,592 bytes)"),
+    ("8Gib", "workers.decode.memoryLimit: '8Gib' is not a Kubernetes quantity; Kubernetes knows no suffix Gib: "
+             "8G is 8,000,000,000 bytes and 8Gi is 8,589,934,592 bytes"),
+])
+def test_memory_in_a_form_kubernetes_does_not_read_is_refused_with_what_it_meant(value, meant):
+    assert meant in _refused(_decode(memoryLimit=value))
+
+
+def test_a_memory_value_is_passed_on_exactly_not_rounded():
+    # 8500M is not whole MiB: the manifest carries exactly the bytes that were written.
+    comps = components(run_stack("cross-server", _decode(memoryLimit="8500M", memoryRequest="8000001Ki")))
+    resources = main_container(comps["decode"])["resources"]
+    assert resources["limits"]["memory"] == "8500M"
+    assert resources["requests"]["memory"] == "8000001Ki"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c.update(frontend={"cpu": "2 cores"}),
+     "frontend.cpu: '2 cores' is not a Kubernetes CPU quantity"),
+    (_prefill(cpuRequest="0.0005"),
+     "workers.prefill.cpuRequest: '0.0005' is finer than 1m (a thousandth of a CPU), which Kubernetes does not "
+     "allow; write 1m"),
+    (_prefill(cpuRequest="4", cpuLimit="2"),
+     "workers.prefill: cpuRequest 4 is above cpuLimit 2; Kubernetes rejects that. Lower cpuRequest to at most 2"),
+])
+def test_cpu_values_are_read_as_kubernetes_reads_them(edit, message):
+    assert f"{F}: {message}" in _refused(edit)
+
+
+def test_cpu_is_written_in_kubernetes_canonical_form():
+    comps = components(run_stack("cross-server", _prefill(cpuRequest="0.5", cpuLimit="2000m")))
+    resources = main_container(comps["prefill"])["resources"]
+    assert (resources["requests"]["cpu"], resources["limits"]["cpu"]) == ("500m", "2")
+
+
+# --- names that point at something resolve ------------------------------------------------------
+
+@pytest.mark.parametrize("measured, message", [
+    ({"fromGroup": "prefil", "toGroup": "decode", "bytesPerSecond": "119M"},
+     "sizing.measured[0].fromGroup: unknown prefill group 'prefil'; did you mean 'prefill'? a measured throughput "
+     "belongs to a prefill -> decode path. Prefill groups: prefill"),
+    ({"fromGroup": "prefill", "toGroup": "prefill", "bytesPerSecond": "119M"},
+     "sizing.measured[0].toGroup: 'prefill' is a prefill group, not a decode group"),
+])
+def test_a_measured_throughput_for_a_group_that_does_not_exist_is_refused(measured, message):
+    assert f"{F}: {message}" in _refused(lambda c: c.update(sizing={"measured": [measured]}))
+
+
+def test_probe_groups_resolve_with_did_you_mean():
+    msg = _refused(lambda c: c.update(probe={"enabled": True, "toGroup": "decod"}))
+    assert f"{F}: probe.toGroup: unknown decode group 'decod'; did you mean 'decode'?" in msg
+
+
+# --- capacities of zero never reach a division ---------------------------------------------------
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda c: c.update(gpuClasses={"gpu-8gb": {"memory": 0, "effectiveTflops": 15, "nodeSelector": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a"]}]}, "gpu-24gb": {
+        "memory": "24Gi", "effectiveTflops": 40, "nodeSelector": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["b"]}]}}), "gpuClasses.gpu-8gb.memory"),
+    (lambda c: c.update(sizing={"sameNodeBytesPerSecond": "0"}), "sizing.sameNodeBytesPerSecond"),
+    (lambda c: c.update(sizing={"measured": [{"fromGroup": "prefill", "toGroup": "decode", "bytesPerSecond": 0}]}),
+     "sizing.measured[0].bytesPerSecond"),
+    (lambda c: c.update(sizing={"link": {"rate": "0gbit"}}), "sizing.link.rate"),
+    (lambda c: c.update(sizing={"link": {"efficiency": 0}}), "sizing.link.efficiency"),
+    (lambda c: c.update(workload={"inputTokens": 0}), "workload.inputTokens"),
+])
+def test_a_zero_capacity_is_refused_not_divided_by(edit, key):
+    assert f"{F}: {key}: " in _refused(edit)
+
+
+# --- graphs that cannot serve, settings that contradict the workload -----------------------------
+
+def test_a_disaggregated_side_with_no_replicas_is_refused():
+    assert _refused(_decode(replicas=0)) == (
+        f"{F}: workers.decode.replicas: the decode side (decode) has 0 replicas in all, so every request would "
+        "wait forever for a decode worker. Give it at least 1")
+
+
+def test_an_aggregated_graph_with_no_replicas_is_refused():
+    msg = _refused(lambda c: [g.update(replicas=0) for g in c["workers"]], stack="kv-routing")
+    assert "workers.worker-24gb.replicas: the agg side (worker-24gb, worker-8gb) has 0 replicas in all, so no " \
+           "worker would serve a request" in msg
+
+
+@pytest.mark.parametrize("args, shown", [(["--max-model-len", "2048"], "2048 (2,048 tokens)"),
+                                          (["--max-model-len=2k"], "2k (2,000 tokens)")])
+def test_a_context_shorter_than_the_sized_requests_is_refused(args, shown):
+    assert _refused(_decode(extraArgs=args)) == (
+        f"{F}: workers.decode.extraArgs: --max-model-len {shown} is shorter than the requests this stack is "
+        "sized for: 2,371 input tokens (workload.inputTokens) + 64 output tokens (benchmark.outputTokens) = "
+        "2,435; vLLM would reject every one. Raise it to at least 2435, or remove it")
+
+
+def test_a_long_enough_context_passes_through():
+    comps = components(run_stack("cross-server", _decode(extraArgs=["--max-model-len", "8192"])))
+    assert flag(main_container(comps["decode"])["args"], "--max-model-len") == "8192"
+
+
+@pytest.mark.parametrize("flag_, key", [("--tensor-parallel-size=2", "replicas"), ("--kv-cache-dtype", "model.dtype")])
+def test_flags_that_contradict_the_sizing_are_refused(flag_, key):
+    assert f"is written by dynamo-lab from `{key}" in _refused(_prefill(extraArgs=[flag_]))
+
+
+@pytest.mark.parametrize("version", ["1.6", "^1.6.2", ">=1.6.0", "1.6.x", "latest"])
+def test_a_chart_version_that_is_not_one_release_is_refused(version):
+    msg = _refused(lambda c: c.update(platform={"version": version}))
+    assert msg.startswith(f"{F}: platform.version: '{version}' is ")
+    assert msg.endswith("the stack pins one exact chart release so every `pulumi up` installs the same chart. "
+                        "Write e.g. 1.6.2")
+
+
+@pytest.mark.parametrize("tls, message", [
+    ("", "workers.prefill.kvTransfer.ucxTls: '' names no transport, so UCX could not connect anything"),
+    (" , ", "names no transport"),
+    ("tpc,self", "workers.prefill.kvTransfer.ucxTls: 'tpc' is not a UCX transport; did you mean 'tcp'?"),
+])
+def test_an_empty_or_misspelled_transport_list_is_refused(tls, message):
+    assert message in _refused(_prefill(kvTransfer={"ucxTls": tls}))
+
+
+def test_a_pair_without_a_shared_transport_is_refused():
+    msg = _refused(_prefill(kvTransfer={"ucxTls": "rc,self"}))
+    assert (f"{F}: workers.decode.kvTransfer.ucxTls: prefill 'prefill' and decode 'decode' share no transport "
+            "that reaches from one pod to another (UCX_TLS rc,self and tcp,self") in msg
+
+
+def test_a_pair_with_different_buffer_devices_is_refused():
+    def edit(c):
+        c["workers"][0]["kvTransfer"] = {"bufferDevice": "cuda", "ucxTls": "rc,cuda_copy"}
+        c["workers"][1]["kvTransfer"] = {"bufferDevice": "cpu", "ucxTls": "rc,tcp"}
+    assert (f"{F}: workers.decode.kvTransfer.bufferDevice: prefill 'prefill' and decode 'decode' keep their KV "
+            "transfer buffers in cuda and cpu memory") in _refused(edit)
+
+
+def test_a_push_prefill_with_a_pull_decode_is_refused():
+    msg = _refused(_prefill(kvTransfer={"connector": "NixlPushConnector"}))
+    assert f"{F}: workers.decode.kvTransfer.connector: prefill 'prefill' and decode 'decode' use " \
+           "NixlPushConnector and NixlConnector" in msg
+
+
+# --- numbers right for the role -------------------------------------------------------------------
+
+def test_an_aggregated_worker_below_its_floor_hears_about_its_base_not_a_mirror():
+    msg = _refused(lambda c: c["workers"][0].update(memoryLimit="2Gi"), stack="kv-routing")
+    assert msg == (
+        "Pulumi.kv-routing.yaml: workers.worker-24gb.memoryLimit: 2048Mi is below the 3.5Gi (3584Mi) this worker "
+        "needs: its vLLM base resident memory (sizing.vllmBaseMemory; an aggregated worker keeps no KV host "
+        "mirror), and the pod would be OOMKilled loading the model. Raise memoryLimit to at least 3584Mi, or "
+        "lower sizing.vllmBaseMemory if you measured less")
+    assert "mirror of" not in msg and "headroom" not in msg
+
+
+def test_a_kv_pool_smaller_than_one_request_is_refused():
+    assert _refused(_decode(kvCacheBytes="200Mi")) == (
+        f"{F}: workers.decode.kvCacheBytes: 200Mi holds less than one request's KV (259.3Mi for 2,371 tokens x "
+        "114,688 bytes); vLLM could not schedule a single request of the size this stack is sized for. Raise it "
+        "to at least 260Mi, or lower workload.inputTokens")
+
+
+def test_a_request_above_the_floor_without_a_limit_is_refused():
+    assert _refused(_prefill(memoryRequest="20Gi")).startswith(
+        f"{F}: workers.prefill.memoryRequest: 20480Mi is above the host memory floor (the limit while memoryLimit "
+        "is unset), 5837Mi; Kubernetes rejects a request above its limit.")
+
+
+# --- names Kubernetes and Dynamo derive ----------------------------------------------------------
+
+@pytest.mark.parametrize("rule, message", [
+    ({"key": "nvidia.com/gpu memory", "operator": "Exists"}, "is not a Kubernetes label key"),
+    ({"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu server"]}, "is not a Kubernetes label value"),
+    ({"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20GB"]}, "needs exactly one integer value"),
+])
+def test_node_rules_the_api_server_would_reject_are_refused(rule, message):
+    def edit(c):
+        c["gpuClasses"] = {"gpu-24gb": {"memory": "24Gi", "effectiveTflops": 40, "nodeSelector": [rule]},
+                           "gpu-8gb": {"memory": "8Gi", "effectiveTflops": 15, "nodeSelector": [
+                               {"key": "kubernetes.io/hostname", "operator": "In", "values": ["laptop"]}]}}
+    assert message in _refused(edit)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("a-very-long-graph-name-for-this-lab", "graph.name: 'a-very-long-graph-name-for-this-lab' is 35 characters; "
+                                            "names derived from it (the probe's Job "
+                                            "`<graph>-kv-probe-initiator-<digest>`) must fit 63, so it can have "
+                                            "at most 33"),
+    ("2lab", "graph.name: '2lab' starts with a digit"),
+])
+def test_graph_names_that_would_break_derived_names_are_refused(name, message):
+    assert message in _refused(lambda c: c.update(graph={"name": name}))
+
+
+# --- secrets --------------------------------------------------------------------------------------
+
+def test_a_plain_text_token_is_refused_with_the_command_and_never_shown():
+    msg = _refused(lambda c: c.update(hfToken="hf_plaintextsecret"))
+    assert msg == (f"{F}: hfToken: is written in plain text in the stack file, where anyone who can read the "
+                   "repository reads it. Store it encrypted instead (remove the plain line first): pulumi config "
+                   "set --secret hfToken <your token> --stack cross-server")
+    assert "hf_plaintextsecret" not in msg
+
+
+def test_a_token_of_the_wrong_type_is_refused_without_echoing_it():
+    msg = _refused(lambda c: c.update(hfToken={"value": "hf_plaintextsecret"}), secret_keys=["dynamo-lab:hfToken"])
+    assert "hfToken: must be a single string" in msg and "hf_plaintextsecret" not in msg
+
+
+# --- what the operator accepts is accepted ---------------------------------------------------------
+
+def test_an_image_tag_with_a_leading_v_is_accepted_as_the_operator_does():
+    image = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:v1.6.2"
+    comps = components(run_stack("cross-server", lambda c: c.update(image=image)))
+    assert main_container(comps["decode"])["image"].endswith(":v1.6.2")
