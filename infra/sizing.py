@@ -18,7 +18,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from infra import units
+from infra import prefix_cache, units
 from infra.config.models import GpuClass, Link, StackConfig, WorkerGroup
 from infra.errors import ConfigError, stack_file
 
@@ -56,20 +56,33 @@ class GpuFit:
 
 @dataclass(frozen=True)
 class TransferSizing:
+    """One prefill -> decode path. vLLM moves only the prompt blocks the decode worker's own prefix
+    cache lacks: every prompt token when it holds none of the prefix (cold), the unique tail when
+    it holds the whole prefix (warm); `expected` weighs the two by the steady-state chance that it
+    holds the prefix (infra/prefix_cache.py)."""
+
     from_group: str
     to_group: str
     path: str  # "same-node" or "cross-node"
-    bytes_per_request: int
     throughput_bytes_per_s: float
     throughput_source: str
-    seconds_per_request: float
+    cold_bytes: int
+    warm_bytes: int
+    # Steady-state probability that the decode worker holds the request's prefix (workload.prefixTypes
+    # prefixes spread over the decode workers, each with its KV pool).
+    decode_prefix_hit_probability: float
+    expected_bytes: float
+    cold_seconds: float
+    warm_seconds: float
+    expected_seconds: float
     prefill_seconds_estimate: float
+    # Cold bytes of every request in flight at the sized concurrency.
     in_flight_bytes: int
     # Across nodes every transfer shares one link: it can carry at most this many requests/s
-    # (throughput / bytes per request), whatever the concurrency. None on one node, where
-    # concurrent transfers are separate TCP streams through the host and no single cap is known.
+    # (throughput / expected bytes), whatever the concurrency. None on one node, where concurrent
+    # transfers are separate TCP streams through the host and no single cap is known.
     link_max_requests_per_s: Optional[float]
-    # seconds_per_request / prefill_seconds_estimate: above 1, the transfer costs more than it saves.
+    # The verdict's case (expected) over the prefill time it saves: above 1, it costs more than it saves.
     transfer_over_prefill: float
 
 
@@ -81,6 +94,7 @@ class StackSizing:
     kv_bytes_per_request: int
     input_tokens: int
     concurrency: int
+    prefix_types: int
     groups: list[GroupSizing] = field(default_factory=list)
     gpus: list[GpuFit] = field(default_factory=list)
     transfers: list[TransferSizing] = field(default_factory=list)
@@ -239,8 +253,19 @@ def _small_pools(cfg: StackConfig, per_request: int) -> list[tuple[str, str]]:
             for g in cfg.workers if g.kv_cache_bytes is not None and g.kv_cache_bytes < per_request]
 
 
-def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
-    s = cfg.sizing
+def _decode_hit_probability(cfg: StackConfig, decode_pool: int, per_token: int) -> float:
+    """The chance a decode worker holds a request's prefix, requests spread evenly over all decode workers."""
+    w = cfg.workload
+    decoders = sum(g.replicas for g in cfg.workers if g.role == "decode")
+    return prefix_cache.steady_state_hit_probability(
+        w.prefix_types, w.prefix_tokens, w.input_tokens, w.output_tokens,
+        prefix_cache.pool_blocks(decode_pool, per_token), w.concurrency / max(decoders, 1))
+
+
+def _transfers(cfg: StackConfig, per_token: int, pools: dict[str, int]) -> list[TransferSizing]:
+    s, w = cfg.sizing, cfg.workload
+    cold = per_token * w.input_tokens
+    warm = per_token * (w.input_tokens - prefix_cache.reusable_prefix_tokens(w.prefix_tokens))
     active = [g for g in cfg.workers if g.replicas > 0]
     measured = {(m.from_group, m.to_group): m.bytes_per_second for m in s.measured}
     out = []
@@ -254,16 +279,18 @@ def _transfers(cfg: StackConfig, per_request: int) -> list[TransferSizing]:
                 bps, source = float(s.same_node_bytes_per_second), "same-node host TCP copy (default)"
             else:
                 bps, source = link_bytes_per_second(s.link), link_basis(s.link)
-            seconds = transfer_seconds(per_request, bps)
-            saved = prefill_seconds_estimate(cfg.model.parameters, cfg.workload.input_tokens,
+            hit = _decode_hit_probability(cfg, pools[d.name], per_token)
+            expected = hit * warm + (1 - hit) * cold
+            saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
                                              cfg.gpu_classes[d.gpu_class].effective_tflops)
             out.append(TransferSizing(
-                from_group=p.name, to_group=d.name, path=path, bytes_per_request=per_request,
-                throughput_bytes_per_s=bps, throughput_source=source, seconds_per_request=seconds,
-                prefill_seconds_estimate=saved,
-                in_flight_bytes=cfg.workload.concurrency * per_request,
-                link_max_requests_per_s=None if same else bps / per_request,
-                transfer_over_prefill=seconds / saved))
+                from_group=p.name, to_group=d.name, path=path, throughput_bytes_per_s=bps,
+                throughput_source=source, cold_bytes=cold, warm_bytes=warm, decode_prefix_hit_probability=hit,
+                expected_bytes=expected, cold_seconds=transfer_seconds(cold, bps),
+                warm_seconds=transfer_seconds(warm, bps), expected_seconds=transfer_seconds(expected, bps),
+                prefill_seconds_estimate=saved, in_flight_bytes=w.concurrency * cold,
+                link_max_requests_per_s=None if same else bps / expected,
+                transfer_over_prefill=transfer_seconds(expected, bps) / saved))
     return out
 
 
@@ -315,5 +342,6 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
         raise ConfigError(stack_file(stack), problems)
     return StackSizing(stack=stack, model=m.name, kv_bytes_per_token=per_token,
                   kv_bytes_per_request=per_request, input_tokens=cfg.workload.input_tokens,
-                  concurrency=cfg.workload.concurrency, groups=groups, gpus=gpus,
-                  transfers=_transfers(cfg, per_request))
+                  concurrency=cfg.workload.concurrency, prefix_types=cfg.workload.prefix_types,
+                  groups=groups, gpus=gpus,
+                  transfers=_transfers(cfg, per_token, pools))

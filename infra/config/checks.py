@@ -122,7 +122,7 @@ def _int_flag(value: str) -> int | None:
 def _extra_args(cfg: StackConfig) -> Problems:
     """Settings in extraArgs that contradict the requests the stack is sized for."""
     found: Problems = []
-    needed = cfg.workload.input_tokens + cfg.benchmark.output_tokens
+    needed = cfg.workload.input_tokens + cfg.workload.output_tokens
     for g in cfg.workers:
         value = g.extra_arg("--max-model-len")
         if value is None:
@@ -135,7 +135,7 @@ def _extra_args(cfg: StackConfig) -> Problems:
             found.append((f"workers.{g.name}.extraArgs",
                           f"--max-model-len {value} ({tokens:,} tokens) is shorter than the requests this stack "
                           f"is sized for: {cfg.workload.input_tokens:,} input tokens (workload.inputTokens) + "
-                          f"{cfg.benchmark.output_tokens} output tokens (benchmark.outputTokens) = {needed:,}; vLLM "
+                          f"{cfg.workload.output_tokens} output tokens (workload.outputTokens) = {needed:,}; vLLM "
                           f"would reject every one. Raise it to at least {needed}, or remove it"))
     return found
 

@@ -168,8 +168,14 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
     if cluster_problems:
         raise ConfigError(stack_file(stack), cluster_problems)
     # Per-stack defaults, resolved here so every builder reads one value.
-    cfg = cfg.model_copy(update={"graph": cfg.graph.model_copy(update={
-        "name": cfg.graph.name or stack, "namespace": cfg.graph.namespace or f"dynamo-lab-{stack}"})})
+    w, b = cfg.workload, cfg.benchmark
+    cfg = cfg.model_copy(update={
+        "graph": cfg.graph.model_copy(update={
+            "name": cfg.graph.name or stack, "namespace": cfg.graph.namespace or f"dynamo-lab-{stack}"}),
+        "benchmark": b.model_copy(update={
+            "prefix_tokens": w.prefix_tokens if b.prefix_tokens is None else b.prefix_tokens,
+            "unique_tokens": w.unique_tokens if b.unique_tokens is None else b.unique_tokens,
+            "output_tokens": w.output_tokens if b.output_tokens is None else b.output_tokens})})
     problems = cross_key_problems(cfg)
     if problems:
         raise ConfigError(stack_file(stack), problems)

@@ -341,10 +341,30 @@ class WorkerGroup(_Model):
 
 
 class Workload(_Model):
-    # The lab's requests averaged 2,371 input tokens (docs/lab.md).
+    """The requests a variant is sized for; the defaults are the lab's (docs/lab.md)."""
+
+    # 2,371 input tokens on average: a shared prefix of 2,000 (one of `prefix_types` prefixes) and
+    # 371 unique tokens.
     input_tokens: int = Field(2371, gt=0)
+    prefix_tokens: int = Field(2000, ge=0)
+    # Distinct shared prefixes the requests draw from: the more, the fewer prefix-cache hits. 24 is
+    # the lab's hardest cell, so a stack is sized for its worst case.
+    prefix_types: int = Field(24, gt=0)
+    output_tokens: int = Field(64, gt=0)
     # The concurrency this variant is sized for; the lab ran 4 and 8.
     concurrency: int = Field(8, gt=0)
+
+    @model_validator(mode="after")
+    def _prefix_within_input(self) -> "Workload":
+        if self.prefix_tokens >= self.input_tokens:
+            raise ValueError(f"prefixTokens {self.prefix_tokens} is not less than inputTokens {self.input_tokens}: "
+                             "the shared prefix is part of each request's input, beside its unique tokens. Lower "
+                             f"prefixTokens below {self.input_tokens}, or raise inputTokens")
+        return self
+
+    @property
+    def unique_tokens(self) -> int:
+        return self.input_tokens - self.prefix_tokens
 
 
 class Link(_Model):
@@ -390,10 +410,11 @@ class Benchmark(_Model):
     prefix_types: list[int] = Field([2, 7, 12, 24], min_length=1)
     concurrency: list[int] = Field([4, 8], min_length=1)
     runs: int = Field(3, ge=1)
-    # Input = a shared prefix (one of `prefix_types`) + a unique part: 2,000 + 371 = the lab's 2,371.
-    prefix_tokens: int = Field(2000, ge=0)
-    unique_tokens: int = Field(371, gt=0)
-    output_tokens: int = Field(64, gt=0)
+    # Each run's requests: a shared prefix (one of `prefix_types`) + a unique part, and the output.
+    # None: the workload's (config.load fills them in), so the sweep measures what the stack is sized for.
+    prefix_tokens: Optional[int] = Field(None, ge=0)
+    unique_tokens: Optional[int] = Field(None, gt=0)
+    output_tokens: Optional[int] = Field(None, gt=0)
     # Requests per run = this x concurrency.
     requests_per_concurrency: int = Field(8, gt=0)
     # In the cluster: a Job running AIPerf against the frontend (opt-in).

@@ -13,23 +13,25 @@ def text_table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def verdict(t: TransferSizing) -> str:
-    """Whether moving prefill off the decode GPU pays for the KV transfer it costs."""
-    seconds, saved, ratio = t.seconds_per_request, t.prefill_seconds_estimate, t.transfer_over_prefill
+    """Whether moving prefill off the decode GPU pays for the KV transfer it costs (expected case)."""
+    seconds, saved, ratio = t.expected_seconds, t.prefill_seconds_estimate, t.transfer_over_prefill
+    case = (f"expected case: {t.decode_prefix_hit_probability:.0%} of requests find their prefix in the decode "
+            f"worker's cache and move {fmt_si_bytes(t.warm_bytes)}, the rest {fmt_si_bytes(t.cold_bytes)}")
     cap = "" if t.link_max_requests_per_s is None else (
         f"; the shared link carries at most {t.link_max_requests_per_s:.2f} requests/s, so at higher "
         "load requests queue for it")
     if ratio > 1:
-        return (f"disaggregation costs {seconds:.2f} s of KV transfer per request on this {t.path} path to "
-                f"move ~{saved:.2f} s (estimate) of prefill off the decode GPU: {ratio:.1f}x what it saves; "
-                f"it does not pay here{cap}")
-    return (f"disaggregation costs {seconds:.2f} s of KV transfer per request to move ~{saved:.2f} s "
+        return (f"disaggregation costs {seconds:.2f} s of KV transfer per request on this {t.path} path "
+                f"({case}) to move ~{saved:.2f} s (estimate) of prefill off the decode GPU: {ratio:.1f}x what "
+                f"it saves; it does not pay here{cap}")
+    return (f"disaggregation costs {seconds:.2f} s of KV transfer per request ({case}) to move ~{saved:.2f} s "
             f"(estimate) of prefill off the decode GPU: it can pay here{cap}")
 
 
 def table(r: StackSizing) -> str:
     out = [
         f"Stack {r.stack}: {r.model}, {r.input_tokens:,} input tokens per request, sized for "
-        f"concurrency {r.concurrency}",
+        f"concurrency {r.concurrency} and {r.prefix_types} prefix types",
         f"KV per token {r.kv_bytes_per_token:,} B; KV per request {r.kv_bytes_per_request:,} B "
         f"({fmt_si_bytes(r.kv_bytes_per_request)}, {fmt_bytes(r.kv_bytes_per_request)})",
         "",
@@ -55,12 +57,16 @@ def table(r: StackSizing) -> str:
     if r.transfers:
         out += [
             "",
-            "KV transfers (one average request, prefill -> decode):",
-            text_table(["from", "to", "path", "bytes", "throughput", "seconds", "prefill moved (est.)",
-                        "in flight @conc", "link max req/s", "throughput from"],
-                       [[t.from_group, t.to_group, t.path, fmt_si_bytes(t.bytes_per_request),
-                         f"{fmt_si_bytes(t.throughput_bytes_per_s)}/s", f"{t.seconds_per_request:.2f}",
-                         f"{t.prefill_seconds_estimate:.3f}", fmt_si_bytes(t.in_flight_bytes),
+            "KV transfers (one average request, prefill -> decode; cold: the decode worker holds none of the "
+            "prompt, warm: it already holds the request's shared prefix):",
+            text_table(["from", "to", "path", "bytes cold / warm", "decode hit", "throughput",
+                        "seconds cold / warm / expected", "prefill moved (est.)", "link max req/s",
+                        "throughput from"],
+                       [[t.from_group, t.to_group, t.path,
+                         f"{fmt_si_bytes(t.cold_bytes)} / {fmt_si_bytes(t.warm_bytes)}",
+                         f"{t.decode_prefix_hit_probability:.0%}", f"{fmt_si_bytes(t.throughput_bytes_per_s)}/s",
+                         f"{t.cold_seconds:.2f} / {t.warm_seconds:.2f} / {t.expected_seconds:.2f}",
+                         f"{t.prefill_seconds_estimate:.3f}",
                          "-" if t.link_max_requests_per_s is None else f"{t.link_max_requests_per_s:.2f}",
                          t.throughput_source] for t in r.transfers]),
             "",

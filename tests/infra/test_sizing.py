@@ -32,24 +32,38 @@ def test_request_is_about_272_mb_at_2371_tokens():
     assert 271e6 < r.kv_bytes_per_request < 273e6
 
 
-def test_cross_server_transfer_matches_the_labs_1gbe_estimate():
+WARM_REQUEST = 371 * 114_688  # the unique tail: the 2,000-token prefix is 125 whole blocks
+
+
+def test_cross_server_transfer_cold_matches_the_labs_1gbe_estimate_and_warm_moves_the_tail():
     (t,) = _report("cross-server").transfers
     assert (t.from_group, t.to_group, t.path) == ("prefill", "decode", "cross-node")
     assert 110e6 <= t.throughput_bytes_per_s <= 117e6
-    assert 2.3 <= t.seconds_per_request <= 2.5
+    assert (t.cold_bytes, t.warm_bytes) == (LAB_REQUEST, WARM_REQUEST)
+    assert 2.3 <= t.cold_seconds <= 2.5  # the write-up's 2.3-2.5 s for a whole request over 1GbE
+    assert t.warm_seconds == pytest.approx(WARM_REQUEST / t.throughput_bytes_per_s)
+    h = t.decode_prefix_hit_probability
+    assert 0 < h < 1  # 24 prefix types do not all fit two 4Gi decode pools
+    assert t.expected_bytes == pytest.approx(h * WARM_REQUEST + (1 - h) * LAB_REQUEST)
     assert t.in_flight_bytes == 8 * LAB_REQUEST
-    assert t.transfer_over_prefill > 1
-    assert "does not pay" in verdict(t)
-    # One shared 1GbE link carries at most 115 MB/s / 272 MB = 0.42 requests/s.
-    assert t.link_max_requests_per_s == pytest.approx(115e6 / LAB_REQUEST)
-    assert "at most 0.42 requests/s" in verdict(t)
+    assert t.transfer_over_prefill == pytest.approx(t.expected_seconds / t.prefill_seconds_estimate)
+    assert "does not pay" in verdict(t) and "expected case" in verdict(t)
+    # One shared 1GbE link carries at most 115 MB/s / the expected bytes per request.
+    assert t.link_max_requests_per_s == pytest.approx(t.throughput_bytes_per_s / t.expected_bytes)
+    assert f"at most {t.link_max_requests_per_s:.2f} requests/s" in verdict(t)
 
 
-def test_same_server_transfer_is_a_host_copy_of_about_a_quarter_second():
+def test_fewer_prefix_types_warm_the_decode_cache():
+    hits = [_report("cross-server", lambda c, p=p: c.update(workload={"prefixTypes": p})).transfers[0]
+            .decode_prefix_hit_probability for p in (2, 7, 12, 24, 48)]
+    assert hits == sorted(hits, reverse=True) and hits[0] > 0.99 and hits[-1] < 0.5
+
+
+def test_same_server_transfer_is_a_host_copy_of_about_a_quarter_second_cold():
     (t,) = _report("same-server").transfers
     assert t.path == "same-node"
     assert t.link_max_requests_per_s is None
-    assert 0.2 <= t.seconds_per_request <= 0.3
+    assert 0.2 <= t.cold_seconds <= 0.3
 
 
 def test_measured_throughput_replaces_the_default():
@@ -57,7 +71,7 @@ def test_measured_throughput_replaces_the_default():
         c["sizing"] = {"measured": [{"fromGroup": "prefill", "toGroup": "decode", "bytesPerSecond": "100M"}]}
     (t,) = _report("cross-server", edit).transfers
     assert t.throughput_bytes_per_s == 100e6
-    assert t.seconds_per_request == pytest.approx(LAB_REQUEST / 100e6)
+    assert t.cold_seconds == pytest.approx(LAB_REQUEST / 100e6)
     assert t.throughput_source.startswith("measured")
 
 

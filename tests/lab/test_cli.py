@@ -65,9 +65,9 @@ def test_sizing_json_has_the_documented_keys():
         assert {"name", "role", "gpu_class", "kv_cache_bytes", "host_memory_floor_bytes",
                 "memory_limit_bytes"} <= set(g)
     (t,) = data["transfers"]
-    assert {"from_group", "to_group", "bytes_per_request", "throughput_bytes_per_s",
-            "seconds_per_request"} <= set(t)
-    assert 2.2 <= t["seconds_per_request"] <= 2.6
+    assert {"from_group", "to_group", "cold_bytes", "warm_bytes", "throughput_bytes_per_s", "cold_seconds",
+            "warm_seconds", "expected_seconds", "decode_prefix_hit_probability"} <= set(t)
+    assert 2.2 <= t["cold_seconds"] <= 2.6 and t["warm_seconds"] < t["expected_seconds"] < t["cold_seconds"]
 
 
 def test_console_script_is_installed():

@@ -125,7 +125,7 @@ def test_an_aggregated_graph_with_no_replicas_is_refused():
 def test_a_context_shorter_than_the_sized_requests_is_refused(args, shown):
     assert _refused(_decode(extraArgs=args)) == (
         f"{F}: workers.decode.extraArgs: --max-model-len {shown} is shorter than the requests this stack is "
-        "sized for: 2,371 input tokens (workload.inputTokens) + 64 output tokens (benchmark.outputTokens) = "
+        "sized for: 2,371 input tokens (workload.inputTokens) + 64 output tokens (workload.outputTokens) = "
         "2,435; vLLM would reject every one. Raise it to at least 2435, or remove it")
 
 
