@@ -45,6 +45,7 @@ def problems(cfg: StackConfig) -> list[tuple[str, str]]:
         found.append(("workers", f"a disaggregated graph needs both prefill and decode groups; "
                          f"this one has {has} but no {lacks}. Add a group with role: {lacks}"))
     found += _probe_problems(cfg)
+    found += _model_cache_problems(cfg)
     if cfg.platform.manage and cfg.graph.namespace == cfg.platform.namespace:
         found.append(("graph.namespace", f"{cfg.graph.namespace!r} is also platform.namespace; "
                          "the graph gets its own namespace so it can be removed without touching "
@@ -64,4 +65,27 @@ def _probe_problems(cfg: StackConfig) -> list[tuple[str, str]]:
     if cfg.probe.enabled and not any(g.role == "prefill" for g in cfg.workers):
         problems.append(("probe.enabled", "this graph is aggregated: there is no prefill -> decode KV "
                          "transfer to measure. Set probe.enabled: false"))
+    return problems
+
+
+def _model_cache_problems(cfg: StackConfig) -> list[tuple[str, str]]:
+    mc, problems = cfg.model_cache, []
+    if mc.mode == "hostPath":
+        path = mc.host_path
+        if not path.startswith("/"):
+            problems.append(("modelCache.hostPath", f"{path!r} is not an absolute path; the cache is the "
+                             "same directory on every GPU node, named from the node's root. Write an "
+                             "absolute path, e.g. /var/lib/dynamo-lab/hf-cache"))
+        elif ".." in path.split("/"):
+            problems.append(("modelCache.hostPath", f"{path!r} contains '..', and the API server rejects "
+                             "a hostPath that does. Write the directory without it, e.g. "
+                             "/var/lib/dynamo-lab/hf-cache"))
+    nodes = cfg.worker_nodes
+    if mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteOnce" and len(nodes) > 1:
+        where = "; ".join(f"{n}: {', '.join(g.name for g in cfg.workers if g.gpu_class == n and g.replicas)}"
+                          for n in nodes)
+        problems.append(("modelCache.pvc.accessMode", f"ReadWriteOnce lets one node mount the claim, but the "
+                         f"workers run on {len(nodes)} nodes ({where}); the pods on the other node would "
+                         "never start. Write accessMode: ReadWriteMany (a storage class that supports it, "
+                         "e.g. NFS), or use mode: hostPath (a directory on each node)"))
     return problems
