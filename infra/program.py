@@ -11,12 +11,13 @@ import pulumi_kubernetes as k8s
 from infra import pulumi_runtime
 from infra.components.benchmark_job import BenchmarkJob, BenchmarkJobArgs
 from infra.components.dynamo_platform import DynamoPlatform
+from infra.components.model_cache import ModelCacheArgs
 from infra.components.serving_graph import ServingGraph, ServingGraphArgs
 from infra.components.transfer_probe import TransferProbe, TransferProbeArgs
 from infra.config import StackConfig, load
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
-from infra.manifests import benchmark, graph, platform, transfer_probe
+from infra.manifests import benchmark, graph, model_cache, model_pull, platform, transfer_probe
 from infra.sizing import StackSizing, size
 
 
@@ -53,9 +54,14 @@ def build() -> dict[str, Any]:
     if cfg.platform.manage:
         waits_for_platform.append(DynamoPlatform("platform", platform.release(cfg.platform), opts()).release)
     token = cfg.hf_token.get_secret_value() if cfg.hf_token is not None else None
-    serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token),
-                           opts(*waits_for_platform))
+    claim, pulls = model_cache.claim(cfg), model_pull.jobs(cfg)
+    cache = (ModelCacheArgs(claim=claim, jobs=pulls, timeout_seconds=cfg.model_cache.pre_pull.timeout_seconds)
+             if claim or pulls else None)
+    serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token,
+                                                     model_cache=cache), opts(*waits_for_platform))
     outputs = stack_outputs(cfg, sizing)
+    if pulls:
+        outputs["modelPullJobs"] = [j["metadata"]["name"] for j in pulls.values()]
     if cfg.probe.enabled:
         m = transfer_probe.manifests(cfg, sizing.kv_bytes_per_request)
         TransferProbe("probe", TransferProbeArgs(**m), opts(serving.namespace))

@@ -9,6 +9,7 @@ The rules come from the lab's OOM and vLLM's source (docs/sizing.md):
   KV pool, resident request by request: host floor = vLLM base + pool x (1 + headroom).
 - A KV transfer moves one request's KV at the throughput of its path: host TCP copy on one node,
   link rate x efficiency across nodes, or what the user measured.
+- A model cache holds the checkpoint's parameters x dtype bytes plus the config and tokenizer files.
 Assumption, stated in the README: one node, with one GPU, per GPU class.
 """
 
@@ -87,6 +88,21 @@ class TransferSizing:
 
 
 @dataclass(frozen=True)
+class ModelCacheSizing:
+    mode: str  # "off", "hostPath" or "pvc" (modelCache.mode)
+    # ESTIMATE (to a few kB: the safetensors header is not counted): checkpoint parameters x dtype bytes.
+    stored_parameters: int
+    weights_bytes: int
+    tokenizer_bytes: int  # config and tokenizer files
+    bytes_per_cache: int  # disk one cache holds: per GPU node (hostPath), the claim (pvc), per pod (off)
+    # Where the caches are: the GPU classes that run workers (hostPath, one node each), the claim (pvc).
+    locations: list[str]
+    claim_bytes: Optional[int]  # the size of a claim dynamo-lab creates; None otherwise
+    # Times a first deploy fetches the weights from the Hub: once per cache, or once per worker pod.
+    downloads: int
+
+
+@dataclass(frozen=True)
 class StackSizing:
     stack: str
     model: str
@@ -98,6 +114,7 @@ class StackSizing:
     groups: list[GroupSizing] = field(default_factory=list)
     gpus: list[GpuFit] = field(default_factory=list)
     transfers: list[TransferSizing] = field(default_factory=list)
+    model_cache: Optional[ModelCacheSizing] = None
 
     def group(self, name: str) -> GroupSizing:
         return next(g for g in self.groups if g.name == name)
@@ -294,6 +311,27 @@ def _transfers(cfg: StackConfig, per_token: int, pools: dict[str, int]) -> list[
     return out
 
 
+def model_cache(cfg: StackConfig, problems: list) -> ModelCacheSizing:
+    """Disk for the model's files in one cache; refuses a claim dynamo-lab would create too small for them."""
+    m, mc = cfg.model, cfg.model_cache
+    weights = m.stored_parameters * m.dtype_bytes
+    need = weights + m.tokenizer_bytes
+    claim = mc.pvc.size if mc.mode == "pvc" and mc.pvc.claim_name is None else None
+    if claim is not None and claim < need:
+        problems.append(("modelCache.pvc.size",
+                         f"{units.fmt_bytes(claim)} is below the {units.fmt_bytes(need)} ({need:,} B) "
+                         f"the model cache holds: {m.name}'s weights as stored, {m.stored_parameters:,} "
+                         f"parameters x {m.dtype_bytes} B = {weights:,} B, plus {m.tokenizer_bytes:,} B of "
+                         "config and tokenizer files; the download would fill the volume and fail. Raise "
+                         f"modelCache.pvc.size to at least {math.ceil(need / units.GI)}Gi"))
+    pods = sum(g.replicas for g in cfg.workers)
+    locations = {"off": [], "hostPath": cfg.worker_nodes,
+                 "pvc": [mc.pvc.claim_name or f"{cfg.graph.name}-model-cache"]}[mc.mode]
+    return ModelCacheSizing(mode=mc.mode, stored_parameters=m.stored_parameters, weights_bytes=weights,
+                            tokenizer_bytes=m.tokenizer_bytes, bytes_per_cache=need, locations=locations,
+                            claim_bytes=claim, downloads=len(locations) if locations else pods)
+
+
 def size(cfg: StackConfig, stack: str) -> StackSizing:
     """Size every worker group; raises ConfigError if a worker cannot fit its GPU or its memory limit."""
     m = cfg.model
@@ -338,10 +376,11 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
                              f"{cls.memory_reserve:.0%} reserve): {each}. Time-slicing does not isolate "
                              "memory, so a worker would fail to start or crash. Lower kvCacheBytes, "
                              "or run fewer replicas on this class"))
+    cache = model_cache(cfg, problems)
     if problems:
         raise ConfigError(stack_file(stack), problems)
     return StackSizing(stack=stack, model=m.name, kv_bytes_per_token=per_token,
                   kv_bytes_per_request=per_request, input_tokens=cfg.workload.input_tokens,
                   concurrency=cfg.workload.concurrency, prefix_types=cfg.workload.prefix_types,
                   groups=groups, gpus=gpus,
-                  transfers=_transfers(cfg, per_token, pools))
+                  transfers=_transfers(cfg, per_token, pools), model_cache=cache)

@@ -1,4 +1,5 @@
-"""ServingGraph: a graph's namespace, its optional token Secret and its DynamoGraphDeployment."""
+"""ServingGraph: a graph's namespace, its optional token Secret and model cache, and its
+DynamoGraphDeployment."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.components import after
+from infra.components.model_cache import ModelCache, ModelCacheArgs
 from infra.manifests.graph import HF_TOKEN_SECRET
 
 
@@ -18,13 +20,17 @@ class ServingGraphArgs:
     deployment: dict[str, Any]
     # Hugging Face token, kept secret; None: no Secret and no envFrom.
     hf_token: Optional[pulumi.Input[str]] = None
+    # The model cache's claim and pre-pull Jobs; None: nothing to create for it.
+    model_cache: Optional[ModelCacheArgs] = None
 
 
 class ServingGraph(pulumi.ComponentResource):
     """The serving graph of one variant: namespace, optional HF token Secret, DynamoGraphDeployment.
 
     Pass the platform release in `opts.depends_on`: the operator's admission webhook (failurePolicy
-    Fail) and CRDs exist only once it is Ready, and the DynamoGraphDeployment waits for it.
+    Fail) and CRDs exist only once it is Ready, and the DynamoGraphDeployment waits for it. The
+    model cache is a child, not a dependency passed in: its Jobs need this namespace and Secret, and
+    the DynamoGraphDeployment waits for them.
     """
 
     def __init__(self, name: str, args: ServingGraphArgs, opts: Optional[pulumi.ResourceOptions] = None):
@@ -43,6 +49,9 @@ class ServingGraph(pulumi.ComponentResource):
                 opts=after(self, opts),
             )
             needs.append(self.token_secret)
+        if args.model_cache is not None:
+            self.model_cache = ModelCache(f"{name}-model-cache", args.model_cache, after(self, opts, *needs))
+            needs += self.model_cache.ready
         self.deployment = k8s.apiextensions.CustomResource(
             f"{name}-dgd",
             api_version=args.deployment["apiVersion"],

@@ -180,7 +180,30 @@ def _namespaces(cfg: StackConfig) -> Problems:
     return []
 
 
+def _model_cache(cfg: StackConfig) -> Problems:
+    mc, problems = cfg.model_cache, []
+    if mc.mode == "hostPath":
+        path = mc.host_path
+        if not path.startswith("/"):
+            problems.append(("modelCache.hostPath", f"{path!r} is not an absolute path; the cache is the "
+                             "same directory on every GPU node, named from the node's root. Write an "
+                             "absolute path, e.g. /var/lib/dynamo-lab/hf-cache"))
+        elif ".." in path.split("/"):
+            problems.append(("modelCache.hostPath", f"{path!r} contains '..', and the API server rejects "
+                             "a hostPath that does. Write the directory without it, e.g. "
+                             "/var/lib/dynamo-lab/hf-cache"))
+    nodes = cfg.worker_nodes
+    if mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteOnce" and len(nodes) > 1:
+        where = "; ".join(f"{n}: {', '.join(g.name for g in cfg.workers if g.gpu_class == n and g.replicas)}"
+                          for n in nodes)
+        problems.append(("modelCache.pvc.accessMode", f"ReadWriteOnce lets one node mount the claim, but the "
+                         f"workers run on {len(nodes)} nodes ({where}); the pods on the other node would "
+                         "never start. Write accessMode: ReadWriteMany (a storage class that supports it, "
+                         "e.g. NFS), or use mode: hostPath (a directory on each node)"))
+    return problems
+
+
 def problems(cfg: StackConfig) -> Problems:
     """Every cross-key problem of `cfg`; empty when the graph is one Dynamo can serve."""
     return (_names(cfg) + _gpu_classes(cfg) + _shape(cfg) + _transfer(cfg) + _extra_args(cfg)
-            + _group_refs(cfg) + _namespaces(cfg))
+            + _group_refs(cfg) + _namespaces(cfg) + _model_cache(cfg))

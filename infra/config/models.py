@@ -9,10 +9,11 @@ Checks that need one value live on the models; checks across keys live in `confi
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -158,6 +159,12 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "dtype": "bfloat16",
         # Tied embeddings: 28 x 15,730,944 per layer + 151,936 x 1,024 embedding + 1,024 norm.
         "parameters": 596_049_920,
+        # Its model.safetensors stores the tied embedding twice (embed_tokens and lm_head): 311
+        # tensors, 1,503,264,768 bytes of bf16 = 2 x (596,049,920 + 151,936 x 1,024) (docs/sources.md).
+        "checkpointParameters": 751_632_384,
+        # config.json, generation_config.json, tokenizer.json, tokenizer_config.json, vocab.json and
+        # merges.txt as the Hub lists them at revision c1899de (docs/sources.md).
+        "tokenizerBytes": 15_882_037,
     }
 }
 
@@ -171,6 +178,10 @@ class Model(_Model):
     attention_heads: Optional[int] = Field(None, gt=0)
     dtype: Literal["bfloat16", "float16", "float32", "fp8"] = "bfloat16"
     parameters: Optional[int] = Field(None, gt=0)
+    # Parameters the checkpoint files hold (tied weights may be stored twice). None: `parameters`.
+    checkpoint_parameters: Optional[int] = Field(None, gt=0)
+    # Config and tokenizer files beside the weights. ESTIMATE for models that are not built in.
+    tokenizer_bytes: Bytes = units.parse_memory("64Mi")
 
     @model_validator(mode="before")
     @classmethod
@@ -197,6 +208,11 @@ class Model(_Model):
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def stored_parameters(self) -> int:
+        """Parameters in the checkpoint files: what the weights take on disk, in `dtype`."""
+        return self.checkpoint_parameters or self.parameters
 
 
 class Frontend(_Model):
@@ -435,6 +451,58 @@ class Benchmark(_Model):
         return values
 
 
+# --- Model cache --------------------------------------------------------------------------------
+
+
+class ModelCacheClaim(_Model):
+    """The PersistentVolumeClaim of `modelCache.mode: pvc`: an existing one, or one dynamo-lab creates."""
+
+    # An existing claim in the graph namespace: dynamo-lab creates none and cannot see its size.
+    claim_name: OptionalDnsLabel = None
+    # A new claim, named <graph>-model-cache. None: the cluster's default StorageClass.
+    storage_class: Optional[str] = None
+    size: Bytes = units.parse_memory("10Gi")
+    # What the claim allows (for an existing claim: what it was created with). ReadWriteMany is
+    # what Dynamo's model-caching guide uses; ReadWriteOnce lets one node mount it.
+    access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
+
+    @model_validator(mode="after")
+    def _new_claim_keys_only_for_a_new_claim(self) -> "ModelCacheClaim":
+        given = [alias for name, alias in (("storage_class", "storageClass"), ("size", "size"))
+                 if name in self.model_fields_set]
+        if self.claim_name is not None and given:
+            verb = "describes" if len(given) == 1 else "describe"
+            raise ValueError(
+                f"{' and '.join(given)} {verb} a claim dynamo-lab creates, but claimName names an "
+                f"existing one, which it does not change. Remove {' and '.join(given)}, or remove "
+                "claimName to have a claim created"
+            )
+        return self
+
+
+class PrePull(_Model):
+    """Job(s) that download the model into the cache, once per cache location, before the workers start."""
+
+    enabled: bool = True
+    # The whole Job, pulling the serving image on the node included.
+    timeout_seconds: int = Field(1800, gt=0)
+
+
+class ModelCache(_Model):
+    """Where the workers' Hugging Face cache lives, so the model is fetched once per node, not per pod."""
+
+    # hostPath is the lab's case: two GPU nodes and no storage both can mount, so each node keeps
+    # its own copy in a directory; it outlives `pulumi destroy`, so switching variants downloads
+    # nothing. off: every worker pod downloads the model; pvc: a PersistentVolumeClaim. (YAML 1.1
+    # readers turn an unquoted `off` into false: read false as off.)
+    mode: Annotated[Literal["off", "hostPath", "pvc"], BeforeValidator(lambda v: "off" if v is False else v)] = (
+        "hostPath")
+    # The directory on every GPU node that runs workers (absolute).
+    host_path: str = "/var/lib/dynamo-lab/hf-cache"
+    pvc: ModelCacheClaim = ModelCacheClaim()
+    pre_pull: PrePull = PrePull()
+
+
 # --- The cluster --------------------------------------------------------------------------------
 
 
@@ -473,6 +541,12 @@ class StackConfig(_Model):
     sizing: SizingParameters = SizingParameters()
     probe: Probe = Probe()
     benchmark: Benchmark = Benchmark()
+    model_cache: ModelCache = ModelCache()
     hf_token: Optional[SecretStr] = None
     # Filled by config.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).
     cluster: Optional[ClusterTarget] = None
+
+    @property
+    def worker_nodes(self) -> list[str]:
+        """The GPU classes that run workers (replicas > 0), in order: one node each in this project."""
+        return list(dict.fromkeys(g.gpu_class for g in self.workers if g.replicas > 0))

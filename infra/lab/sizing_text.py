@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.sizing import StackSizing, TransferSizing
+from infra.sizing import ModelCacheSizing, StackSizing, TransferSizing
 from infra.units import fmt_bytes, fmt_si_bytes
 
 
@@ -26,6 +26,23 @@ def verdict(t: TransferSizing) -> str:
                 f"it saves; it does not pay here{cap}")
     return (f"disaggregation costs {seconds:.2f} s of KV transfer per request ({case}) to move ~{saved:.2f} s "
             f"(estimate) of prefill off the decode GPU: it can pay here{cap}")
+
+
+def model_cache(c: ModelCacheSizing) -> list[str]:
+    """Where the model's files are kept, the disk each cache takes, and how often the Hub is read."""
+    disk = f"{fmt_si_bytes(c.bytes_per_cache)} ({fmt_bytes(c.bytes_per_cache)})"
+    if c.mode == "off":
+        head = (f"Model cache: off; each of the {c.downloads} worker pods downloads {disk} from the Hugging "
+                "Face Hub when it starts")
+    elif c.mode == "hostPath":
+        head = (f"Model cache: hostPath, a directory on each GPU node with workers ({', '.join(c.locations)}): "
+                f"{disk} of disk per node, fetched from the Hub once per node")
+    else:
+        size = f", {fmt_bytes(c.claim_bytes)}" if c.claim_bytes is not None else ""
+        head = f"Model cache: claim {c.locations[0]}{size}: {disk} of it used, fetched from the Hub once"
+    dtype = c.weights_bytes // c.stored_parameters
+    return [head, f"  {c.bytes_per_cache:,} B = {c.weights_bytes:,} B weights ({c.stored_parameters:,} stored "
+                  f"parameters x {dtype} B) + {c.tokenizer_bytes:,} B config and tokenizer files (estimate)"]
 
 
 def table(r: StackSizing) -> str:
@@ -54,6 +71,8 @@ def table(r: StackSizing) -> str:
                    [[g.gpu_class, str(g.workers), fmt_bytes(g.memory_bytes), fmt_bytes(g.budget_bytes),
                      fmt_bytes(g.planned_bytes)] for g in r.gpus]),
     ]
+    if r.model_cache is not None:
+        out += ["", *model_cache(r.model_cache)]
     if r.transfers:
         out += [
             "",

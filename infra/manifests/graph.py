@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from infra import units
 from infra.config.models import NodeRequirement, StackConfig, WorkerGroup
+from infra.manifests import model_cache
 from infra.sizing import GroupSizing, StackSizing
 
 API_VERSION = "nvidia.com/v1beta1"
@@ -107,8 +108,13 @@ def frontend_component(cfg: StackConfig) -> dict[str, Any]:
         "env": [{"name": "DYN_ROUTER_MODE", "value": fe.router_mode}],
         "resources": _resources(fe.cpu, None, fe.memory, fe.memory),
     })
-    return {"name": "frontend", "type": "frontend", "replicas": fe.replicas,
-            "podTemplate": {"spec": {"containers": [main]}}}
+    spec: dict[str, Any] = {"containers": [main]}
+    if model_cache.frontend_shares(cfg):
+        # Read-only, no HF_HUB_CACHE: the frontend reads the config and tokenizer files at the paths
+        # the workers publish; where those are not on this node it downloads them to its own cache.
+        main["volumeMounts"] = [model_cache.mount(read_only=True)]
+        spec["volumes"] = [model_cache.volume(cfg, host_path_type="DirectoryOrCreate")]
+    return {"name": "frontend", "type": "frontend", "replicas": fe.replicas, "podTemplate": {"spec": spec}}
 
 
 def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> dict[str, Any]:
@@ -119,11 +125,16 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
         "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
                                 sized.memory_limit_bytes, gpu.resource),
     })
+    spec: dict[str, Any] = {"affinity": node_affinity(gpu.node_selector), "containers": [main]}
     env = worker_env(group)
+    if model_cache.enabled(cfg):
+        env += model_cache.env()
+        main["volumeMounts"] = [model_cache.mount()]
+        spec["volumes"] = [model_cache.volume(cfg)]
     if env:
         main["env"] = env
     return {"name": group.name, "type": COMPONENT_TYPE[group.role], "replicas": group.replicas,
-            "podTemplate": {"spec": {"affinity": node_affinity(gpu.node_selector), "containers": [main]}}}
+            "podTemplate": {"spec": spec}}
 
 
 def deployment(cfg: StackConfig, sizing: StackSizing) -> dict[str, Any]:

@@ -46,14 +46,25 @@ def _crd_validator(path: str) -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
-def _graph(stack: str) -> dict:
-    (dgd,) = run_stack(stack).of_type(DGD)
+def _graph(stack: str, edit=None) -> dict:
+    (dgd,) = run_stack(stack, edit).of_type(DGD)
     return normalize(dgd.inputs)
+
+
+# The shipped stacks mount a hostPath model cache; these graphs mount a claim, or nothing.
+MODEL_CACHE_MODES = {"pvc": {"mode": "pvc"}, "existing-claim": {"mode": "pvc", "pvc": {"claimName": "models"}},
+                     "off": {"mode": "off"}}
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_graph_validates_against_the_upstream_v1beta1_crd(stack, dynamo):
     _crd_validator(str(dynamo.file(CRD))).validate(_graph(stack))
+
+
+@pytest.mark.parametrize("mode", sorted(MODEL_CACHE_MODES))
+def test_graph_with_each_model_cache_mode_validates_against_the_crd(mode, dynamo):
+    doc = _graph("cross-server", lambda c: c.update(modelCache=MODEL_CACHE_MODES[mode]))
+    _crd_validator(str(dynamo.file(CRD))).validate(doc)
 
 
 def test_the_crd_schema_really_checks_component_types(dynamo):
@@ -74,6 +85,16 @@ def test_core_objects_validate_against_kubernetes_1_34(stack):
     run = run_stack(stack, edit)
     core = [r for r in run.resources if r.custom and r.type.startswith(("kubernetes:core/", "kubernetes:batch/"))]
     assert {r.inputs["kind"] for r in core} >= {"Namespace", "ConfigMap", "Job"}
+    for r in core:
+        assert kubernetes_validate.validate(normalize(r.inputs), "1.34", strict=True) == "1.34"
+
+
+@pytest.mark.parametrize("mode", sorted(MODEL_CACHE_MODES))
+def test_model_cache_objects_validate_against_kubernetes_1_34(mode):
+    run = run_stack("same-server", lambda c: c.update(modelCache=MODEL_CACHE_MODES[mode]))
+    core = [r for r in run.resources if r.custom and r.type.startswith(("kubernetes:core/", "kubernetes:batch/"))]
+    kinds = {"pvc": {"PersistentVolumeClaim", "Job"}, "existing-claim": {"Job"}, "off": set()}[mode]
+    assert {r.inputs["kind"] for r in core} >= kinds | {"Namespace"}
     for r in core:
         assert kubernetes_validate.validate(normalize(r.inputs), "1.34", strict=True) == "1.34"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from infra.lab.render import normalize
-from tests.helpers import DGD, RELEASE, STACKS, components, flag, main_container, run_stack
+from tests.helpers import DGD, JOB, RELEASE, STACKS, components, flag, main_container, run_stack
 
 IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
 PRODUCER = '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cpu"}'
@@ -100,7 +100,8 @@ def test_disaggregated_workers_use_nixl_over_tcp_with_cpu_buffers(stack_name):
         assert flag(args, "--model") == "Qwen/Qwen3-0.6B"
         assert flag(args, "--disaggregation-mode") == mode
         assert flag(args, "--kv-transfer-config") == role_json
-        assert _env(main) == {"UCX_TLS": "tcp,self", "UCX_RNDV_THRESH": "inf"}
+        assert _env(main) == {"UCX_TLS": "tcp,self", "UCX_RNDV_THRESH": "inf",
+                              "HF_HUB_CACHE": "/cache/huggingface/hub"}
         limits = main["resources"]["limits"]
         assert limits["nvidia.com/gpu"] == "1"
     # The KV router learns prefill workers' caches from their KV events; decode workers do not publish.
@@ -133,7 +134,7 @@ def test_kv_routing_runs_six_aggregated_workers_four_plus_two():
         assert flag(main["args"], "--disaggregation-mode") == "agg"
         assert "--kv-transfer-config" not in main["args"]
         assert "--kv-events-config" in main["args"]
-        assert "env" not in main  # no UCX: aggregated workers transfer no KV
+        assert not {"UCX_TLS", "UCX_RNDV_THRESH"} & set(_env(main))  # aggregated workers transfer no KV
         assert main["resources"]["limits"]["memory"] == "3584Mi"
 
 
@@ -152,7 +153,7 @@ def test_platform_management_off_deploys_only_the_graph():
     run = run_stack("cross-server", lambda c: c.update(platform={"manage": False}))
     assert run.of_type(RELEASE) == []
     assert [r.type for r in run.resources if r.custom] == [
-        "pulumi:providers:kubernetes", "kubernetes:core/v1:Namespace", DGD]
+        "pulumi:providers:kubernetes", "kubernetes:core/v1:Namespace", JOB, JOB, DGD]  # JOB: model pre-pull
     (dgd,) = run.of_type(DGD)
     assert all("platform" not in dep for dep in dgd.dependencies)
 

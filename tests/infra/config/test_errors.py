@@ -23,6 +23,7 @@ def test_misspelled_top_level_key_names_the_key_the_file_and_the_right_key():
     assert (f"{F}: worker: unknown key `dynamo-lab:worker`; did you mean `dynamo-lab:workers`? Valid keys "
             "here: gpuClasses, platform, model, image, frontend, graph, workers, workload, sizing, probe, "
             "benchmark, "
+            "modelCache, "
             "hfToken."
             ) in str(err).splitlines()
 

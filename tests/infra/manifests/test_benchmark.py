@@ -14,7 +14,7 @@ ENABLE = {"benchmark": {"enabled": True}}
 
 
 def _job(run):
-    (job,) = [normalize(r.inputs) for r in run.of_type(JOB)]
+    (job,) = [normalize(r.inputs) for r in run.of_type(JOB) if r.name == "bench-job"]
     (cm,) = [normalize(r.inputs) for r in run.of_type(CONFIGMAP)]
     return job, cm
 
@@ -39,7 +39,7 @@ def test_benchmark_job_renders_for_every_stack(stack):
     assert run.outputs["benchJob"] == name
     assert run.outputs["benchLogs"] == f"kubectl logs -n dynamo-lab-{stack} job/{name} | grep '^{{'"
     (dgd,) = run.of_type(DGD)
-    (job_reg,) = run.of_type(JOB)
+    (job_reg,) = [r for r in run.of_type(JOB) if r.name == "bench-job"]
     assert dgd.urn in job_reg.dependencies
 
 

@@ -1,0 +1,79 @@
+"""Pure builder: the pre-pull Job(s) that download the model into the model cache before workers start.
+
+One Job per cache: per GPU node that runs workers for a hostPath cache (placed with its class's
+node affinity), one for a claim (on the workers' node when the claim is ReadWriteOnce, where a
+local volume then binds). Each runs the serving image, which has huggingface_hub: an init
+container (root) makes the cache directory writable by group 0, the group the image's non-root
+user runs in, then `snapshot_download` fetches the weights, config and tokenizer files. Pulumi
+waits for a Job to complete (no skipAwait annotation), and the graph waits for the Jobs. Names
+carry a digest of what the Jobs run, so a changed model, image or cache downloads again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from infra.config.models import StackConfig
+from infra.manifests import content_hash, model_cache
+from infra.manifests.graph import HF_TOKEN_SECRET, node_affinity
+
+# What vLLM and the frontend read: safetensors weights, JSON config and tokenizer files, merges/vocab
+# text, sentencepiece/tiktoken models, chat templates. Not *.bin/*.pth duplicates of the weights.
+PATTERNS = ["*.safetensors", "*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
+SCRIPT = ("import sys; from huggingface_hub import snapshot_download; "
+          "print(snapshot_download(sys.argv[1], allow_patterns=sys.argv[2:]))")
+# The image runs as a non-root user in group 0; a directory the kubelet creates is root's, mode 0755.
+PREPARE = (f"chgrp 0 {model_cache.MOUNT} && chmod g+rwxs {model_cache.MOUNT} "
+           f"|| echo 'could not make {model_cache.MOUNT} writable by group 0' >&2")
+# Downloading is network- and disk-bound; the memory covers the Xet client's buffers.
+RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
+PREPARE_RESOURCES = {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"memory": "32Mi"}}
+NAME_MAX = 63  # a Job's name becomes a label value
+
+
+def placements(cfg: StackConfig) -> dict[str, Optional[str]]:
+    """Job key -> the GPU class whose node it runs on (None: anywhere). Empty: no pre-pull."""
+    mc = cfg.model_cache
+    if mc.mode == "off" or not mc.pre_pull.enabled:
+        return {}
+    if mc.mode == "hostPath":
+        return {cls: cls for cls in cfg.worker_nodes}
+    one_node = mc.pvc.access_mode == "ReadWriteOnce" and len(cfg.worker_nodes) == 1
+    return {"claim": cfg.worker_nodes[0] if one_node else None}
+
+
+def _name(cfg: StackConfig, key: str, digest: str) -> str:
+    slug = "" if key == "claim" else "-" + re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-")
+    tail = f"-{digest}" if digest else ""
+    return f"{cfg.graph.name}-model-pull{slug}"[:NAME_MAX - len(tail)].rstrip("-") + tail
+
+
+def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any]:
+    mount = model_cache.mount()
+    pull: dict[str, Any] = {
+        "name": "pull", "image": cfg.image,
+        "command": ["python3", "-c", SCRIPT, cfg.model.name, *PATTERNS],
+        "env": model_cache.env(), "resources": RESOURCES, "volumeMounts": [mount],
+    }
+    if cfg.hf_token is not None:
+        pull["envFrom"] = [{"secretRef": {"name": HF_TOKEN_SECRET}}]
+    prepare = {"name": "prepare-cache", "image": cfg.image, "command": ["sh", "-c", PREPARE],
+               "securityContext": {"runAsUser": 0}, "resources": PREPARE_RESOURCES, "volumeMounts": [mount]}
+    pod: dict[str, Any] = {"restartPolicy": "Never", "initContainers": [prepare], "containers": [pull],
+                           "volumes": [model_cache.volume(cfg, host_path_type="DirectoryOrCreate")]}
+    if gpu_class is not None:
+        pod["affinity"] = node_affinity(cfg.gpu_classes[gpu_class].node_selector)
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": cfg.graph.namespace},
+            "spec": {"backoffLimit": 2, "activeDeadlineSeconds": cfg.model_cache.pre_pull.timeout_seconds,
+                     "template": {"spec": pod}}}
+
+
+def _build(cfg: StackConfig, digest: str) -> dict[str, dict[str, Any]]:
+    return {key: _job(cfg, _name(cfg, key, digest), cls) for key, cls in placements(cfg).items()}
+
+
+def jobs(cfg: StackConfig) -> dict[str, dict[str, Any]]:
+    """Job key (the GPU class, or `claim`) -> Job, each named `<graph>-model-pull[-<class>]-<digest>`."""
+    return _build(cfg, content_hash(_build(cfg, "")))

@@ -1,0 +1,294 @@
+"""The model cache under mocks: each mode's volumes, mounts and env, the pre-pull Jobs the graph waits
+for, the claim, the sizing, and the refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.errors import ConfigError
+from infra.lab import mockrun
+from infra.lab.render import normalize
+from tests.helpers import DGD, JOB, ROOT, components, main_container, raw_config, run_stack
+
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
+CACHE = "/cache/huggingface/hub"
+HOST_DIR = "/var/lib/dynamo-lab/hf-cache"
+GPU_24 = [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]}]
+GPU_8 = [{"key": "nvidia.com/gpu.memory", "operator": "Lt", "values": ["12000"]}]
+# Qwen/Qwen3-0.6B's files at Hub revision c1899de: model.safetensors holds 751,632,384 bf16 parameters.
+WEIGHTS = 751_632_384 * 2
+TOKENIZER = 15_882_037
+
+
+def _run(stack, cache=None, **more):
+    def edit(c):
+        if cache is not None:
+            c["modelCache"] = cache
+        c.update(more)
+    return run_stack(stack, edit, ["dynamo-lab:hfToken"] if "hfToken" in more else None)
+
+
+def _pulls(run):
+    return {r.name: normalize(r.inputs) for r in run.of_type(JOB) if r.name.startswith("graph-model-cache-pull")}
+
+
+def _expr(job):
+    aff = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    return aff["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+
+
+def _env(container):
+    return {e["name"]: e["value"] for e in container.get("env", [])}
+
+
+def _workers(run):
+    return {n: c for n, c in components(run).items() if n != "frontend"}
+
+
+def _refusal(stack, cache, **more) -> str:
+    def edit(c):
+        c["modelCache"] = cache
+        c.update(more)
+    with pytest.raises(ConfigError) as info:
+        mockrun.run(stack, raw_config(stack, edit), [])
+    assert info.value.registered == [], "a refused stack registers nothing"
+    return str(info.value)
+
+
+# --- hostPath, the default ----------------------------------------------------------------------
+
+
+def test_by_default_every_worker_mounts_a_hostpath_cache_and_points_hugging_face_at_it(stack):
+    run = run_stack(stack)
+    for name, comp in _workers(run).items():
+        main, spec = main_container(comp), comp["podTemplate"]["spec"]
+        assert _env(main)["HF_HUB_CACHE"] == CACHE, name
+        assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE}]
+        # Directory, not DirectoryOrCreate: the pre-pull Job made it, writable by the image's group.
+        assert spec["volumes"] == [{"name": "model-cache", "hostPath": {"path": HOST_DIR, "type": "Directory"}}]
+    frontend = components(run)["frontend"]
+    main = main_container(frontend)
+    assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE, "readOnly": True}]
+    assert "HF_HUB_CACHE" not in _env(main)  # its own cache stays writable for what it must fetch
+    assert frontend["podTemplate"]["spec"]["volumes"] == [
+        {"name": "model-cache", "hostPath": {"path": HOST_DIR, "type": "DirectoryOrCreate"}}]
+
+
+def test_a_pre_pull_job_per_gpu_node_downloads_the_model_and_the_graph_waits_for_them():
+    run = run_stack("cross-server")
+    pulls = _pulls(run)
+    assert sorted(pulls) == ["graph-model-cache-pull-gpu-24gb", "graph-model-cache-pull-gpu-8gb"]
+    assert _expr(pulls["graph-model-cache-pull-gpu-8gb"]) == GPU_8
+    assert _expr(pulls["graph-model-cache-pull-gpu-24gb"]) == GPU_24
+    digests = set()
+    for job in pulls.values():
+        meta, spec = job["metadata"], job["spec"]
+        assert meta["namespace"] == "dynamo-lab-cross-server"
+        assert "annotations" not in meta  # no pulumi.com/skipAwait: Pulumi waits for it to complete
+        assert spec["activeDeadlineSeconds"] == 1800 and spec["backoffLimit"] == 2
+        pod = spec["template"]["spec"]
+        assert pod["restartPolicy"] == "Never"
+        assert pod["volumes"] == [{"name": "model-cache",
+                                   "hostPath": {"path": HOST_DIR, "type": "DirectoryOrCreate"}}]
+        (prepare,) = pod["initContainers"]
+        assert prepare["securityContext"] == {"runAsUser": 0}
+        assert prepare["command"][-1].startswith(f"chgrp 0 {CACHE} && chmod g+rwxs {CACHE}")
+        (pull,) = pod["containers"]
+        assert pull["image"] == IMAGE
+        assert pull["command"][:2] == ["python3", "-c"] and "snapshot_download" in pull["command"][2]
+        assert pull["command"][3:5] == ["Qwen/Qwen3-0.6B", "*.safetensors"]
+        assert _env(pull) == {"HF_HUB_CACHE": CACHE}
+        assert pull["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE}]
+        assert pull["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
+        assert "envFrom" not in pull  # no token configured
+        digests.add(meta["name"].rsplit("-", 1)[1])
+    assert len(digests) == 1
+    (dgd,) = run.of_type(DGD)
+    jobs = [r for r in run.of_type(JOB) if r.name.startswith("graph-model-cache-pull")]
+    assert {j.urn for j in jobs} <= set(dgd.dependencies)
+    assert run.outputs["modelPullJobs"] == [pulls[f"graph-model-cache-pull-{c}"]["metadata"]["name"]
+                                            for c in ("gpu-8gb", "gpu-24gb")]
+
+
+def test_the_model_cache_component_owns_the_jobs_under_the_serving_graph():
+    run = run_stack("kv-routing")
+    by_name = {r.name: r for r in run.resources}
+    cache = by_name["graph-model-cache"]
+    assert cache.type == "dynamo-lab:index:ModelCache"
+    assert cache.parent == by_name["graph"].urn
+    for job in (r for r in run.of_type(JOB) if r.name.startswith("graph-model-cache-pull")):
+        assert job.parent == cache.urn
+        assert by_name["graph-ns"].urn in job.dependencies
+
+
+def test_a_single_node_stack_pulls_on_that_node_only():
+    (job,) = _pulls(run_stack("same-server")).values()
+    assert _expr(job) == GPU_24
+    assert job["metadata"]["name"].startswith("same-server-model-pull-gpu-24gb-")
+
+
+def test_the_pre_pull_reads_the_token_secret_when_one_is_set():
+    run = _run("cross-server", hfToken="hf_not_a_real_token")
+    (secret,) = run.of_type("kubernetes:core/v1:Secret")
+    for job in run.of_type(JOB):
+        (pull,) = job.inputs["spec"]["template"]["spec"]["containers"]
+        assert pull["envFrom"] == [{"secretRef": {"name": "hf-token"}}]
+        assert secret.urn in job.dependencies
+
+
+def test_a_changed_model_or_image_downloads_again_and_nothing_else_does():
+    def names(**more):
+        return sorted(j["metadata"]["name"] for j in _pulls(_run("cross-server", **more)).values())
+
+    first = names()
+    assert names() == first
+    assert not set(names(image="nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.3")) & set(first)
+    other_model = {"name": "Qwen/Qwen3-1.7B", "layers": 28, "kvHeads": 8, "headDim": 128,
+                   "parameters": 1_720_574_976}
+    assert not set(names(model=other_model)) & set(first)
+
+
+def test_without_pre_pull_there_is_no_job_and_workers_still_mount_the_cache():
+    run = _run("cross-server", {"prePull": {"enabled": False}})
+    assert _pulls(run) == {} and "modelPullJobs" not in run.outputs
+    assert "graph-model-cache" not in {r.name for r in run.resources}
+    for comp in _workers(run).values():
+        assert comp["podTemplate"]["spec"]["volumes"][0]["hostPath"]["type"] == "Directory"
+
+
+def test_the_host_directory_and_timeout_are_configurable():
+    run = _run("same-server", {"hostPath": "/data/hf", "prePull": {"timeoutSeconds": 600}})
+    (job,) = _pulls(run).values()
+    assert job["spec"]["activeDeadlineSeconds"] == 600
+    assert job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] == "/data/hf"
+    for comp in components(run).values():
+        assert comp["podTemplate"]["spec"]["volumes"][0]["hostPath"]["path"] == "/data/hf"
+
+
+# --- off ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["off", False])  # YAML 1.1 reads an unquoted `off` as false
+def test_off_mounts_nothing_and_pulls_nothing(mode):
+    run = _run("kv-routing", {"mode": mode})
+    assert _pulls(run) == {} and run.of_type(PVC) == []
+    for comp in components(run).values():
+        assert "volumes" not in comp["podTemplate"]["spec"]
+        main = main_container(comp)
+        assert "volumeMounts" not in main and "HF_HUB_CACHE" not in _env(main)
+    assert run.outputs["sizing"]["model_cache"]["downloads"] == 6  # every worker pod downloads
+
+
+# --- a PersistentVolumeClaim --------------------------------------------------------------------
+
+
+def test_a_new_claim_is_created_filled_once_and_mounted_everywhere():
+    run = _run("kv-routing", {"mode": "pvc", "pvc": {"storageClass": "nfs-client", "size": "20Gi"}})
+    (claim,) = run.of_type(PVC)
+    assert normalize(claim.inputs) == {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "kv-routing-model-cache", "namespace": "dynamo-lab-kv-routing"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "20480Mi"}},
+                 "storageClassName": "nfs-client"}}
+    volume = {"name": "model-cache", "persistentVolumeClaim": {"claimName": "kv-routing-model-cache"}}
+    (job,) = _pulls(run).values()
+    assert "affinity" not in job["spec"]["template"]["spec"]  # ReadWriteMany: any node
+    assert job["spec"]["template"]["spec"]["volumes"] == [volume]
+    for comp in components(run).values():
+        assert comp["podTemplate"]["spec"]["volumes"] == [volume]
+    assert main_container(components(run)["frontend"])["volumeMounts"][0]["readOnly"] is True
+    (job_reg,) = [r for r in run.of_type(JOB)]
+    assert claim.urn in job_reg.dependencies
+    (dgd,) = run.of_type(DGD)
+    assert {claim.urn, job_reg.urn} <= set(dgd.dependencies)
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert claim.provider.startswith(provider.urn + "::") and job_reg.provider.startswith(provider.urn + "::")
+
+
+def test_a_read_write_once_claim_on_one_node_pulls_there_and_keeps_the_frontend_off_it():
+    run = _run("same-server", {"mode": "pvc", "pvc": {"accessMode": "ReadWriteOnce"}})
+    (claim,) = run.of_type(PVC)
+    assert claim.inputs["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert "storageClassName" not in claim.inputs["spec"]  # the cluster's default class
+    (job,) = _pulls(run).values()
+    assert _expr(job) == GPU_24  # a local volume binds where its first pod runs: the workers' node
+    frontend = components(run)["frontend"]
+    assert "volumes" not in frontend["podTemplate"]["spec"]
+
+
+def test_an_existing_claim_is_mounted_and_filled_but_not_created():
+    run = _run("cross-server", {"mode": "pvc", "pvc": {"claimName": "shared-models"}})
+    assert run.of_type(PVC) == []
+    volume = {"name": "model-cache", "persistentVolumeClaim": {"claimName": "shared-models"}}
+    (job,) = _pulls(run).values()
+    assert job["spec"]["template"]["spec"]["volumes"] == [volume]
+    for comp in components(run).values():
+        assert comp["podTemplate"]["spec"]["volumes"] == [volume]
+    cache = run.outputs["sizing"]["model_cache"]
+    assert (cache["locations"], cache["claim_bytes"], cache["downloads"]) == (["shared-models"], None, 1)
+
+
+# --- sizing ---------------------------------------------------------------------------------------
+
+
+def test_sizing_gives_the_disk_per_node_from_the_stored_parameters_and_tokenizer_files():
+    cache = run_stack("cross-server").outputs["sizing"]["model_cache"]
+    assert cache == {"mode": "hostPath", "stored_parameters": 751_632_384, "weights_bytes": WEIGHTS,
+                     "tokenizer_bytes": TOKENIZER, "bytes_per_cache": WEIGHTS + TOKENIZER,
+                     "locations": ["gpu-8gb", "gpu-24gb"], "claim_bytes": None, "downloads": 2}
+    # The file on the Hub is 1,503,300,328 B: the estimate leaves out only its 35,560-byte header.
+    assert 1_503_300_328 - WEIGHTS == 35_560
+
+
+# --- refusals -------------------------------------------------------------------------------------
+
+
+def test_a_relative_host_path_is_refused():
+    assert _refusal("cross-server", {"hostPath": "hf-cache"}) == (
+        "Pulumi.cross-server.yaml: modelCache.hostPath: 'hf-cache' is not an absolute path; the cache is "
+        "the same directory on every GPU node, named from the node's root. Write an absolute path, e.g. "
+        "/var/lib/dynamo-lab/hf-cache")
+
+
+def test_a_host_path_with_dot_dot_is_refused():
+    assert "modelCache.hostPath: '/var/../hf' contains '..', and the API server rejects" in _refusal(
+        "cross-server", {"hostPath": "/var/../hf"})
+
+
+def test_read_write_once_with_workers_on_two_nodes_is_refused():
+    assert _refusal("cross-server", {"mode": "pvc", "pvc": {"accessMode": "ReadWriteOnce"}}) == (
+        "Pulumi.cross-server.yaml: modelCache.pvc.accessMode: ReadWriteOnce lets one node mount the claim, "
+        "but the workers run on 2 nodes (gpu-8gb: prefill; gpu-24gb: decode); the pods on the other node "
+        "would never start. Write accessMode: ReadWriteMany (a storage class that supports it, e.g. NFS), "
+        "or use mode: hostPath (a directory on each node)")
+
+
+def test_a_claim_smaller_than_the_model_is_refused_with_the_size_to_write():
+    assert _refusal("kv-routing", {"mode": "pvc", "pvc": {"size": "1Gi"}}) == (
+        "Pulumi.kv-routing.yaml: modelCache.pvc.size: 1.0Gi is below the 1.4Gi (1,519,146,805 B) the model "
+        "cache holds: Qwen/Qwen3-0.6B's weights as stored, 751,632,384 parameters x 2 B = 1,503,264,768 B, "
+        "plus 15,882,037 B of config and tokenizer files; the download would fill the volume and fail. "
+        "Raise modelCache.pvc.size to at least 2Gi")
+    _run("kv-routing", {"mode": "pvc", "pvc": {"size": "2Gi"}})  # the size it names is accepted
+
+
+def test_sizing_an_existing_claim_is_refused():
+    assert _refusal("cross-server", {"mode": "pvc", "pvc": {"claimName": "models", "size": "5Gi"}}) == (
+        "Pulumi.cross-server.yaml: modelCache.pvc: size describes a claim dynamo-lab creates, but claimName "
+        "names an existing one, which it does not change. Remove size, or remove claimName to have a claim "
+        "created")
+
+
+def test_an_unknown_mode_lists_the_modes():
+    assert _refusal("cross-server", {"mode": "none"}) == (
+        "Pulumi.cross-server.yaml: modelCache.mode: 'none' is not allowed; write one of 'off', 'hostPath' "
+        "or 'pvc'")
+
+
+def test_readme_shows_the_refusals_as_the_program_words_them():
+    readme = (ROOT / "README.md").read_text()
+    for message in (_refusal("cross-server", {"hostPath": "hf-cache"}),
+                    _refusal("cross-server", {"mode": "pvc", "pvc": {"accessMode": "ReadWriteOnce"}}),
+                    _refusal("kv-routing", {"mode": "pvc", "pvc": {"size": "1Gi"}})):
+        assert message in readme, "README's model cache refusals are stale"
