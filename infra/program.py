@@ -16,7 +16,7 @@ from infra.components.transfer_probe import TransferProbe, TransferProbeArgs
 from infra.config import StackConfig, load
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
-from infra.manifests import benchmark, graph, platform, transfer_probe
+from infra.manifests import benchmark, graph, owner_labels, platform, transfer_probe
 from infra.sizing import StackSizing, size
 
 
@@ -50,9 +50,11 @@ def build() -> dict[str, Any]:
 
     waits_for_platform: list[pulumi.Resource] = []
     if cfg.platform.manage:
-        waits_for_platform.append(DynamoPlatform("platform", platform.release(cfg.platform), opts()).release)
+        spec = platform.release(cfg.platform, owner_labels(stack))
+        waits_for_platform.append(DynamoPlatform("platform", spec, opts()).release)
     token = cfg.hf_token.get_secret_value() if cfg.hf_token is not None else None
-    serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token),
+    serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token,
+                                                     namespace_labels=owner_labels(stack)),
                            opts(*waits_for_platform))
     outputs = stack_outputs(cfg, sizing)
     if cfg.probe.enabled:

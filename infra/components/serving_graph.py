@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
@@ -18,6 +18,8 @@ class ServingGraphArgs:
     deployment: dict[str, Any]
     # Hugging Face token, kept secret; None: no Secret and no envFrom.
     hf_token: Optional[pulumi.Input[str]] = None
+    # Labels of the graph's namespace (manifests.owner_labels: which stack owns it).
+    namespace_labels: dict[str, str] = field(default_factory=dict)
 
 
 class ServingGraph(pulumi.ComponentResource):
@@ -31,7 +33,9 @@ class ServingGraph(pulumi.ComponentResource):
         super().__init__("dynamo-lab:index:ServingGraph", name, None, opts)
         meta = args.deployment["metadata"]
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["namespace"]), opts=after(self, opts))
+            f"{name}-ns",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["namespace"], labels=args.namespace_labels or None),
+            opts=after(self, opts))
         ns = self.namespace.metadata.name
         needs: list[pulumi.Resource] = [self.namespace]
         if args.hf_token is not None:
