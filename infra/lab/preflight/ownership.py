@@ -155,8 +155,12 @@ def _operators(cfg: StackConfig, stack: str, data: ClusterData, report: Report) 
                 "CRDs and admission webhooks",
                 f"Uninstall it ({inst.uninstall()}), or use it from this stack: {manage_off}"))
         ours = [i for i in running if i not in foreign]
-        detail = (f"this stack's release {p.release_name} is installed in {p.namespace}" if ours else
-                  f"none installed; this stack installs release {p.release_name} in {p.namespace}")
+        if foreign:
+            detail = f"another installation in {', '.join(i.namespace for i in foreign)}"
+        elif ours:
+            detail = f"this stack's release {p.release_name} is installed in {p.namespace}"
+        else:
+            detail = f"none installed; this stack installs release {p.release_name} in {p.namespace}"
         ok = not foreign
     else:
         has_crd = any(_meta(c).get("name") == GRAPH_CRD for c in data.crds)
@@ -176,6 +180,8 @@ def _operators(cfg: StackConfig, stack: str, data: ClusterData, report: Report) 
                 f"Keep one: uninstall the others ({' / '.join(i.uninstall() for i in running[1:])})"))
         detail = (f"uses the operator in {running[0].namespace} (platform.manage: false)" if ok else
                   "platform.manage: false and no single installed operator to use")
+    if orphans:
+        detail += f"; leftover Dynamo webhooks in {', '.join(i.namespace for i in orphans)}"
     report.checks.append(Check("dynamo operator", ok and not orphans, detail))
     _crd_owners(cfg, data, report)
 

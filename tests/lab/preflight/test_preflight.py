@@ -62,6 +62,19 @@ def does_not_fit(out: str, stack: str, count: int) -> bool:
                                  "before `pulumi up`.")
 
 
+def gpu_classes(rule_24gb: dict, rule_8gb: dict) -> Callable[[dict], None]:
+    """A stack edit: the two GPU classes, each selected by one node selector requirement."""
+    def edit(c):
+        c["gpuClasses"] = {
+            "gpu-24gb": {"memory": "24Gi", "effectiveTflops": 40, "nodeSelector": [rule_24gb]},
+            "gpu-8gb": {"memory": "8Gi", "effectiveTflops": 15, "nodeSelector": [rule_8gb]}}
+    return edit
+
+
+def host(name: str) -> dict:
+    return {"key": "kubernetes.io/hostname", "operator": "In", "values": [name]}
+
+
 def report_for(stack: str, path: str, edit=None):
     cfg = load(raw_config(stack, edit), stack)
     return check(cfg, size(cfg, stack), stack, cluster_data.read_file(path))
@@ -195,13 +208,7 @@ def test_a_missing_gpu_memory_label_leaves_the_8gb_class_without_a_node(capsys, 
 
 
 def test_a_hostname_class_on_a_node_without_the_memory_label_names_the_label(tmp_path):
-    def by_hostname(c):
-        c["gpuClasses"] = {
-            "gpu-24gb": {"memory": "24Gi", "effectiveTflops": 40, "nodeSelector": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-server"]}]},
-            "gpu-8gb": {"memory": "8Gi", "effectiveTflops": 15, "nodeSelector": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-laptop"]}]}}
-
+    by_hostname = gpu_classes(host("gpu-server"), host("gpu-laptop"))
     report = report_for("cross-server", saved(tmp_path, _gpu_memory_label_missing), by_hostname)
     (problem,) = report.problems
     assert (problem.where, problem.check) == ("node gpu-laptop", "gpu memory")
@@ -270,6 +277,7 @@ def test_a_second_operator_is_refused_while_this_stack_manages_the_platform(caps
         "CRDs and admission webhooks")
     assert fix == ("Uninstall it (`helm uninstall dynamo-platform -n dynamo-cloud`), or use it from this stack: "
                    "`pulumi config set --path platform.manage false --stack kv-routing`")
+    assert re.search(r"^dynamo operator\s+FAILS\s+another installation in dynamo-cloud$", out, re.MULTILINE)
 
 
 def test_with_platform_management_off_the_installed_operator_is_used(tmp_path):
@@ -360,6 +368,16 @@ def test_a_terminating_namespace_must_be_gone_first(tmp_path):
 # --- Placement: one node per class, schedulable ---------------------------------------------------
 
 
+def test_a_class_on_a_label_of_its_own_says_which_label_to_set(tmp_path):
+    own_label = gpu_classes({"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]},
+                            {"key": "lab.example/gpu-class", "operator": "In", "values": ["8gb"]})
+    (problem,) = report_for("cross-server", str(LAB), own_label).problems
+    assert problem.problem.endswith("GPU nodes not taken by another class: gpu-laptop has no label "
+                                    "lab.example/gpu-class.")
+    assert problem.fix == "Label the node that holds the gpu-8gb GPU: kubectl label node gpu-laptop " \
+                          "lab.example/gpu-class=8gb"
+
+
 def test_a_class_matching_two_nodes_is_refused(tmp_path):
     def second_big_node(version, items):
         twin = copy.deepcopy(node(items, "gpu-server"))
@@ -373,12 +391,7 @@ def test_a_class_matching_two_nodes_is_refused(tmp_path):
 
 
 def test_two_classes_on_one_node_are_refused(tmp_path):
-    def same_node(c):
-        c["gpuClasses"] = {name: {"memory": mem, "effectiveTflops": 15, "nodeSelector": [
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-server"]}]}
-            for name, mem in (("gpu-24gb", "24Gi"), ("gpu-8gb", "8Gi"))}
-
-    problems_ = report_for("cross-server", str(LAB), same_node).problems
+    problems_ = report_for("cross-server", str(LAB), gpu_classes(host("gpu-server"), host("gpu-server"))).problems
     assert [p.problem for p in problems_] == [
         "gpu-24gb and gpu-8gb all select node gpu-server; the sizing plans one GPU per class, so their workers would "
         "share a GPU whose memory it never checked for all of them"]
