@@ -6,15 +6,15 @@
     python3 dev.py time-tests [--runs N]    benchmark: how long the fast tier takes (goal 30 s, 2 cores)
     python3 dev.py setup                    only create .venv (the environment `pulumi up` uses)
     python3 dev.py lock                     re-resolve uv.lock after editing pyproject.toml
-    python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, diff, golden, probe,
-                                            twin, bench, report (dynamo-lab --help lists them)
+    python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, diff, golden,
+                                            probe, twin, bench, report (dynamo-lab --help lists them)
 
 Everything is installed from uv.lock, which pins every package of the program, the dev tools and
 each extra. dev.py installs uv itself (pinned and hash-checked, into .uv/), then syncs .venv at the
 project root (the environment Pulumi.yaml names) with what the command needs: the program for the
-tools, the dev group for `test`, the `probe` extra (NIXL) only for `probe` and `test-lab`. The
-Dynamo runtime and AIPerf (the `twin` extra) go into their own .venv-twin, for `twin`, `bench` and
-`test-lab` only.
+tools, the dev group for `test`, the `probe` extra (NIXL) only for `probe` and `test-lab`, the
+`preflight` extra (the Kubernetes client) for `preflight`. The Dynamo runtime and AIPerf (the
+`twin` extra) go into their own .venv-twin, for `twin`, `bench` and `test-lab` only.
 """
 
 from __future__ import annotations

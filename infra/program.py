@@ -17,7 +17,7 @@ from infra.components.transfer_probe import TransferProbe, TransferProbeArgs
 from infra.config import StackConfig, load
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
-from infra.manifests import benchmark, graph, model_cache, model_pull, platform, transfer_probe
+from infra.manifests import benchmark, graph, model_cache, model_pull, owner_labels, platform, transfer_probe
 from infra.sizing import StackSizing, size
 
 
@@ -52,13 +52,15 @@ def build() -> dict[str, Any]:
 
     waits_for_platform: list[pulumi.Resource] = []
     if cfg.platform.manage:
-        waits_for_platform.append(DynamoPlatform("platform", platform.release(cfg.platform), opts()).release)
+        spec = platform.release(cfg.platform, owner_labels(stack))
+        waits_for_platform.append(DynamoPlatform("platform", spec, opts()).release)
     token = cfg.hf_token.get_secret_value() if cfg.hf_token is not None else None
     claim, pulls = model_cache.claim(cfg), model_pull.jobs(cfg)
     cache = (ModelCacheArgs(claim=claim, jobs=pulls, timeout_seconds=cfg.model_cache.pre_pull.timeout_seconds)
              if claim or pulls else None)
     serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token,
-                                                     model_cache=cache), opts(*waits_for_platform))
+                                                     model_cache=cache, namespace_labels=owner_labels(stack)),
+                           opts(*waits_for_platform))
     outputs = stack_outputs(cfg, sizing)
     if pulls:
         outputs["modelPullJobs"] = [j["metadata"]["name"] for j in pulls.values()]

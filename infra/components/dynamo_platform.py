@@ -22,7 +22,9 @@ class DynamoPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, args: ReleaseSpec, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("dynamo-lab:index:DynamoPlatform", name, None, opts)
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace), opts=after(self, opts))
+            f"{name}-ns",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels=args.namespace_labels or None),
+            opts=after(self, opts))
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             k8s.helm.v3.ReleaseArgs(

@@ -3,7 +3,7 @@ DynamoGraphDeployment."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
@@ -22,6 +22,8 @@ class ServingGraphArgs:
     hf_token: Optional[pulumi.Input[str]] = None
     # The model cache's claim and pre-pull Jobs; None: nothing to create for it.
     model_cache: Optional[ModelCacheArgs] = None
+    # Labels of the graph's namespace (manifests.owner_labels: which stack owns it).
+    namespace_labels: dict[str, str] = field(default_factory=dict)
 
 
 class ServingGraph(pulumi.ComponentResource):
@@ -37,7 +39,9 @@ class ServingGraph(pulumi.ComponentResource):
         super().__init__("dynamo-lab:index:ServingGraph", name, None, opts)
         meta = args.deployment["metadata"]
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["namespace"]), opts=after(self, opts))
+            f"{name}-ns",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["namespace"], labels=args.namespace_labels or None),
+            opts=after(self, opts))
         ns = self.namespace.metadata.name
         needs: list[pulumi.Resource] = [self.namespace]
         if args.hf_token is not None:

@@ -1,6 +1,7 @@
-"""`dynamo-lab COMMAND` (also `python -m infra.lab` and `python -m infra`): the lab's offline tools.
+"""`dynamo-lab COMMAND` (also `python -m infra.lab` and `python -m infra`): the lab's tools.
 
-No cluster and no Pulumi CLI: each command reads a stack file of the project it is run in.
+No Pulumi CLI: each command reads a stack file of the project it is run in; only `preflight`
+reads a cluster (read-only), or a saved copy of what it reads.
 """
 
 from __future__ import annotations
@@ -119,6 +120,17 @@ def _bench(args: argparse.Namespace) -> int:
     return sweep.main_twin(cfg, sizing, args.stack, out, args.quick, overrides)
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    from infra.lab.preflight import cluster_data, text
+    from infra.lab.preflight.checks import check
+
+    cfg, sizing = _stack(args.stack)
+    data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(cfg.cluster)
+    report = check(cfg, sizing, args.stack, data)
+    print(text.to_json(report) if args.json else text.text(report))
+    return 0 if report.fits else 1
+
+
 def _report(args: argparse.Namespace) -> int:
     from infra.lab.bench import table
 
@@ -168,6 +180,13 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--concurrency", type=_int_list, help="override the matrix, e.g. 4,8")
     be.add_argument("--runs", type=int, help="override runs per point")
     be.set_defaults(func=_bench)
+    pf = sub.add_parser("preflight", help="will this stack fit its cluster? read-only; exit 0 fits, 1 does not, "
+                        "2 cluster unreadable")
+    pf.add_argument("stack")
+    pf.add_argument("--from", dest="source", metavar="FILE",
+                    help="read saved kubectl output instead of the live cluster ('-': stdin; README, 'Preflight')")
+    pf.add_argument("--json", action="store_true")
+    pf.set_defaults(func=_preflight)
     rp = sub.add_parser("report", help="the lab's table and a PNG plot from results.jsonl files")
     rp.add_argument("results", nargs="+", help="results.jsonl of the variant(s)")
     rp.add_argument("--baseline", help="results.jsonl of the baseline (e.g. kv-routing)")

@@ -1,5 +1,5 @@
-"""The pinned Dynamo release's own data files (the graph CRD, the platform chart's values), for the
-conformance checks. Never copied into this repository; found, in this order:
+"""The pinned Dynamo release's own data files (the graph CRD, the platform chart's values and
+Chart.yaml), for the conformance checks. Never copied into this repository; found, in this order:
 
 1. the directory named by $DYNAMO_LAB_UPSTREAM_DIR (same layout as below);
 2. `../shared/upstream/dynamo/` beside the project, where a team workspace keeps reference copies;
@@ -7,7 +7,8 @@ conformance checks. Never copied into this repository; found, in this order:
    downloading each file from the upstream repository at the pinned tag. The first download
    records each file's sha256 in the cache's SHA256SUMS; every later use checks the file against it.
 
-Layout: `crds/nvidia.com_dynamographdeployments.yaml`, `helm/platform/values.yaml`.
+Layout: `crds/nvidia.com_dynamographdeployments.yaml`, `helm/platform/values.yaml`,
+`helm/platform/Chart.yaml`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ FILES = {
     "crds/nvidia.com_dynamographdeployments.yaml":
         "deploy/operator/config/crd/bases/nvidia.com_dynamographdeployments.yaml",
     "helm/platform/values.yaml": "deploy/helm/charts/platform/values.yaml",
+    "helm/platform/Chart.yaml": "deploy/helm/charts/platform/Chart.yaml",
 }
 SUMS = "SHA256SUMS"
 HOW = (f"set DYNAMO_LAB_UPSTREAM_DIR to a directory holding {' and '.join(FILES)} from Dynamo {TAG}, "

@@ -6,6 +6,15 @@ import hashlib
 import json
 from typing import Any
 
+# Marks each namespace a stack creates as that stack's own. `dynamo-lab preflight` reads it to tell
+# a namespace this stack may reuse (its own, from an earlier `pulumi up`) from one it would take over.
+STACK_LABEL = "dynamo-lab/stack"
+
+
+def owner_labels(stack: str) -> dict[str, str]:
+    """The labels of a namespace that `stack` creates and owns."""
+    return {STACK_LABEL: stack}
+
 
 def content_hash(value: Any, length: int = 10) -> str:
     """A short, stable digest of JSON-able content, for names that change when the content does.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from infra.config.models import Platform
 
@@ -20,6 +20,8 @@ class ReleaseSpec:
     namespace: str
     timeout_seconds: int
     values: dict[str, Any] = field(default_factory=dict)
+    # Labels of the operator's namespace (manifests.owner_labels: which stack owns it).
+    namespace_labels: dict[str, str] = field(default_factory=dict)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -44,7 +46,8 @@ def chart_values(platform: Platform) -> dict[str, Any]:
     return _merge(platform.values, ours)
 
 
-def release(platform: Platform) -> ReleaseSpec:
+def release(platform: Platform, namespace_labels: Optional[dict[str, str]] = None) -> ReleaseSpec:
     return ReleaseSpec(name=platform.release_name, chart=platform.chart, version=platform.version,
                        repository=platform.chart_repo, namespace=platform.namespace,
-                       timeout_seconds=platform.timeout_seconds, values=chart_values(platform))
+                       timeout_seconds=platform.timeout_seconds, values=chart_values(platform),
+                       namespace_labels=dict(namespace_labels or {}))

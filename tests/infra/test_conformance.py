@@ -1,5 +1,6 @@
 """What the project emits, checked against real schemas: the Dynamo release's CRD and chart values
-(infra/lab/upstream.py finds or downloads them) and the Kubernetes 1.34 schemas.
+(infra/lab/upstream.py finds or downloads them) and the Kubernetes 1.34 schemas; and what the
+preflight assumes of the chart (the Kubernetes versions it supports).
 
 Skipped, with one line saying how to provide the Dynamo files, only when none of the places has
 them; DYNAMO_LAB_REQUIRE_UPSTREAM=1 (the GitHub workflow) turns that skip into a failure. Never
@@ -17,12 +18,14 @@ import pytest
 import yaml
 
 from infra.lab import upstream
+from infra.lab.preflight import versions
 from infra.lab.render import normalize
 from tests.helpers import DGD, RELEASE, STACKS, run_stack
 
 REMOVED = ["grove.enabled", "nats.enabled", "etcd.enabled", "kai-scheduler.enabled"]
 CRD = "crds/nvidia.com_dynamographdeployments.yaml"
 VALUES = "helm/platform/values.yaml"
+CHART = "helm/platform/Chart.yaml"
 
 
 @pytest.fixture(scope="session")
@@ -138,3 +141,12 @@ def test_values_check_catches_a_typo(dynamo):
     chart = yaml.safe_load(dynamo.file(VALUES).read_text())
     assert _has_path(chart, "global.grove.install")
     assert not _has_path(chart, "global.grove.instal")
+
+
+def test_preflight_checks_the_kubernetes_versions_the_chart_declares(dynamo):
+    chart = yaml.safe_load(dynamo.file(CHART).read_text())
+    assert chart["name"] == "dynamo-platform"
+    assert versions.SUPPORTED_KUBE_VERSION == chart["kubeVersion"]
+    # The lab's v1.34 is within it, a cluster a minor version below the floor is not.
+    assert versions.satisfies("v1.34.1", chart["kubeVersion"])
+    assert not versions.satisfies("v1.29.15", chart["kubeVersion"])

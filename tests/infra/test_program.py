@@ -149,6 +149,15 @@ def test_outputs_give_the_frontend_url_port_forward_and_placement():
     assert out["sizing"]["kv_bytes_per_token"] == 114_688
 
 
+def test_the_namespaces_a_stack_creates_carry_its_name():
+    # `dynamo-lab preflight` tells a namespace this stack may reuse from one it would take over by it.
+    run = run_stack("cross-server")
+    labels = {r.inputs["metadata"]["name"]: r.inputs["metadata"].get("labels")
+              for r in run.of_type("kubernetes:core/v1:Namespace")}
+    assert labels == {"dynamo-lab-cross-server": {"dynamo-lab/stack": "cross-server"},
+                      "dynamo-system": {"dynamo-lab/stack": "cross-server"}}
+
+
 def test_platform_management_off_deploys_only_the_graph():
     run = run_stack("cross-server", lambda c: c.update(platform={"manage": False}))
     assert run.of_type(RELEASE) == []

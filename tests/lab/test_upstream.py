@@ -19,7 +19,7 @@ def mirror(tmp_path):
     root = tmp_path / "mirror"
     for name, path in upstream.FILES.items():
         f = root / upstream.TAG / path
-        f.parent.mkdir(parents=True)
+        f.parent.mkdir(parents=True, exist_ok=True)  # two files share helm/platform/
         f.write_text(f"# {name}\nkind: test\n")
     requests: list[str] = []
 

@@ -1,0 +1,106 @@
+"""GPU classes to nodes: each class with workers must select exactly one node (the sizing plans one
+node with one GPU per class), and no two classes the same node. When a class selects none, the
+problem says why each GPU node fails its selector and which label would make it match."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from infra.config.models import GpuClass, StackConfig
+from infra.lab.preflight import selectors
+from infra.lab.preflight.cluster_data import ClusterData, Node
+from infra.lab.preflight.report import ClassRow, Problem, Report
+from infra.lab.preflight.workloads import expressions
+from infra.manifests.graph import node_affinity
+
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+NVIDIA_SMI_MEMORY = "nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits"
+
+
+def class_expressions(cls: GpuClass) -> list[dict]:
+    return expressions({"affinity": node_affinity(cls.node_selector)}) or []
+
+
+def _gpu_nodes(data: ClusterData) -> list[Node]:
+    return [n for n in data.nodes if any(k.startswith("nvidia.com/gpu") and v > 0 for k, v in n.allocatable.items())]
+
+
+def _label_value(req: dict) -> str:
+    """A value that satisfies `req` for a label the node lacks (the GPU memory label: its real MiB)."""
+    op, values = req["operator"], req.get("values") or []
+    if req["key"] == GPU_MEMORY_LABEL and op in ("Gt", "Lt"):
+        return f"<its GPU memory in MiB: {NVIDIA_SMI_MEMORY}>"
+    if op == "In":
+        return values[0]
+    if op in ("Gt", "Lt"):
+        return str(int(values[0]) + (1 if op == "Gt" else -1))
+    return ""
+
+
+def _no_node(name: str, expr: list[dict], candidates: list[Node]) -> Problem:
+    reasons, commands, mismatched = [], [], []
+    for node in candidates:
+        failing = [e for e in expr if not selectors.matches(e, node.labels)]
+        reasons.append(f"{node.name} {'; '.join(selectors.why_not(e, node.labels) for e in failing)}")
+        for e in failing:
+            if e["key"] not in node.labels and e["operator"] in ("In", "Exists", "Gt", "Lt"):
+                commands.append(f"kubectl label node {node.name} {e['key']}={_label_value(e)}")
+            else:
+                mismatched.append(node.name)
+    rule = " and ".join(selectors.describe(e) for e in expr)
+    looked = f" GPU nodes not taken by another class: {', '.join(reasons)}." if reasons else (
+        " No node advertises an nvidia.com/gpu resource: is the NVIDIA device plugin installed?")
+    fixes = []
+    if commands:
+        gfd = (f"GPU feature discovery sets {GPU_MEMORY_LABEL} (MiB) on every GPU node; without it, "
+               if any(f" {GPU_MEMORY_LABEL}=" in c for c in commands) else "")
+        fixes.append(f"label the node that holds the {name} GPU: {gfd}{' / '.join(commands)}")
+    if mismatched or not commands:
+        fixes.append(f"change gpuClasses.{name}.nodeSelector to match that node (README, 'GPU classes')")
+    fix = "; or ".join(fixes)
+    return Problem(f"gpuClasses.{name}", "node selector",
+                   f"no node matches {rule}, so its workers would stay Pending.{looked}", fix[0].upper() + fix[1:])
+
+
+def place(cfg: StackConfig, data: ClusterData, report: Report) -> dict[str, Node]:
+    """Each used GPU class's one node; problems for classes with none or several."""
+    workers: dict[str, int] = defaultdict(int)
+    for g in cfg.workers:
+        if g.replicas > 0:
+            workers[g.gpu_class] += g.replicas
+    matched = {name: [n for n in data.nodes if selectors.term_matches(class_expressions(cls), n.labels)]
+               for name, cls in cfg.gpu_classes.items()}
+    placed = {name: nodes[0] for name, nodes in matched.items() if workers[name] and len(nodes) == 1}
+    failed = set()
+    for name in (c for c in cfg.gpu_classes if workers[c]):
+        nodes = matched[name]
+        if not nodes:
+            taken = {n.name for n in placed.values()}
+            candidates = [n for n in _gpu_nodes(data) if n.name not in taken]
+            report.problems.append(_no_node(name, class_expressions(cfg.gpu_classes[name]), candidates))
+            failed.add(name)
+        elif len(nodes) > 1:
+            names = ", ".join(n.name for n in nodes)
+            report.problems.append(Problem(
+                f"gpuClasses.{name}", "node selector",
+                f"matches {len(nodes)} nodes ({names}); the sizing plans one node with one GPU per class, so "
+                "its workers could spread over them and the KV paths and GPU sharing would differ from the plan",
+                f"Narrow gpuClasses.{name}.nodeSelector to one node, e.g. add "
+                f"{{key: kubernetes.io/hostname, operator: In, values: [{nodes[0].name}]}}"))
+            failed.add(name)
+    by_node: dict[str, list[str]] = defaultdict(list)
+    for name, node in placed.items():
+        by_node[node.name].append(name)
+    for node_name, shared in by_node.items():
+        if len(shared) > 1:
+            report.problems.append(Problem(
+                "gpuClasses", "node selector",
+                f"{' and '.join(shared)} all select node {node_name}; the sizing plans one GPU per class, so "
+                "their workers would share a GPU whose memory it never checked for all of them",
+                "Make the classes' nodeSelectors match different nodes (README, 'GPU classes')"))
+            failed.update(shared)
+    for name, cls in cfg.gpu_classes.items():
+        rule = " and ".join(selectors.describe(e) for e in class_expressions(cls))
+        report.classes.append(ClassRow(name, rule, workers[name], [n.name for n in matched[name]],
+                                       not workers[name] or name not in failed))
+    return {name: node for name, node in placed.items() if name not in failed}
