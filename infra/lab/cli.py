@@ -131,10 +131,44 @@ def _preflight(args: argparse.Namespace) -> int:
     return 0 if report.fits else 1
 
 
+def _predict(args: argparse.Namespace) -> int:
+    from infra.lab import published
+    from infra.lab.predict import calibrate, cells, text, validate
+    from infra.lab.predict.params import LAB
+
+    if args.calibrate or args.validate:
+        stacks = {name: _stack(name) for name in sorted(published.TABLE)}
+        if args.calibrate:
+            fit, loss = calibrate.calibrate({n: stacks[n] for n in validate.TABLE_STACKS}, LAB,
+                                            log=lambda m: print(m, file=sys.stderr, flush=True))
+            print(f"# loss {loss:.4f}; paste into infra/lab/predict/params.py\n{fit!r}")
+            return 0
+        result = validate.validate(stacks)
+        print(json.dumps(result.as_dict(), indent=2) if args.json else text.validation(result))
+        return 0
+    if not args.stack:
+        raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
+    cfg, sizing = _stack(args.stack)
+    rows = cells.predict(cfg, sizing)
+    if args.json:
+        print(json.dumps({"stack": args.stack, "rows": [r.__dict__ for r in rows],
+                          "inputs": cells.inputs(cfg, sizing)}, indent=2))
+    else:
+        print(text.matrix(args.stack, rows))
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from infra.lab.bench import table
 
-    print(table.main(args.results, args.baseline, args.plot, args.published))
+    predictor = None
+    if args.predicted:
+        from infra.lab.predict import cells
+
+        def predictor(stack: str, prefix_types: int, concurrency: int) -> tuple[float, float]:
+            row = cells.predict_cell(*_stack(stack), prefix_types, concurrency)
+            return row.ttft_p50_ms, row.requests_per_s
+    print(table.main(args.results, args.baseline, args.plot, args.published, predictor))
     return 0
 
 
@@ -187,12 +221,22 @@ def parser() -> argparse.ArgumentParser:
                     help="read saved kubectl output instead of the live cluster ('-': stdin; README, 'Preflight')")
     pf.add_argument("--json", action="store_true")
     pf.set_defaults(func=_preflight)
+    pd = sub.add_parser("predict", help="predicted TTFT and requests/s for every cell of the benchmark matrix")
+    pd.add_argument("stack", nargs="?", help="the stack to predict (its config as it is)")
+    pd.add_argument("--json", action="store_true", help="rows and the inputs the prediction used")
+    pd.add_argument("--validate", action="store_true",
+                    help="the prediction's error against every cell the write-up published")
+    pd.add_argument("--calibrate", action="store_true",
+                    help="refit the lab's constants to the concurrency-4 cells (prints them; minutes)")
+    pd.set_defaults(func=_predict)
     rp = sub.add_parser("report", help="the lab's table and a PNG plot from results.jsonl files")
     rp.add_argument("results", nargs="+", help="results.jsonl of the variant(s)")
     rp.add_argument("--baseline", help="results.jsonl of the baseline (e.g. kv-routing)")
     rp.add_argument("--plot", help="write a PNG plot here")
     rp.add_argument("--published", action="store_true",
                     help="add the lab's published figures (docs/lab.md) beside the results")
+    rp.add_argument("--predicted", action="store_true",
+                    help="add the predictor's figures for each stack as configured (docs/predictor.md)")
     rp.set_defaults(func=_report)
     return p
 

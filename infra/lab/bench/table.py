@@ -6,7 +6,7 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from infra.errors import UserError
 from infra.lab import published
@@ -62,7 +62,12 @@ def _fmt(value, digits=0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def table(variants: dict, baseline: Optional[dict], show_published: bool) -> str:
+# predict(stack, prefix_types, concurrency) -> (TTFT p50 ms, requests/s), from the predictor.
+Predictor = Callable[[str, int, int], tuple[float, float]]
+
+
+def table(variants: dict, baseline: Optional[dict], show_published: bool,
+          predictor: Optional[Predictor] = None) -> str:
     base_stack, base = next(iter(baseline.items())) if baseline else (None, {})
     blocks = []
     for stack, cells in variants.items():
@@ -75,6 +80,9 @@ def table(variants: dict, baseline: Optional[dict], show_published: bool) -> str
         if show_published:
             head += ["published p50" + (f" {base_stack}/{stack}" if base_stack else ""),
                      "published req/s" + (f" {base_stack}/{stack}" if base_stack else "")]
+        if predictor:
+            head += ["predicted p50" + (f" {base_stack}/{stack}" if base_stack else ""),
+                     "predicted req/s" + (f" {base_stack}/{stack}" if base_stack else "")]
         head += ["runs"]
         rows = []
         for key in sorted(cells):
@@ -94,6 +102,9 @@ def table(variants: dict, baseline: Optional[dict], show_published: bool) -> str
                 pub = ([published.cell(base_stack, *key)] if base_stack else []) + [published.cell(stack, *key)]
                 row += [" / ".join(_fmt(c.ttft_p50_ms) if c else "-" for c in pub),
                         " / ".join(_fmt(c.requests_per_s, 1) if c else "-" for c in pub)]
+            if predictor:
+                pred = [predictor(s, *key) for s in ([base_stack] if base_stack else []) + [stack]]
+                row += [" / ".join(_fmt(p50) for p50, _ in pred), " / ".join(_fmt(rps, 1) for _, rps in pred)]
             row += [str(v["runs"]) + (f" ({v['failed']} failed)" if v["failed"] else "")]
             rows.append(row)
         target = next(iter(cells.values()))["target"]
@@ -129,12 +140,13 @@ def plot(variants: dict, baseline: Optional[dict], path: str) -> None:
     plt.close(fig)
 
 
-def main(results: list[str], baseline: Optional[str], plot_path: Optional[str], show_published: bool) -> str:
+def main(results: list[str], baseline: Optional[str], plot_path: Optional[str], show_published: bool,
+         predictor: Optional[Predictor] = None) -> str:
     variants = aggregate(load(results))
     base = aggregate(load([baseline])) if baseline else None
     if not variants:
         raise ReportError("no results in " + ", ".join(results))
-    text = table(variants, base, show_published)
+    text = table(variants, base, show_published, predictor)
     if plot_path:
         plot(variants, base, plot_path)
         text += f"\n\nplot: {plot_path}"

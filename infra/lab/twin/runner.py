@@ -15,6 +15,7 @@ dependencies are heavy; `twin_python()` finds it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.errors import UserError
 from infra.lab.procs import free_port, sigterm_as_interrupt
@@ -56,15 +58,24 @@ class Worker:
     index: int
     kv_bytes_per_token: int
     bandwidth_gb_s: Optional[float]  # decimal GB/s, the mocker's unit
+    # A prefill mocker's handoff port: with it, the mocker charges a transfer only for the blocks the
+    # decode mocker's own cache lacks (destination_missing), as vLLM's NixlPullConnector moves them.
+    bootstrap_port: Optional[int] = None
 
     def args(self, model_dir: Path, model_name: str) -> list[str]:
         out = ["-m", "dynamo.mocker", "--model-path", str(model_dir), "--model-name", model_name,
                "--discovery-backend", "file", "--request-plane", "tcp", "--event-plane", "zmq",
                # Always explicit: the mocker's own formula takes head_dim = hidden/heads (wrong for Qwen3).
                "--kv-bytes-per-token", str(self.kv_bytes_per_token),
+               # vLLM's block size: prefix reuse and transfers are counted in the same blocks.
+               "--block-size", str(prefix_cache.BLOCK_TOKENS),
                "--disaggregation-mode", ROLE_MODE[self.role]]
         if self.bandwidth_gb_s is not None:
-            out += ["--kv-transfer-bandwidth", f"{self.bandwidth_gb_s:.6g}"]
+            # Without a bandwidth the mocker charges no transfer time at all.
+            out += ["--kv-transfer-bandwidth", f"{self.bandwidth_gb_s:.6g}",
+                    "--kv-transfer-timing-mode", "destination_missing"]
+        if self.bootstrap_port is not None:
+            out += ["--bootstrap-ports", str(self.bootstrap_port)]
         return out
 
 
@@ -85,7 +96,8 @@ class Twin:
 
     def __init__(self, cfg: StackConfig, sizing: StackSizing, ready_timeout: float = 120, log=None):
         self.cfg, self.sizing = cfg, sizing
-        self.workers = plan(cfg, sizing)
+        self.workers = [dataclasses.replace(w, bootstrap_port=free_port()) if w.role == "prefill" else w
+                        for w in plan(cfg, sizing)]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # Model dir, discovery files and logs; removed with the twin.
@@ -111,7 +123,9 @@ class Twin:
         self.stop()
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        env = {**os.environ, "DYN_FILE_KV": str(self.dir / "kv"), "PYTHONUNBUFFERED": "1"}
+        # DYN_HTTP_RPC_HOST: the mockers' handoff servers listen on loopback only.
+        env = {**os.environ, "DYN_FILE_KV": str(self.dir / "kv"), "PYTHONUNBUFFERED": "1",
+               "DYN_HTTP_RPC_HOST": "127.0.0.1"}
         logf = open(self.dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen([str(twin_python()), *args], env=env, stdout=logf, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.dir)

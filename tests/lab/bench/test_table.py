@@ -81,3 +81,18 @@ def test_bad_results_are_reported_with_the_line(tmp_path):
     bad.write_text('{"stack": "x"}\n')
     with pytest.raises(table.ReportError, match="r.jsonl:1: missing prefix_types"):
         table.load([str(bad)])
+
+
+def test_twin_predictor_and_published_figures_in_one_table(tmp_path):
+    variant = _write(tmp_path / "v.jsonl", [_line("same-server", 2, 4, 1, 300, 390, 6.0)])
+    base = _write(tmp_path / "b.jsonl", [_line("kv-routing", 2, 4, 1, 50, 90, 8.0)])
+    calls = []
+
+    def predictor(stack, prefix_types, concurrency):
+        calls.append((stack, prefix_types, concurrency))
+        return {"kv-routing": (40.0, 9.5), "same-server": (250.0, 5.5)}[stack]
+    text = table.main([variant], base, None, show_published=True, predictor=predictor)
+    header, _, row = text.splitlines()[1:4]
+    assert "published p50 kv-routing/same-server" in header and "predicted p50 kv-routing/same-server" in header
+    assert "34 / 286" in row and "40 / 250" in row and "9.5 / 5.5" in row
+    assert sorted(calls) == [("kv-routing", 2, 4), ("same-server", 2, 4)]

@@ -1,0 +1,96 @@
+"""Fit the lab's constants (params.py) to the write-up's concurrency-4 cells only.
+
+`dynamo-lab predict --calibrate` runs this: a pattern search over the logarithms of the fitted
+constants, minimising the squared log error of TTFT p50 and requests/s (and, at half weight, TTFT
+p99) over every published concurrency-4 cell of same-server and KV routing. The concurrency-8
+cells are never looked at here: they are the hold-out the README's error table reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Optional
+
+from infra.config.models import StackConfig
+from infra.lab import published
+from infra.lab.predict.cells import predict_cell
+from infra.lab.predict.params import LabParams
+from infra.sizing import StackSizing
+
+FITTED = ("frontend_s", "step_cpu_s", "decode_gpu_s", "decode_per_request_gpu_s", "prefill_scale",
+          "same_node_bytes_per_s", "transfer_s")
+WEIGHTS = {"ttft_p50_ms": 1.0, "requests_per_s": 1.0, "ttft_p99_ms": 0.5}
+CALIBRATION_CONCURRENCY = 4
+
+
+def loss(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams) -> float:
+    total, n = 0.0, 0
+    for name, (cfg, sizing) in stacks.items():
+        scale = lab.pool_scale.get(name, 1.0)
+        for (prefix_types, concurrency), cell in published.TABLE[name].items():
+            if concurrency != CALIBRATION_CONCURRENCY:
+                continue
+            row = predict_cell(cfg, sizing, prefix_types, concurrency, lab, pool_scale=scale)
+            for metric, weight in WEIGHTS.items():
+                value = getattr(cell, metric)
+                if value is not None:
+                    total += weight * math.log(getattr(row, metric) / value) ** 2
+                    n += 1
+            target = cache_hit_target(name, prefix_types)
+            if target is not None:
+                total += (row.prefill_cache_ratio / max_cache_ratio(cfg) - target) ** 2 / 0.1 ** 2 * 0.05
+                n += 1
+    return total / n
+
+
+def max_cache_ratio(cfg: StackConfig) -> float:
+    """The share of a prompt a prefix-cache hit can cover: the prefix's whole blocks."""
+    b = cfg.benchmark
+    return (b.prefix_tokens // 16 * 16) / (b.prefix_tokens + b.unique_tokens)
+
+
+def cache_hit_target(stack: str, prefix_types: int) -> Optional[float]:
+    """The write-up's prefill-side cache token ratio as a share of its best case (the 2-prefix
+    figure, where every prompt found its prefix), or None where none was published."""
+    ratio = published.CACHE_TOKEN_RATIO.get((stack, prefix_types))
+    best = published.CACHE_TOKEN_RATIO.get(("same-server", 2))
+    if ratio is None or best is None:
+        return None
+    return (sum(ratio) / 2) / best[0]
+
+
+def pattern_search(f: Callable[[list[float]], float], x0: list[float], step: float = 0.4, smallest: float = 0.02,
+                   log: Callable[[str], None] = lambda m: None) -> list[float]:
+    """Coordinate pattern search: try each coordinate up and down by `step`, keep what lowers f,
+    halve the step when nothing does. Slower than gradient methods but steady on a simulated
+    (piecewise, slightly noisy) loss, and needs no SciPy in the lock."""
+    x, fx = list(x0), f(x0)
+    while step >= smallest:
+        improved = False
+        for i in range(len(x)):
+            for direction in (1, -1):
+                trial = list(x)
+                trial[i] += direction * step
+                ft = f(trial)
+                if ft < fx:
+                    x, fx, improved = trial, ft, True
+                    break
+        log(f"step {step:.3f}: loss {fx:.4f}")
+        if not improved:
+            step /= 2
+    return x
+
+
+def calibrate(stacks: dict[str, tuple[StackConfig, StackSizing]], start: LabParams,
+              log: Callable[[str], None] = lambda m: None) -> tuple[LabParams, float]:
+    scaled = sorted(stacks)
+
+    def params(x: list[float]) -> LabParams:
+        fitted = {k: math.exp(v) for k, v in zip(FITTED, x[:len(FITTED)], strict=True)}
+        scales = {name: math.exp(v) for name, v in zip(scaled, x[len(FITTED):], strict=True)}
+        return dataclasses.replace(start, **fitted, pool_scale=scales)
+
+    x0 = [math.log(getattr(start, k)) for k in FITTED] + [math.log(start.pool_scale.get(n, 1.0)) for n in scaled]
+    best = pattern_search(lambda x: loss(stacks, params(x)), x0, log=log)
+    return params(best), loss(stacks, params(best))

@@ -1,0 +1,343 @@
+"""A discrete-event model of one serving graph under the benchmark's closed-loop load.
+
+What it models, because the lab's table shows it growing with load (docs/predictor.md):
+- GPUs shared by time-slicing: each GPU is a processor-sharing server; every worker on it runs
+  vLLM-like engine steps (prefill tokens up to a token budget, plus one token per running
+  request), and k workers with a step in flight each progress at 1/k speed.
+- Prefix caches: each worker keeps an LRU cache of KV blocks: a prefix's reusable blocks, and each
+  finished request's own tail until evicted. A prefill or aggregated worker computes only what it
+  lacks; a decode worker pulls only what it lacks (vLLM 0.31.0's NixlPullConnector).
+- Routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV router's cost
+  (overlap-weighted blocks to compute + active blocks); a decode worker by load only (fewest active
+  blocks), since decode workers publish no KV events.
+- Transfers on a shared path: each same-node path and the cross-node link is a processor-sharing
+  server of the path's throughput, so concurrent transfers slow each other.
+- Closed-loop clients, as AIPerf drives them: `concurrency` requests in flight, each client sending
+  the next request when the last one completes; each request draws one of `prefix_types` prefixes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+EPS = 1e-12
+
+
+class Sim:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._events: list = []
+        self._seq = itertools.count()
+
+    def at(self, time: float, fn: Callable, *args) -> None:
+        heapq.heappush(self._events, (time, next(self._seq), fn, args))
+
+    def run(self, until: Callable[[], bool]) -> None:
+        while self._events and not until():
+            self.now, _, fn, args = heapq.heappop(self._events)
+            fn(*args)
+
+
+class Sharing:
+    """A processor-sharing server: `capacity` units of work per second split evenly among its jobs."""
+
+    def __init__(self, sim: Sim, capacity: float) -> None:
+        self.sim, self.capacity = sim, capacity
+        self.jobs: dict[int, list] = {}
+        self.last = 0.0
+        self.version = 0
+        self._ids = itertools.count()
+
+    def _advance(self) -> None:
+        if self.jobs:
+            done = (self.sim.now - self.last) * self.capacity / len(self.jobs)
+            for job in self.jobs.values():
+                job[0] -= done
+        self.last = self.sim.now
+
+    def _reschedule(self) -> None:
+        self.version += 1
+        if self.jobs:
+            left = min(job[0] for job in self.jobs.values())
+            self.sim.at(self.sim.now + max(left, 0.0) * len(self.jobs) / self.capacity, self._complete, self.version)
+
+    def submit(self, work: float, callback: Callable[[], None]) -> None:
+        self._advance()
+        self.jobs[next(self._ids)] = [work, callback]
+        self._reschedule()
+
+    def _complete(self, version: int) -> None:
+        if version != self.version:
+            return
+        self._advance()
+        done = [k for k, job in self.jobs.items() if job[0] <= EPS * max(1.0, self.capacity)]
+        callbacks = [self.jobs.pop(k)[1] for k in done]
+        self._reschedule()
+        for cb in callbacks:
+            cb()
+
+
+@dataclass
+class Request:
+    id: int
+    prefix: int
+    input_tokens: int
+    output_tokens: int
+    sent: float
+    first_token: Optional[float] = None
+    done: Optional[float] = None
+    to_compute: int = 0  # prompt tokens the current worker must prefill
+    generated: int = 0
+    blocks: int = 0
+
+
+class Cache:
+    """A worker's prefix cache in blocks: prefixes (reusable) and tails (never reused), LRU eviction."""
+
+    def __init__(self, capacity_blocks: int) -> None:
+        self.capacity = capacity_blocks
+        self.items: OrderedDict = OrderedDict()
+        self.used = 0
+        self.pinned = 0  # blocks of requests in flight, not evictable
+
+    def has(self, key) -> bool:
+        if key in self.items:
+            self.items.move_to_end(key)
+            return True
+        return False
+
+    def insert(self, key, blocks: int) -> None:
+        if key in self.items:
+            self.items.move_to_end(key)
+            return
+        while self.items and self.used + blocks + self.pinned > self.capacity:
+            _, size = self.items.popitem(last=False)
+            self.used -= size
+        if self.used + blocks + self.pinned <= self.capacity:
+            self.items[key] = blocks
+            self.used += blocks
+
+
+@dataclass
+class Worker:
+    name: str
+    role: str  # agg | prefill | decode
+    gpu: Sharing
+    node: str
+    prefill_tokens_per_s: float
+    decode_scale: float
+    cache: Cache
+    waiting: list = field(default_factory=list)
+    running: list = field(default_factory=list)
+    busy: bool = False
+    active_blocks: int = 0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The engine and system constants of one lab (see params.py for values and their sources)."""
+
+    frontend_s: float
+    step_cpu_s: float  # an engine step's host-side cost (scheduling, launches): each worker has its own CPU
+    decode_gpu_s: float  # a decode step's GPU time with one running request (shared when time-sliced)
+    decode_per_request_gpu_s: float  # what each further running request adds
+    transfer_s: float  # fixed cost of one KV transfer (handshake, notification, scheduling)
+    overlap_weight: float = 1.0  # the KV router's kv_overlap_score_weight
+    token_budget: int = 8192  # vLLM max_num_batched_tokens
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    name: str
+    role: str
+    gpu: str
+    node: str
+    prefill_tokens_per_s: float
+    decode_scale: float
+    cache_blocks: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    prefix_types: int
+    prefix_tokens: int
+    input_tokens: int
+    output_tokens: int
+    kv_bytes_per_token: int
+    block_tokens: int = 16
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    transfers: int = 0
+    warm_transfers: int = 0
+
+    @property
+    def prefill_cache_ratio(self) -> float:
+        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def decode_hit_ratio(self) -> Optional[float]:
+        return self.warm_transfers / self.transfers if self.transfers else None
+
+
+class Graph:
+    """The workers, GPUs and transfer paths of one stack, under one closed-loop load."""
+
+    def __init__(self, specs: list[WorkerSpec], paths: dict[tuple[str, str], float], timing: Timing,
+                 load: Workload, seed: int) -> None:
+        self.sim = Sim()
+        self.timing, self.load = timing, load
+        self.rng = random.Random(seed)
+        gpus = {s.gpu: Sharing(self.sim, 1.0) for s in specs}
+        self.workers = [Worker(s.name, s.role, gpus[s.gpu], s.node, s.prefill_tokens_per_s, s.decode_scale,
+                               Cache(s.cache_blocks)) for s in specs]
+        # (prefill node, decode node) -> a shared path of that many bytes/s
+        self.paths = {k: Sharing(self.sim, bps) for k, bps in paths.items()}
+        self.prefix_blocks = load.prefix_tokens // load.block_tokens
+        self.request_blocks = -(-(load.input_tokens + load.output_tokens) // load.block_tokens)
+        self.completed: list[Request] = []
+        self.stats = Stats()
+        self._ids = itertools.count()
+
+    # -- routing ---------------------------------------------------------------------------------
+
+    def _pick_by_kv(self, candidates: list[Worker], req: Request) -> Worker:
+        best, best_cost = [], None
+        for w in candidates:
+            overlap = self.prefix_blocks if req.prefix in w.cache.items else 0
+            cost = self.timing.overlap_weight * (self.request_blocks - overlap) + w.active_blocks
+            if best_cost is None or cost < best_cost - EPS:
+                best, best_cost = [w], cost
+            elif abs(cost - best_cost) <= EPS:
+                best.append(w)
+        return self.rng.choice(best)
+
+    def _pick_by_load(self, candidates: list[Worker]) -> Worker:
+        least = min(w.active_blocks for w in candidates)
+        return self.rng.choice([w for w in candidates if w.active_blocks == least])
+
+    # -- request lifecycle -----------------------------------------------------------------------
+
+    def send(self, client: Callable[[Request], None]) -> None:
+        load = self.load
+        req = Request(next(self._ids), self.rng.randrange(load.prefix_types), load.input_tokens, load.output_tokens,
+                      self.sim.now, blocks=self.request_blocks)
+        req.client = client  # type: ignore[attr-defined]
+        self.sim.at(self.sim.now + self.timing.frontend_s, self._route, req)
+
+    def _route(self, req: Request) -> None:
+        first = [w for w in self.workers if w.role in ("agg", "prefill")]
+        self._admit(self._pick_by_kv(first, req), req)
+
+    def _admit(self, w: Worker, req: Request) -> None:
+        reusable = self.prefix_blocks * self.load.block_tokens if w.cache.has(req.prefix) else 0
+        req.to_compute = req.input_tokens - reusable
+        self.stats.prompt_tokens += req.input_tokens
+        self.stats.cached_prompt_tokens += reusable
+        w.active_blocks += req.blocks
+        w.cache.pinned += req.blocks
+        w.waiting.append(req)
+        self._step(w)
+
+    def _release(self, w: Worker, req: Request) -> None:
+        w.active_blocks -= req.blocks
+        w.cache.pinned -= req.blocks
+        w.cache.insert(("tail", req.id), req.blocks - self.prefix_blocks)
+
+    def _step(self, w: Worker) -> None:
+        if w.busy or not (w.waiting or w.running):
+            return
+        t = self.timing
+        budget = t.token_budget - len(w.running)
+        chunk: list[tuple[Request, int]] = []
+        for req in w.waiting:
+            if budget <= 0:
+                break
+            n = min(req.to_compute, budget)
+            chunk.append((req, n))
+            budget -= n
+        prefill_tokens = sum(n for _, n in chunk)
+        gpu = prefill_tokens / w.prefill_tokens_per_s
+        if w.running:
+            gpu += w.decode_scale * (t.decode_gpu_s + t.decode_per_request_gpu_s * (len(w.running) - 1))
+        w.busy = True
+        decoding = list(w.running)
+        done = lambda: self._stepped(w, chunk, decoding)  # noqa: E731
+        self.sim.at(self.sim.now + t.step_cpu_s, w.gpu.submit, gpu, done)
+
+    def _stepped(self, w: Worker, chunk: list[tuple[Request, int]], decoding: list[Request]) -> None:
+        now = self.sim.now
+        w.busy = False
+        for req in decoding:
+            req.generated += 1
+            if req.first_token is None:
+                req.first_token = now
+            if req.generated >= req.output_tokens:
+                w.running.remove(req)
+                self._finish(w, req)
+        for req, n in chunk:
+            req.to_compute -= n
+            if req.to_compute > 0:
+                continue
+            w.waiting.remove(req)
+            w.cache.insert(req.prefix, self.prefix_blocks)
+            if w.role == "agg":
+                req.first_token, req.generated = now, 1
+                w.running.append(req)
+            else:
+                self._release(w, req)
+                self._hand_off(w, req)
+        self._step(w)
+
+    def _hand_off(self, prefill: Worker, req: Request) -> None:
+        decode = self._pick_by_load([w for w in self.workers if w.role == "decode"])
+        decode.active_blocks += req.blocks
+        decode.cache.pinned += req.blocks
+        cached = self.prefix_blocks * self.load.block_tokens if decode.cache.has(req.prefix) else 0
+        self.stats.transfers += 1
+        self.stats.warm_transfers += bool(cached)
+        nbytes = (req.input_tokens - cached) * self.load.kv_bytes_per_token
+        path = self.paths[(prefill.node, decode.node)]
+
+        def arrived() -> None:
+            self.sim.at(self.sim.now + self.timing.transfer_s, self._join, decode, req)
+        path.submit(nbytes, arrived)
+
+    def _join(self, decode: Worker, req: Request) -> None:
+        decode.cache.insert(req.prefix, self.prefix_blocks)
+        decode.running.append(req)
+        self._step(decode)
+
+    def _finish(self, w: Worker, req: Request) -> None:
+        req.done = self.sim.now
+        self._release(w, req)
+        self.completed.append(req)
+        req.client(req)  # type: ignore[attr-defined]
+
+    # -- load --------------------------------------------------------------------------------------
+
+    def run(self, concurrency: int, requests: int, stop_after: Optional[int] = None) -> list[Request]:
+        """One benchmark run: `requests` requests, `concurrency` in flight; returns the completed ones
+        in completion order, all of them, or the first `stop_after`."""
+        sent = 0
+        start = len(self.completed)
+        wanted = requests if stop_after is None else min(stop_after, requests)
+
+        def client(_done: Optional[Request] = None) -> None:
+            nonlocal sent
+            if sent < requests:
+                sent += 1
+                self.send(client)
+
+        for _ in range(min(concurrency, requests)):
+            client()
+        self.sim.run(until=lambda: len(self.completed) - start >= wanted)
+        return self.completed[start:start + wanted]

@@ -1,0 +1,66 @@
+"""The predictor's output in words: the matrix of one stack, and its error against the write-up."""
+
+from __future__ import annotations
+
+from infra.lab.predict.cells import Error, Row
+from infra.lab.sizing_text import text_table
+
+# The goal the README states: every TTFT p50 and requests/s cell within 25%, every p99 within 35%.
+GOALS = {"ttft_p50_ms": 0.25, "requests_per_s": 0.25, "ttft_p99_ms": 0.35}
+LABELS = {"ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms", "requests_per_s": "req/s"}
+
+
+def matrix(stack: str, rows: list[Row]) -> str:
+    head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "req/s", "prefill cache", "decode hit"]
+    body = [[str(r.prefix_types), str(r.concurrency), f"{r.ttft_p50_ms:.0f}", f"{r.ttft_p99_ms:.0f}",
+             f"{r.requests_per_s:.1f}", f"{r.prefill_cache_ratio:.2f}",
+             "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}"] for r in rows]
+    return (f"Predicted for stack {stack} (model and constants: docs/predictor.md; an ESTIMATE):\n"
+            + text_table(head, body))
+
+
+def _fmt(metric: str, value: float) -> str:
+    return f"{value:.1f}" if metric == "requests_per_s" else f"{value:,.0f}"
+
+
+def error_table(errs: list[Error], calibration_concurrency: int) -> str:
+    body = []
+    for e in errs:
+        role = "fit" if e.concurrency == calibration_concurrency else "hold-out"
+        within = abs(e.relative) <= GOALS[e.metric]
+        body.append([e.stack, str(e.prefix_types), str(e.concurrency), role, LABELS[e.metric],
+                     _fmt(e.metric, e.published), _fmt(e.metric, e.predicted), f"{e.relative:+.0%}",
+                     "yes" if within else "NO"])
+    lines = [text_table(["stack", "prefix types", "conc", "cell", "metric", "published", "predicted", "error",
+                         "within goal"], body), ""]
+    for role in ("fit", "hold-out"):
+        chosen = [e for e in errs if (e.concurrency == calibration_concurrency) == (role == "fit")]
+        if not chosen:
+            continue
+        parts = []
+        for metric in GOALS:
+            ms = [e for e in chosen if e.metric == metric]
+            if ms:
+                ok = sum(abs(e.relative) <= GOALS[metric] for e in ms)
+                worst = max(abs(e.relative) for e in ms)
+                parts.append(f"{LABELS[metric]} {ok}/{len(ms)} within {GOALS[metric]:.0%} (worst {worst:.0%})")
+        lines.append(f"{role} cells: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def validation(v) -> str:
+    """`predict --validate`: the error table, then the cross-server first requests."""
+    from infra.lab import published
+    from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
+
+    c1 = sorted(v.first_c1)
+    median = (c1[len(c1) // 2 - 1] + c1[len(c1) // 2]) / 2
+    pub_c1 = published.CROSS_SERVER_CONCURRENCY_1_MS
+    return "\n".join([
+        error_table(v.errors, CALIBRATION_CONCURRENCY), "",
+        "cross-server, first requests on fresh workers (prefix types 2; the write-up's only figures of it):",
+        "  concurrency 4, first 2 requests: published 2,039 and 2,040 ms; predicted "
+        + " and ".join(f"{x:,.0f}" for x in v.first_c4) + " ms",
+        f"  concurrency 1, first 4 requests: published median {pub_c1['median']:,.0f} / max {pub_c1['max']:,.0f} ms;"
+        f" predicted median {median:,.0f} / max {max(c1):,.0f} ms",
+    ])

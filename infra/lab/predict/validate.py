@@ -1,0 +1,33 @@
+"""The predictor against the write-up: every published cell, and the cross-server first requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.config.models import StackConfig
+from infra.lab.predict import cells
+from infra.lab.predict.params import LAB, LabParams
+from infra.sizing import StackSizing
+
+# The stacks whose steady-state cells the write-up published; cross-server has only first requests.
+TABLE_STACKS = ("kv-routing", "same-server")
+
+
+@dataclass(frozen=True)
+class Validation:
+    errors: list[cells.Error]
+    first_c4: list[float]  # cross-server, concurrency 4: TTFT of the first 2 requests, ms
+    first_c1: list[float]  # cross-server, concurrency 1: TTFT of the first 4 requests, ms
+
+    def as_dict(self) -> dict:
+        return {"cells": [{**e.__dict__, "relative": e.relative} for e in self.errors],
+                "cross_server_first_requests_ms": {"concurrency_4": self.first_c4, "concurrency_1": self.first_c1}}
+
+
+def validate(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams = LAB) -> Validation:
+    """`stacks`: name -> (config, sizing) for kv-routing, same-server and cross-server."""
+    errs = [e for name in TABLE_STACKS
+            for e in cells.errors(name, cells.predict(*stacks[name], lab, lab.pool_scale.get(name, 1.0)))]
+    cross = stacks["cross-server"]
+    return Validation(errs, cells.first_requests(*cross, prefix_types=2, concurrency=4, count=2, lab=lab),
+                      cells.first_requests(*cross, prefix_types=2, concurrency=1, count=4, lab=lab))
