@@ -2,7 +2,7 @@
 
 Pure arithmetic over a validated StackConfig; no Pulumi here, and no report prose (the lab's
 `sizing_text` words it). A stack that cannot fit raises ConfigError with the numbers and the fix.
-The rules come from the lab's OOM and vLLM's source (docs/sizing.md):
+The rules come from the lab's OOM (docs/lab.md) and vLLM's source (docs/sources.md):
 - KV bytes per token = 2 (K and V) x layers x KV heads x head_dim x dtype bytes.
 - Every worker pins its KV pool with --kv-cache-memory-bytes, so GPU and host figures are exact.
 - With kv_buffer_device=cpu each prefill AND decode worker allocates a host mirror of its WHOLE
@@ -326,7 +326,7 @@ def model_cache(cfg: StackConfig, problems: list) -> ModelCacheSizing:
                          f"modelCache.pvc.size to at least {math.ceil(need / units.GI)}Gi"))
     pods = sum(g.replicas for g in cfg.workers)
     locations = {"off": [], "hostPath": cfg.worker_nodes,
-                 "pvc": [mc.pvc.claim_name or f"{cfg.graph.name}-model-cache"]}[mc.mode]
+                 "pvc": [cfg.model_cache_claim]}[mc.mode]
     return ModelCacheSizing(mode=mc.mode, stored_parameters=m.stored_parameters, weights_bytes=weights,
                             tokenizer_bytes=m.tokenizer_bytes, bytes_per_cache=need, locations=locations,
                             claim_bytes=claim, downloads=len(locations) if locations else pods)

@@ -26,8 +26,22 @@ _LOOSE = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+))\s*([A-Za-z]*)\s*$")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps)\s*$", re.IGNORECASE)
 
 
+# resource.Quantity: "no quantity may represent a number greater than 2^63-1 in magnitude".
+QUANTITY_MAX = 2**63 - 1
+
+
 class QuantityError(ValueError):
     pass
+
+
+class QuantityRangeError(QuantityError):
+    """A well-formed quantity beyond the range Kubernetes allows."""
+
+
+def _in_range(text: object, value: Fraction) -> Fraction:
+    if abs(value) > QUANTITY_MAX:
+        raise QuantityRangeError(f"{str(text)!r} is more than Kubernetes allows in a quantity (2^63-1)")
+    return value
 
 
 def parse_quantity(text: object) -> Fraction:
@@ -35,7 +49,7 @@ def parse_quantity(text: object) -> Fraction:
     if isinstance(text, bool):
         raise QuantityError(f"{text!r} is not a Kubernetes quantity")
     if isinstance(text, int):
-        return Fraction(text)
+        return _in_range(text, Fraction(text))
     if isinstance(text, float):
         text = repr(text)
     match = _QUANTITY.match(str(text))
@@ -48,9 +62,12 @@ def parse_quantity(text: object) -> Fraction:
         value *= _BINARY[suffix]
     elif suffix in _DECIMAL:
         value *= _DECIMAL[suffix]
-    else:  # e3, E-2
-        value *= Fraction(10) ** int(suffix[1:])
-    return -value if sign == "-" else value
+    else:  # e3, E-2; an exponent past any quantity's range is refused before it is computed
+        exponent = int(suffix[1:])
+        if exponent > 40 or len(number) > 40:
+            raise QuantityRangeError(f"{str(text)!r} is more than Kubernetes allows in a quantity (2^63-1)")
+        value *= Fraction(10) ** max(exponent, -40)
+    return _in_range(text, -value if sign == "-" else value)
 
 
 def _n(value: Fraction | int) -> str:
@@ -86,6 +103,8 @@ def _whole_bytes(value: object, minimum: int, unit: str, meant_suffix: str) -> i
     text = str(value).strip()
     try:
         exact = parse_quantity(value)
+    except QuantityRangeError:
+        raise
     except QuantityError:
         meant = _meant(text, unit) or ". Write bytes with a Kubernetes suffix, e.g. 3584Mi, 10Gi, 272M, 1G"
         raise QuantityError(f"{text!r} is not a Kubernetes quantity{meant}") from None
@@ -119,6 +138,8 @@ def parse_cpu(value: object) -> int:
     text = str(value).strip() if not isinstance(value, int) else str(value)
     try:
         exact = parse_quantity(value)
+    except QuantityRangeError:
+        raise
     except QuantityError:
         meant = _meant(str(value), "CPUs") or ". Write cores or millicores, e.g. 2, 0.5, 500m"
         raise QuantityError(f"{str(value)!r} is not a Kubernetes CPU quantity{meant}") from None

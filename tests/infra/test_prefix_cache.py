@@ -11,7 +11,7 @@ from infra import prefix_cache as pc
 def test_only_whole_blocks_of_the_prefix_are_reused():
     assert pc.reusable_prefix_tokens(2000) == 2000  # 125 blocks of 16
     assert pc.reusable_prefix_tokens(2015) == 2000
-    assert pc.blocks(2371) == 149  # the 149 blocks for 2,371 tokens
+    assert pc.blocks(2371) == 149  # 2,371 tokens in 16-token blocks (docs/sources.md)
 
 
 def test_a_pool_large_enough_for_every_prefix_almost_always_hits_and_a_tiny_one_never_does():

@@ -22,7 +22,7 @@ def _report(stack, edit=None):
 
 def test_qwen3_kv_bytes_per_token_uses_the_explicit_head_dim():
     assert kv_bytes_per_token(28, 8, 128, 2) == 114_688
-    # hidden_size / heads = 64 would halve it: the mistake the issue warns about.
+    # hidden_size / heads = 64 would halve it, a mistake several tools make (docs/sources.md).
     assert _report("cross-server").kv_bytes_per_token == 114_688
 
 

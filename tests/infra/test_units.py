@@ -109,3 +109,20 @@ def test_the_client_parser_used_as_a_judge_is_lax_so_the_grammar_check_is_needed
     assert client_parse(" 10") == Decimal(10)  # the client accepts a space; Kubernetes does not
     with pytest.raises(units.QuantityError):
         units.parse_quantity(" 10")
+
+
+# The forms the API server reports (allocatable memory in Ki, CPU in millicores, exponents).
+@pytest.mark.parametrize("text, value", [
+    ("65674372Ki", 65674372 * 1024), ("16", 16), ("15500m", Fraction(31, 2)), ("1.5Gi", 3 * 2**29),
+    ("129M", 129_000_000), ("1e3", 1000), ("1E3", 1000), ("5e-3", Fraction(1, 200)), ("2E", 2 * 10**18),
+    (".5", Fraction(1, 2)), ("1.", 1), ("+4", 4), ("-3m", Fraction(-3, 1000)), ("100n", Fraction(1, 10**7)),
+    ("250u", Fraction(1, 4000)), ("2Ti", 2 * 2**40), ("3k", 3000), ("0", 0),
+])
+def test_quantities_parse_exactly(text, value):
+    assert units.parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "Gi", "1GiB", "1 Gi", "1e", "1.2.3", "0x10", "1K", "ten", None])
+def test_what_is_not_a_quantity_is_refused(text):
+    with pytest.raises(ValueError, match="is not a Kubernetes quantity"):
+        units.parse_quantity(text)

@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import Callable, Optional
 
+from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.lab import published
 from infra.lab.predict.cells import predict_cell
@@ -47,7 +48,7 @@ def loss(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams) -> 
 def max_cache_ratio(cfg: StackConfig) -> float:
     """The share of a prompt a prefix-cache hit can cover: the prefix's whole blocks."""
     b = cfg.benchmark
-    return (b.prefix_tokens // 16 * 16) / (b.prefix_tokens + b.unique_tokens)
+    return prefix_cache.reusable_prefix_tokens(b.prefix_tokens) / (b.prefix_tokens + b.unique_tokens)
 
 
 def cache_hit_target(stack: str, prefix_types: int) -> Optional[float]:

@@ -77,7 +77,7 @@ RUNS_PER_GRAPH = 5
 
 
 def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int,
-                 lab: LabParams = LAB, seed: int = 2371, pool_scale: float = 1.0) -> Row:
+                 lab: LabParams = LAB, stream: int = 2371, pool_scale: float = 1.0) -> Row:
     b = cfg.benchmark
     specs, paths = topology(cfg, sizing, lab, pool_scale)
     load = Workload(prefix_types, b.prefix_tokens, b.prefix_tokens + b.unique_tokens, b.output_tokens,
@@ -86,7 +86,7 @@ def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concu
     p50s, p99s, rates = [], [], []
     stats = []
     for g in range(SIMULATED_GRAPHS):
-        graph = Graph(specs, paths, timing(lab), load, seed=seed + 1000 * prefix_types + 10 * concurrency + g)
+        graph = Graph(specs, paths, timing(lab), load, stream=stream + 1000 * prefix_types + 10 * concurrency + g)
         graph.run(concurrency, n)  # warm-up: caches as a long-running lab has them
         graph.stats = type(graph.stats)()
         for _ in range(RUNS_PER_GRAPH):
@@ -104,7 +104,7 @@ def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concu
 
 
 def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, count: int,
-                   lab: LabParams = LAB, seed: int = 2371) -> list[float]:
+                   lab: LabParams = LAB, stream: int = 2371) -> list[float]:
     """TTFT (ms) of the first `count` requests to complete on freshly started workers (cold caches),
     median over simulated graphs: what the write-up saw of cross-server before its OOM."""
     b = cfg.benchmark
@@ -113,7 +113,7 @@ def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, con
                     sizing.kv_bytes_per_token, prefix_cache.BLOCK_TOKENS)
     per_graph = []
     for g in range(SIMULATED_GRAPHS * RUNS_PER_GRAPH):
-        graph = Graph(specs, paths, timing(lab), load, seed=seed + g)
+        graph = Graph(specs, paths, timing(lab), load, stream=stream + g)
         done = graph.run(concurrency, b.requests_per_concurrency * concurrency, stop_after=count)
         per_graph.append(sorted((r.first_token - r.sent) * 1000 for r in done))
     return [statistics.median(ttfts[i] for ttfts in per_graph) for i in range(count)]

@@ -25,6 +25,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from infra import prefix_cache
+
 EPS = 1e-12
 
 
@@ -169,7 +171,7 @@ class Workload:
     input_tokens: int
     output_tokens: int
     kv_bytes_per_token: int
-    block_tokens: int = 16
+    block_tokens: int = prefix_cache.BLOCK_TOKENS
 
 
 @dataclass
@@ -192,17 +194,18 @@ class Graph:
     """The workers, GPUs and transfer paths of one stack, under one closed-loop load."""
 
     def __init__(self, specs: list[WorkerSpec], paths: dict[tuple[str, str], float], timing: Timing,
-                 load: Workload, seed: int) -> None:
+                 load: Workload, stream: int) -> None:
         self.sim = Sim()
         self.timing, self.load = timing, load
-        self.rng = random.Random(seed)
+        self.rng = random.Random(stream)  # one numbered random stream per simulated graph
         gpus = {s.gpu: Sharing(self.sim, 1.0) for s in specs}
         self.workers = [Worker(s.name, s.role, gpus[s.gpu], s.node, s.prefill_tokens_per_s, s.decode_scale,
                                Cache(s.cache_blocks)) for s in specs]
         # (prefill node, decode node) -> a shared path of that many bytes/s
         self.paths = {k: Sharing(self.sim, bps) for k, bps in paths.items()}
-        self.prefix_blocks = load.prefix_tokens // load.block_tokens
-        self.request_blocks = -(-(load.input_tokens + load.output_tokens) // load.block_tokens)
+        reusable = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
+        self.prefix_blocks = reusable // load.block_tokens
+        self.request_blocks = prefix_cache.blocks(load.input_tokens + load.output_tokens, load.block_tokens)
         self.completed: list[Request] = []
         self.stats = Stats()
         self._ids = itertools.count()

@@ -23,7 +23,7 @@ import yaml
 
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
-from infra.lab.preflight.quantity import parse_quantity
+from infra.units import parse_quantity
 
 # What `kubectl get` saves, and the kind of each resource's objects.
 RESOURCES = {
@@ -66,11 +66,11 @@ def save_command(cluster: ClusterTarget, path: str = "cluster.json") -> str:
     """The one shell command that saves what `--from` reads, for this stack's cluster."""
     where = f"--context {shlex.quote(cluster.context)}"
     if cluster.kubeconfig:
-        path = cluster.kubeconfig
-        quoted = "~/" + shlex.quote(path[2:]) if path.startswith("~/") else shlex.quote(path)  # ~ still expands
-        where = f"--kubeconfig {quoted} {where}"
+        kubeconfig = cluster.kubeconfig
+        quoted = "~/" + shlex.quote(kubeconfig[2:]) if kubeconfig.startswith("~/") else shlex.quote(kubeconfig)
+        where = f"--kubeconfig {quoted} {where}"  # a leading ~/ stays unquoted so the shell expands it
     return (f"{{ kubectl {where} version -o json; kubectl {where} get {','.join(RESOURCES)} -A -o json; }}"
-            f" > {path}")
+            f" > {shlex.quote(path)}")
 
 
 def _node(obj: dict[str, Any], source: str) -> Node:

@@ -24,7 +24,6 @@ from infra.config.models import StackConfig
 from infra.lab.preflight import classes, selectors
 from infra.lab.preflight.classes import GPU_MEMORY_LABEL, NVIDIA_SMI_MEMORY
 from infra.lab.preflight.cluster_data import ClusterData, Node
-from infra.lab.preflight.quantity import fmt_cpu
 from infra.lab.preflight.report import GpuMemory, Need, NodeRow, Placed, Problem, Report
 from infra.lab.preflight.workloads import Workload
 from infra.sizing import StackSizing
@@ -35,8 +34,8 @@ GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 def fmt(resource: str, value: Fraction) -> str:
     if resource == "memory":
         return units.fmt_bytes(float(value))
-    if resource == "cpu":
-        return fmt_cpu(value)
+    if resource == "cpu" and (value * 1000).denominator == 1:
+        return units.format_cpu(int(value * 1000))
     return str(int(value)) if value.denominator == 1 else f"{float(value):g}"
 
 

@@ -14,9 +14,9 @@ from fractions import Fraction
 from typing import Any, Optional
 
 from infra.config.models import StackConfig
-from infra.lab.preflight.quantity import parse_quantity
 from infra.manifests import benchmark, graph, transfer_probe
 from infra.sizing import StackSizing
+from infra.units import parse_quantity
 
 
 @dataclass(frozen=True)

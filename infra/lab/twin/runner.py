@@ -47,7 +47,7 @@ def twin_python() -> Path:
     path = Path(os.environ.get("DYNAMO_LAB_TWIN_PYTHON", ROOT / ".venv-twin" / "bin" / "python"))
     if not path.exists():
         raise TwinError(f"no twin environment at {path}: run it through `python3 dev.py twin|bench ...`, "
-                        "which installs requirements-twin.txt into .venv-twin")
+                        "which installs the lock's twin extra into .venv-twin")
     return path
 
 

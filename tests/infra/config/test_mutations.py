@@ -24,7 +24,8 @@ from infra.sizing import size
 from tests.helpers import ROOT, STACKS
 
 DOCS = {s: yaml.safe_load((ROOT / f"Pulumi.{s}.yaml").read_text()) for s in STACKS}
-ODD_VALUES = [None, True, 0, -1, 1.5, 10**12, "", "x", "-3", "1Gi", "10 Gi", [], {}, [1], {"a": 1}]
+ODD_VALUES = [None, True, 0, -1, 1.5, 10**12, 10**30, 1e400, "1e400", "1e999999999", "9" * 60, "", "x", "-3",
+              "1Gi", "10 Gi", [], {}, [1], {"a": 1}]
 
 
 def _paths(node, prefix=()):

@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from infra.errors import ConfigError
-from infra.lab import mockrun
-from tests.helpers import components, flag, main_container, raw_config, run_stack
+from tests.helpers import components, flag, main_container, refused, run_stack
 
 F = "Pulumi.cross-server.yaml"
 
 
 def _refused(edit, stack="cross-server", secret_keys=()) -> str:
-    with pytest.raises(ConfigError) as info:
-        mockrun.run(stack, raw_config(stack, edit), list(secret_keys))
-    assert info.value.registered == [], "a refused stack registers nothing"
-    return str(info.value)
+    return str(refused(stack, edit, secret_keys))
 
 
 def _prefill(**keys):
@@ -248,3 +243,12 @@ def test_an_image_tag_with_a_leading_v_is_accepted_as_the_operator_does():
     image = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:v1.6.2"
     comps = components(run_stack("cross-server", lambda c: c.update(image=image)))
     assert main_container(comps["decode"])["image"].endswith(":v1.6.2")
+
+
+def test_a_flag_and_its_value_in_one_element_is_refused():
+    msg = _refused(_decode(extraArgs=["--max-model-len 100"]))
+    assert msg == (f"{F}: workers.decode.extraArgs: '--max-model-len 100' is one element, so vLLM would read it as "
+                   "a single unknown argument and exit. Write the flag and its value as two elements "
+                   "('--max-model-len', '100'), or as --max-model-len=100")
+    # ... and split that way, it is checked like any other: too short for the sized requests.
+    assert "--max-model-len 100 (100 tokens) is shorter" in _refused(_decode(extraArgs=["--max-model-len", "100"]))

@@ -35,7 +35,7 @@ def test_a_cache_evicts_the_least_recently_used_and_never_pinned_blocks():
 def _graph(specs, paths, **timing):
     t = dict(frontend_s=0.0, step_cpu_s=0.0, decode_gpu_s=0.001, decode_per_request_gpu_s=0.0, transfer_s=0.0)
     t.update(timing)
-    return Graph(specs, paths, Timing(**t), Workload(2, 2000, 2371, 4, 114_688), seed=1)
+    return Graph(specs, paths, Timing(**t), Workload(2, 2000, 2371, 4, 114_688), stream=1)
 
 
 def test_disaggregated_transfers_on_a_shared_link_slow_each_other():

@@ -18,7 +18,7 @@ from infra.lab.cli import main
 from infra.lab.preflight import cluster_data, text
 from infra.lab.preflight.checks import check
 from infra.sizing import size
-from tests.helpers import ROOT, raw_config
+from tests.helpers import ROOT, everything_on, raw_config
 
 DATA = ROOT / "tests" / "data" / "preflight"
 LAB = DATA / "lab.json"
@@ -412,28 +412,34 @@ def test_a_tainted_or_cordoned_node_takes_none_of_the_pods(tmp_path):
 
 
 def test_a_gpu_reporting_less_than_its_class_fails_only_where_the_plan_needs_it(tmp_path):
-    def laptop_8188(version, items):
-        node(items, "gpu-laptop")["metadata"]["labels"]["nvidia.com/gpu.memory"] = "8188"
+    def laptop_8000(version, items):
+        node(items, "gpu-laptop")["metadata"]["labels"]["nvidia.com/gpu.memory"] = "8000"
 
-    path = saved(tmp_path, laptop_8188)
-    # cross-server pins a 2Gi pool: its plan (4.6Gi) leaves room under 8188Mi less 10%.
+    path = saved(tmp_path, laptop_8000)
+    # cross-server pins a 2Gi pool: its plan (4.6Gi) leaves room under 8000Mi less 10%.
     report = report_for("cross-server", path)
     assert report.fits
-    assert report.notes == ["node gpu-laptop: its GPU reports 8188Mi, less than gpu-8gb's 8.0Gi; the plan (4.6Gi) "
-                            "still fits its 7.2Gi budget"]
-    # kv-routing derives its pools from the class's 8Gi, filling the 10% reserve to the MiB: on a
-    # card reporting 8188Mi that reserve is 2.5Mi short.
+    assert report.notes == ["node gpu-laptop: its GPU reports 8000Mi, less than gpu-8gb's 8.0Gi; the plan (4.6Gi) "
+                            "still fits its 7.0Gi budget"]
+    # kv-routing derives its pools from the class's 8188Mi, filling the 10% reserve to the MiB: on a
+    # card reporting 8000Mi it does not fit.
     (problem,) = report_for("kv-routing", path).problems
     assert (problem.where, problem.check) == ("node gpu-laptop", "gpu memory")
-    assert problem.fix.startswith("Plan for the GPU you have: gpuClasses.gpu-8gb.memory: 8188Mi")
+    assert problem.fix.startswith("Plan for the GPU you have: gpuClasses.gpu-8gb.memory: 8000Mi")
+
+
+def test_the_shipped_stacks_fit_the_cards_the_lab_reports(tmp_path):
+    def lab_cards(version, items):
+        node(items, "gpu-laptop")["metadata"]["labels"]["nvidia.com/gpu.memory"] = "8188"
+        node(items, "gpu-server")["metadata"]["labels"]["nvidia.com/gpu.memory"] = "24564"
+
+    path = saved(tmp_path, lab_cards)
+    for stack in ("cross-server", "same-server", "kv-routing"):
+        assert report_for(stack, path).fits, stack
 
 
 def test_the_probe_and_benchmark_jobs_are_counted_where_they_run(tmp_path):
-    def jobs_on(c):
-        c["probe"] = {"enabled": True}
-        c["benchmark"] = {"enabled": True}
-
-    report = report_for("cross-server", str(LAB), jobs_on)
+    report = report_for("cross-server", str(LAB), everything_on("cross-server"))
     laptop = next(n for n in report.nodes if n.name == "gpu-laptop")
     assert [(p.name, p.bound) for p in laptop.places] == [
         ("prefill", True), ("probe initiator Job", True), ("frontend", False), ("benchmark Job", False)]
@@ -461,10 +467,12 @@ def test_the_readme_documents_the_command_whose_output_the_code_reads():
     assert kinds <= set(cluster_data.RESOURCES.values())
 
 
-def test_the_save_command_reads_the_stacks_own_kubeconfig():
+def test_the_save_command_reads_the_stacks_own_kubeconfig_and_writes_elsewhere():
     target = ClusterTarget(context="my lab", kubeconfig="~/.kube/lab.yaml")
-    assert cluster_data.save_command(target).startswith(
-        "{ kubectl --kubeconfig ~/.kube/lab.yaml --context 'my lab' version -o json;")
+    where = "--kubeconfig ~/.kube/lab.yaml --context 'my lab'"
+    assert cluster_data.save_command(target) == (
+        f"{{ kubectl {where} version -o json; kubectl {where} get {','.join(cluster_data.RESOURCES)} -A -o json; }}"
+        " > cluster.json")  # never over the kubeconfig it reads
 
 
 @pytest.mark.parametrize("content, message", [

@@ -3,33 +3,9 @@ quantities, node affinity operators, and Helm's kubeVersion constraints."""
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import pytest
 
 from infra.lab.preflight import selectors, versions
-from infra.lab.preflight.quantity import fmt_cpu, parse_quantity
-
-
-@pytest.mark.parametrize("text, value", [
-    ("65674372Ki", 65674372 * 1024), ("16", 16), ("15500m", Fraction(31, 2)), ("1.5Gi", 3 * 2**29),
-    ("129M", 129_000_000), ("1e3", 1000), ("1E3", 1000), ("5e-3", Fraction(1, 200)), ("2E", 2 * 10**18),
-    (".5", Fraction(1, 2)), ("1.", 1), ("+4", 4), ("-3m", Fraction(-3, 1000)), ("100n", Fraction(1, 10**7)),
-    ("250u", Fraction(1, 4000)), ("2Ti", 2 * 2**40), ("3k", 3000), ("0", 0),
-])
-def test_quantities_parse_exactly(text, value):
-    assert parse_quantity(text) == value
-
-
-@pytest.mark.parametrize("text", ["", "Gi", "1GiB", "1 Gi", "1e", "1.2.3", "0x10", "1K", "ten", None])
-def test_what_is_not_a_quantity_is_refused(text):
-    with pytest.raises(ValueError, match="is not a Kubernetes quantity"):
-        parse_quantity(text)
-
-
-def test_cpu_is_written_as_kubernetes_writes_it():
-    assert [fmt_cpu(parse_quantity(t)) for t in ("9", "1500m", "250m")] == ["9", "1500m", "250m"]
-
 
 LABELS = {"nvidia.com/gpu.memory": "24576", "kubernetes.io/hostname": "gpu-server", "plus": "+7",
           "huge": str(2**63), "word": "large"}
