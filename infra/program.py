@@ -57,7 +57,7 @@ def build() -> dict[str, Any]:
                            opts(*waits_for_platform))
     outputs = stack_outputs(cfg, sizing)
     if cfg.probe.enabled:
-        m = transfer_probe.manifests(cfg, sizing.kv_bytes_per_request)
+        m = transfer_probe.manifests(cfg, sizing)
         TransferProbe("probe", TransferProbeArgs(**m), opts(serving.namespace))
         outputs["probeLogs"] = transfer_probe.logs_command(cfg, m["initiator"]["metadata"]["name"])
     if cfg.benchmark.enabled:
