@@ -81,10 +81,10 @@ def plan(nbytes: int, pattern: str, layers: int, block_bytes: int, pool_blocks: 
 class Pool:
     """One side's registered memory and the descriptors of the transfer inside it."""
 
-    def __init__(self, p: dict, layers: int, seed: int):
+    def __init__(self, p: dict, layers: int, key: int):
         import numpy as np
 
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(key)  # each side its own random blocks
         size = p["descriptor_bytes"]
         if p["pattern"] == "contiguous":
             self.regions = [np.zeros(p["bytes"], dtype=np.uint8)]
@@ -168,7 +168,7 @@ def _is_source(role: str, op: str) -> bool:
 
 
 def target(bind: str, port: int, op: str, p: dict, layers: int, timeout: float) -> dict:
-    pool = Pool(p, layers, seed=1)
+    pool = Pool(p, layers, key=1)
     if _is_source("target", op):
         pool.fill()
     _, agent = _agent("probe-target", pool)
@@ -236,7 +236,7 @@ def _transfer(agent, op: str, local, remote, count: int, deadline: float, round_
 
 def initiator(host: str, port: int, op: str, p: dict, layers: int, repeats: int, timeout: float) -> dict:
     deadline = time.monotonic() + timeout
-    pool = Pool(p, layers, seed=2)
+    pool = Pool(p, layers, key=2)
     source = _is_source("initiator", op)
     if source:
         pool.fill()
