@@ -237,7 +237,7 @@ def _what(r: dict) -> str:
         shape = (f"{r['descriptors']:,} descriptors of {units.fmt_bytes(r['descriptor_bytes'])} "
                  f"({r['blocks']} blocks x {r['layers']} layers) scattered in registered pools")
     return (f"  {r['op']} by {who}, {shape}; source pool {units.fmt_bytes(r['source_pool_bytes'])}, destination "
-            f"{units.fmt_bytes(r['destination_pool_bytes'])} ({r['pool_basis']})")
+            f"{units.fmt_bytes(r['destination_pool_bytes'])}; {r['pool_basis']}")
 
 
 def text(r: dict) -> str:
@@ -251,6 +251,6 @@ def text(r: dict) -> str:
         f"{r['seconds_max']:.3f}), {units.fmt_si_bytes(r['throughput_bytes_per_s'])}/s, "
         f"bytes intact: {'yes' if r['intact'] else 'NO'}",
         f"  predicted: {r['predicted_seconds']:.3f} s at "
-        f"{units.fmt_si_bytes(r['predicted_throughput_bytes_per_s'])}/s ({r['prediction_basis']})",
+        f"{units.fmt_si_bytes(r['predicted_throughput_bytes_per_s'])}/s; {r['prediction_basis']}",
         f"  measured / predicted = {r['measured_over_predicted']:.2f}",
     ])

@@ -81,7 +81,7 @@ def plan_for(op: str, pattern: str, nbytes: int, model: Model, pools: Optional[d
     if pools is None:
         count = POOL_TRANSFERS_WITHOUT_STACK * blocks
         return ProbePlan(op, pattern, nbytes, model.layers, block, {"source": count, "destination": count},
-                         f"{POOL_TRANSFERS_WITHOUT_STACK} transfers' blocks per side (no stack given)")
+                         f"{POOL_TRANSFERS_WITHOUT_STACK} transfers' blocks per side, no stack given")
     sized = {side: max(blocks, min(size, max_pool) // per_block) for side, (_, size) in pools.items()}
     basis = "the workers' pools: " + " and ".join(f"{group}'s" for group, _ in pools.values())
     if any(size > max_pool for _, size in pools.values()):
