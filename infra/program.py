@@ -65,7 +65,7 @@ def build() -> dict[str, Any]:
     if pulls:
         outputs["modelPullJobs"] = [j["metadata"]["name"] for j in pulls.values()]
     if cfg.probe.enabled:
-        m = transfer_probe.manifests(cfg, sizing.kv_bytes_per_request)
+        m = transfer_probe.manifests(cfg, sizing)
         TransferProbe("probe", TransferProbeArgs(**m), opts(serving.namespace))
         outputs["probeLogs"] = transfer_probe.logs_command(cfg, m["initiator"]["metadata"]["name"])
     if cfg.benchmark.enabled:

@@ -7,8 +7,10 @@ The rules come from the lab's OOM (docs/lab.md) and vLLM's source (docs/sources.
 - Every worker pins its KV pool with --kv-cache-memory-bytes, so GPU and host figures are exact.
 - With kv_buffer_device=cpu each prefill AND decode worker allocates a host mirror of its WHOLE
   KV pool, resident request by request: host floor = vLLM base + pool x (1 + headroom).
-- A KV transfer moves one request's KV at the throughput of its path: host TCP copy on one node,
-  link rate x efficiency across nodes, or what the user measured.
+- A KV transfer moves the prompt blocks the decode worker lacks (cold: all; warm: the unique
+  tail) at the throughput of its path and NIXL op (the connector's: READ by decode, or WRITE by
+  prefill): host TCP on one node, measured per op; link rate x efficiency across nodes, where the
+  link decides; or what the user measured (`path_throughput`).
 - A model cache holds the checkpoint's parameters x dtype bytes plus the config and tokenizer files.
 Assumption, stated in the README: one node, with one GPU, per GPU class.
 """
@@ -20,7 +22,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from infra import prefix_cache, units
-from infra.config.models import GpuClass, Link, StackConfig, WorkerGroup
+from infra.config.models import (
+    SAME_NODE_BYTES_PER_SECOND,
+    GpuClass,
+    Link,
+    Model,
+    SizingParameters,
+    StackConfig,
+    WorkerGroup,
+)
 from infra.errors import ConfigError, stack_file
 
 
@@ -65,6 +75,7 @@ class TransferSizing:
     from_group: str
     to_group: str
     path: str  # "same-node" or "cross-node"
+    op: str  # the NIXL operation that moves the KV: READ (decode pulls) or WRITE (prefill pushes)
     throughput_bytes_per_s: float
     throughput_source: str
     cold_bytes: int
@@ -156,6 +167,26 @@ def link_bytes_per_second(link: Link) -> float:
 
 def link_basis(link: Link) -> str:
     return f"link {link.rate / 1e9:g} Gbit/s x {link.efficiency:g} efficiency"
+
+
+def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link] = None) -> tuple[float, str]:
+    """Bytes/s of one KV transfer by NIXL `op` on `path` ("same-node" or "cross-node"), and its basis.
+
+    The one rule the sizing and the probe's prediction share. On one node the op matters (a READ
+    of scattered blocks is slower than a WRITE, docs/measurements.md); across a 1GbE link the link
+    decides, whatever the op. `link` replaces `s.link` (the probe's shaped rate).
+    """
+    if path == "same-node":
+        if s.same_node_bytes_per_second is not None:
+            return float(s.same_node_bytes_per_second), "same-node (sizing.sameNodeBytesPerSecond)"
+        return float(SAME_NODE_BYTES_PER_SECOND[op]), f"same-node NIXL {op} of KV blocks (measured)"
+    link = link or s.link
+    return link_bytes_per_second(link), link_basis(link)
+
+
+def kv_block_bytes(m: Model) -> int:
+    """Bytes of one layer's KV block, the unit vLLM's NIXL connectors move (Qwen3-0.6B: 64 KiB)."""
+    return kv_bytes_per_token(1, m.kv_heads, m.head_dim, m.dtype_bytes) * prefix_cache.BLOCK_TOKENS
 
 
 def prefill_seconds_estimate(parameters: int, tokens: int, tflops: float) -> float:
@@ -290,18 +321,17 @@ def _transfers(cfg: StackConfig, per_token: int, pools: dict[str, int]) -> list[
         for d in (g for g in active if g.role == "decode"):
             same = p.gpu_class == d.gpu_class
             path = "same-node" if same else "cross-node"
+            op = p.kv_transfer.op
             if (p.name, d.name) in measured:
                 bps, source = float(measured[(p.name, d.name)]), "measured (sizing.measured)"
-            elif same:
-                bps, source = float(s.same_node_bytes_per_second), "same-node host TCP copy (default)"
             else:
-                bps, source = link_bytes_per_second(s.link), link_basis(s.link)
+                bps, source = path_throughput(s, path, op)
             hit = _decode_hit_probability(cfg, pools[d.name], per_token)
             expected = hit * warm + (1 - hit) * cold
             saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
                                              cfg.gpu_classes[d.gpu_class].effective_tflops)
             out.append(TransferSizing(
-                from_group=p.name, to_group=d.name, path=path, throughput_bytes_per_s=bps,
+                from_group=p.name, to_group=d.name, path=path, op=op, throughput_bytes_per_s=bps,
                 throughput_source=source, cold_bytes=cold, warm_bytes=warm, decode_prefix_hit_probability=hit,
                 expected_bytes=expected, cold_seconds=transfer_seconds(cold, bps),
                 warm_seconds=transfer_seconds(warm, bps), expected_seconds=transfer_seconds(expected, bps),

@@ -272,6 +272,7 @@ class KvTransfer(_Model):
         """The NIXL operation that moves the KV: READ by the decode side, or WRITE by the prefill side."""
         return "READ" if self.connector in PULL_CONNECTORS else "WRITE"
 
+
 # Flags dynamo-lab writes itself; setting them in extraArgs would contradict the sizing.
 MANAGED_FLAGS = {
     "--model": "model.name",
@@ -394,6 +395,9 @@ class Workload(_Model):
 class Link(_Model):
     rate: LinkRate = units.parse_rate_bits("1gbit")
     # 1GbE carries 110-117 MB/s of payload in practice (docs/lab.md): 0.92 x 125 MB/s = 115 MB/s.
+    # The probe over a veth shaped to 1 Gbit/s (2026-11-30) moved the workers' block READs and
+    # WRITEs at 118-121 MB/s, one contiguous region at 115-121 MB/s: the link decides, not the op
+    # or pattern, and 115 MB/s stays within 5% (docs/measurements.md).
     efficiency: float = Field(0.92, gt=0, le=1)
 
 
@@ -403,6 +407,17 @@ class MeasuredThroughput(_Model):
     bytes_per_second: Throughput
 
 
+# Same-node KV transfer throughput by NIXL operation, for the workers' pattern: one 64 KiB descriptor
+# per layer per block, scattered in pools like the workers'. Measured 2026-11-30 with `dynamo-lab
+# probe local --link loopback --stack same-server` (NIXL 1.5.1, UCX 1.23.0 tcp,self, RNDV inf; the
+# two endpoints on two cores) on a quiet 2-core machine, 15 runs each of one request's 4,172
+# descriptors (273 MB), each the median of 5 after a warm-up: READ 0.80-1.08 GB/s (median 0.94),
+# WRITE 1.67-2.08 GB/s (median 1.92); each default is its median to two figures
+# (docs/measurements.md, "KV transfers as the workers make them"). With one core busy elsewhere a
+# READ fell to 0.68-0.74 GB/s.
+SAME_NODE_BYTES_PER_SECOND = {"READ": units.parse_throughput("940M"), "WRITE": units.parse_throughput("1900M")}
+
+
 class SizingParameters(_Model):
     # Host RSS of a vLLM worker before any KV mirror: the limit that held for aggregated workers.
     vllm_base_memory: Bytes = units.parse_memory("3584Mi")
@@ -410,8 +425,9 @@ class SizingParameters(_Model):
     host_headroom_percent: float = Field(10, ge=0, le=100)
     # ESTIMATE: CUDA context, activations and runtime buffers of one vLLM worker beyond weights + KV.
     gpu_overhead_per_worker: Bytes = units.parse_memory("1536Mi")
-    # Same-node transfer: NIXL over UCX TCP through loopback, ~1.2-1.3 GB/s measured (docs/measurements.md).
-    same_node_bytes_per_second: Throughput = units.parse_throughput("1200M")
+    # Same-node transfer throughput. None: SAME_NODE_BYTES_PER_SECOND for the stack's NIXL op (READ
+    # or WRITE, from kvTransfer.connector); a value here overrides both.
+    same_node_bytes_per_second: Optional[Throughput] = None
     link: Link = Link()
     measured: list[MeasuredThroughput] = []
 
@@ -424,6 +440,9 @@ class Probe(_Model):
     from_group: Optional[str] = None
     to_group: Optional[str] = None
     repeats: int = Field(5, ge=1)
+    # Each side registers a host pool laid out like its worker's KV pool, this size at most (never
+    # less than one transfer); the Job's memory limit is the pool plus 1Gi.
+    max_pool_bytes: Bytes = units.parse_memory("4Gi")
     port: int = Field(5555, ge=1024, le=65535)
     timeout_seconds: int = Field(600, gt=0)
 

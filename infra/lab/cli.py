@@ -23,6 +23,12 @@ def _positive_bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: write a positive integer")
+    return int(text)
+
+
 def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",")]
@@ -80,11 +86,15 @@ def _probe_local(args: argparse.Namespace) -> int:
 
     if args.stack:
         cfg, sizing = _stack(args.stack)
-        nbytes, params = sizing.kv_bytes_per_request, cfg.sizing
-        kv = next((g.kv_transfer for g in cfg.workers if g.role == "prefill"), KvTransfer())
+        plan = probe_runner.plan_from_stack(cfg, sizing, args.op, args.pattern, args.tokens)
+        params, kv = cfg.sizing, probe_runner.stack_kv(cfg)
     else:
-        nbytes, params, kv = args.bytes, SizingParameters(), KvTransfer()
-    result = probe_runner.measure_against_sizing(args.link, nbytes, args.repeats, args.timeout, params, kv,
+        if args.tokens is not None:
+            raise UserError("--tokens needs --stack (the stack gives the KV bytes per token); "
+                            "with --bytes give the bytes")
+        plan = probe_runner.plan_from_bytes(args.bytes, args.op, args.pattern)
+        params, kv = SizingParameters(), KvTransfer()
+    result = probe_runner.measure_against_sizing(args.link, plan, args.repeats, args.timeout, params, kv,
                                                  args.stack)
     print(json.dumps(result, indent=2) if args.json else probe_runner.text(result))
     return 0 if result["intact"] else 1
@@ -197,6 +207,14 @@ def parser() -> argparse.ArgumentParser:
     what = loc.add_mutually_exclusive_group(required=True)
     what.add_argument("--bytes", type=_positive_bytes, help="bytes per transfer (e.g. 272M)")
     what.add_argument("--stack", help="use this stack's KV bytes per request and its sizing parameters")
+    loc.add_argument("--tokens", type=_positive_int, help="with --stack: move this many tokens' KV (default: "
+                     "workload.inputTokens, one average request; e.g. 371, a warm request's unique tokens)")
+    loc.add_argument("--op", type=str.upper, choices=["READ", "WRITE"],
+                     help="read or write (default: the stack's kvTransfer.connector: NixlConnector and "
+                     "NixlPullConnector READ, NixlPushConnector WRITE; without a stack READ)")
+    loc.add_argument("--pattern", choices=["blocks", "contiguous"], default="blocks",
+                     help="blocks: one descriptor per layer per KV block, scattered in pools like the "
+                     "workers' (default); contiguous: one descriptor")
     loc.add_argument("--repeats", type=int, default=5, help="timed transfers after the warm-up (default 5)")
     loc.add_argument("--timeout", type=float, default=120, help="seconds before giving up (default 120)")
     loc.add_argument("--json", action="store_true")

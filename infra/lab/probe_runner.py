@@ -1,5 +1,7 @@
 """`dynamo-lab probe local`: run the NIXL probe payload on this machine, on loopback or a shaped link.
 
+What moves is a `ProbePlan` (infra/manifests/transfer_probe.py, shared with the in-cluster probe):
+by default the stack's connector op over the workers' block pattern and pools.
 `--link loopback`: target and initiator on this host (the same-server path).
 `--link RATE` (e.g. 1gbit): two network namespaces joined by a veth pair, both ends shaped with
 `tc tbf` to RATE (the cross-server path). Needs root. The namespaces are always removed: on
@@ -19,10 +21,12 @@ import time
 from typing import Iterator, Optional
 
 from infra import payloads, units
-from infra.config.models import KvTransfer, SizingParameters
+from infra.config.models import KvTransfer, Model, Probe, SizingParameters, StackConfig
 from infra.errors import UserError
 from infra.lab.procs import free_port, sigterm_as_interrupt
-from infra.sizing import link_basis, link_bytes_per_second
+from infra.manifests.graph import ucx_env
+from infra.manifests.transfer_probe import ProbePlan, groups, plan_for, stack_plan
+from infra.sizing import StackSizing, path_throughput
 
 PROBE = payloads.path("kv_probe.py")
 NS_PREFIX = "dlprobe"
@@ -102,35 +106,63 @@ def _python() -> list[str]:
     return [sys.executable, str(PROBE)]
 
 
-def worker_env(kv: KvTransfer) -> dict[str, str]:
-    """The UCX settings the workers run with (the stack's kvTransfer, or its defaults)."""
-    return {"UCX_TLS": kv.ucx_tls, "UCX_RNDV_THRESH": kv.ucx_rndv_thresh}
+def plan_from_stack(cfg: StackConfig, sizing: StackSizing, op: Optional[str], pattern: str,
+                    tokens: Optional[int]) -> ProbePlan:
+    """The stack's probe (its connector's op unless `op`), moving `tokens` tokens' KV (default: one
+    average request, workload.inputTokens)."""
+    return stack_plan(cfg, sizing, op, pattern, None if tokens is None else tokens * sizing.kv_bytes_per_token)
 
 
-def measure(link: str, nbytes: int, repeats: int, timeout: float, kv: KvTransfer) -> dict:
+def plan_from_bytes(nbytes: int, op: Optional[str], pattern: str) -> ProbePlan:
+    """No stack: the default connector's op (NixlConnector: READ) and the default model's geometry."""
+    return plan_for(op or KvTransfer().op, pattern, nbytes, Model(), None, Probe().max_pool_bytes)
+
+
+def stack_kv(cfg: StackConfig) -> KvTransfer:
+    """The UCX settings of the probed path: its source (prefill) group's kvTransfer."""
+    return groups(cfg)[0].kv_transfer
+
+
+def measure(link: str, plan: ProbePlan, repeats: int, timeout: float, kv: KvTransfer) -> dict:
     """Run target and initiator as separate processes; return the initiator's result."""
-    env = {**os.environ, **worker_env(kv)}
+    env = {**os.environ, **ucx_env(kv)}
+    args = {role: plan.args(side) + ["--timeout", str(timeout)]
+            for role, side in (("target", plan.target), ("initiator", plan.initiator))}
     if link == "loopback":
         port = free_port()
         return _pair(_python() + ["target", "--bind", "127.0.0.1"],
                      _python() + ["initiator", "--connect", f"127.0.0.1:{port}"],
-                     port, nbytes, repeats, timeout, env)
+                     port, args, repeats, timeout, env)
     rate = units.parse_rate_bits(link)
     with shaped_pair(rate) as (ns_i, ns_t):
         return _pair(["ip", "netns", "exec", ns_t] + _python() + ["target", "--bind", TARGET_ADDR],
                      ["ip", "netns", "exec", ns_i] + _python() + ["initiator", "--connect", f"{TARGET_ADDR}:5555"],
-                     5555, nbytes, repeats, timeout, env)
+                     5555, args, repeats, timeout, env)
 
 
-def _pair(target_cmd, initiator_cmd, port, nbytes, repeats, timeout, env) -> dict:
-    common = ["--bytes", str(nbytes), "--timeout", str(timeout)]
+def cores() -> dict[str, Optional[int]]:
+    """The CPU each endpoint is pinned to: two different ones, as two worker pods on one node run on
+    different cores. Left to the scheduler, the two could share a core on a 2-core machine, and a
+    loopback READ then ran up to a third faster, run by run (docs/measurements.md)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return {"initiator": cpus[0], "target": cpus[-1]} if len(cpus) >= 2 else {"initiator": None, "target": None}
+
+
+def _pinned(cpu: Optional[int]):
+    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+
+def _pair(target_cmd, initiator_cmd, port, args, repeats, timeout, env) -> dict:
     procs: list[subprocess.Popen] = []
+    pins = cores()
     with sigterm_as_interrupt():
         try:
-            procs.append(subprocess.Popen(target_cmd + ["--port", str(port)] + common, env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-            initiator = subprocess.Popen(initiator_cmd + ["--repeats", str(repeats)] + common, env=env,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append(subprocess.Popen(target_cmd + ["--port", str(port)] + args["target"], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          preexec_fn=_pinned(pins["target"])))
+            initiator = subprocess.Popen(initiator_cmd + ["--repeats", str(repeats)] + args["initiator"], env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         preexec_fn=_pinned(pins["initiator"]))
             procs.append(initiator)
             try:
                 out, err = initiator.communicate(timeout=timeout + 30)
@@ -139,7 +171,7 @@ def _pair(target_cmd, initiator_cmd, port, nbytes, repeats, timeout, env) -> dic
             if initiator.returncode != 0:
                 target_err = procs[0].stderr.read() if procs[0].poll() is not None else ""
                 raise ProbeError(f"probe initiator failed:\n{_tail(err)}\n{_tail(target_err)}".strip())
-            return json.loads(out.strip().splitlines()[-1])
+            return {**json.loads(out.strip().splitlines()[-1]), "cpus": pins}
         finally:
             for proc in procs:
                 if proc.poll() is None:
@@ -155,44 +187,66 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
-def prediction(link: str, sizing: SizingParameters) -> tuple[float, str]:
-    """The sizing model's throughput for this path: what `dynamo-lab sizing` would use."""
+def prediction(link: str, sizing: SizingParameters, op: str) -> tuple[float, str]:
+    """The sizing's throughput for this path and op: what `dynamo-lab sizing` would use (one rule)."""
     if link == "loopback":
-        return float(sizing.same_node_bytes_per_second), "same-node host TCP copy (sizing.sameNodeBytesPerSecond)"
+        return path_throughput(sizing, "same-node", op)
     shaped = sizing.link.model_copy(update={"rate": units.parse_rate_bits(link)})
-    return link_bytes_per_second(shaped), f"{link_basis(shaped)} (sizing.link)"
+    bps, basis = path_throughput(sizing, "cross-node", op, shaped)
+    return bps, f"{basis} (sizing.link)"
 
 
-def measure_against_sizing(link: str, nbytes: int, repeats: int, timeout: float, sizing: SizingParameters,
+def measure_against_sizing(link: str, plan: ProbePlan, repeats: int, timeout: float, sizing: SizingParameters,
                            kv: KvTransfer, stack: Optional[str]) -> dict:
-    """Measure the transfer, and put the sizing's prediction for the same bytes and path beside it."""
+    """Measure the transfer, and put the sizing's prediction for the same bytes, path and op beside it."""
     if link != "loopback":
         try:
             units.parse_rate_bits(link)
         except ValueError as exc:
             raise ProbeError(f"--link: {exc}, or loopback") from None
-    result = measure(link, nbytes, repeats, timeout, kv)
-    bps, basis = prediction(link, sizing)
-    predicted = nbytes / bps
+    result = measure(link, plan, repeats, timeout, kv)
+    bps, basis = prediction(link, sizing, plan.op)
+    moved = result["bytes"]
+    predicted = moved / bps
     return {
-        "stack": stack, "link": link, "bytes": nbytes, "repeats": repeats,
+        "stack": stack, "link": link, "op": result["op"], "pattern": result["pattern"],
+        "initiator": plan.initiator, "bytes": moved, "descriptors": result["descriptors"],
+        "descriptor_bytes": result["descriptor_bytes"], "blocks": result["blocks"], "block_bytes": plan.block_bytes,
+        "layers": plan.layers, "source_pool_bytes": plan.transfer("source")["pool_bytes"],
+        "destination_pool_bytes": plan.transfer("destination")["pool_bytes"], "pool_basis": plan.pool_basis,
+        "repeats": repeats, "seconds": result["seconds"],
         "seconds_min": result["seconds_min"], "seconds_median": result["seconds_median"],
         "seconds_max": result["seconds_max"], "warmup_seconds": result["warmup_seconds"],
         "throughput_bytes_per_s": result["throughput_bytes_per_s"], "intact": result["intact"],
         "predicted_seconds": predicted, "predicted_throughput_bytes_per_s": bps,
         "prediction_basis": basis, "measured_over_predicted": result["seconds_median"] / predicted,
         "nixl_module": result["nixl_module"], "ucx_tls": result["ucx_tls"],
+        "ucx_rndv_thresh": result["ucx_rndv_thresh"], "cpus": result["cpus"],
     }
+
+
+def _what(r: dict) -> str:
+    who = {"source": "the prefill-like side", "destination": "the decode-like side"}[r["initiator"]]
+    if r["pattern"] == "contiguous":
+        shape = "one contiguous descriptor"
+    else:
+        shape = (f"{r['descriptors']:,} descriptors of {units.fmt_bytes(r['descriptor_bytes'])} "
+                 f"({r['blocks']} blocks x {r['layers']} layers) scattered in registered pools")
+    return (f"  {r['op']} by {who}, {shape}; source pool {units.fmt_bytes(r['source_pool_bytes'])}, destination "
+            f"{units.fmt_bytes(r['destination_pool_bytes'])}; {r['pool_basis']}")
 
 
 def text(r: dict) -> str:
     return "\n".join([
         f"NIXL/UCX probe over {r['link']}: {r['bytes']:,} B ({units.fmt_si_bytes(r['bytes'])}), "
-        f"{r['repeats']} timed transfers after 1 warm-up ({r['warmup_seconds']:.2f} s, discarded)",
+        f"{r['repeats']} timed transfers after 1 warm-up ({r['warmup_seconds']:.2f} s, discarded)"
+        + ("" if r["cpus"]["initiator"] is None else
+           f"; initiator on CPU {r['cpus']['initiator']}, target on CPU {r['cpus']['target']}"),
+        _what(r),
         f"  measured : median {r['seconds_median']:.3f} s (min {r['seconds_min']:.3f}, max "
         f"{r['seconds_max']:.3f}), {units.fmt_si_bytes(r['throughput_bytes_per_s'])}/s, "
         f"bytes intact: {'yes' if r['intact'] else 'NO'}",
         f"  predicted: {r['predicted_seconds']:.3f} s at "
-        f"{units.fmt_si_bytes(r['predicted_throughput_bytes_per_s'])}/s ({r['prediction_basis']})",
+        f"{units.fmt_si_bytes(r['predicted_throughput_bytes_per_s'])}/s; {r['prediction_basis']}",
         f"  measured / predicted = {r['measured_over_predicted']:.2f}",
     ])

@@ -11,7 +11,7 @@ import json
 from typing import Any, Optional
 
 from infra import units
-from infra.config.models import NodeRequirement, StackConfig, WorkerGroup
+from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
 from infra.manifests import model_cache
 from infra.sizing import GroupSizing, StackSizing
 
@@ -86,12 +86,16 @@ def _resources(cpu_request: str, cpu_limit: Optional[str], mem_request: int, mem
     return {"requests": requests, "limits": limits}
 
 
+def ucx_env(kv: KvTransfer) -> dict[str, str]:
+    """The UCX settings a disaggregated worker (and the probe standing in for it) runs with.
+    The lab's: TCP-only UCX with rendezvous off, eager copies through the CPU buffers (docs/sources.md)."""
+    return {"UCX_TLS": kv.ucx_tls, "UCX_RNDV_THRESH": kv.ucx_rndv_thresh}
+
+
 def worker_env(group: WorkerGroup) -> list[dict[str, str]]:
     if group.role == "agg":
         return []
-    # TCP-only UCX with rendezvous off: eager copies through the CPU buffers (docs/sources.md).
-    return [{"name": "UCX_TLS", "value": group.kv_transfer.ucx_tls},
-            {"name": "UCX_RNDV_THRESH", "value": group.kv_transfer.ucx_rndv_thresh}]
+    return [{"name": k, "value": v} for k, v in ucx_env(group.kv_transfer).items()]
 
 
 def _container(cfg: StackConfig, extra: dict[str, Any]) -> dict[str, Any]:

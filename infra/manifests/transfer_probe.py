@@ -1,33 +1,103 @@
-"""Pure builder: the in-cluster KV-transfer probe, as manifests.
+"""Pure builder: the in-cluster KV-transfer probe, as manifests, and what it moves (`ProbePlan`).
 
-A target Job placed like the decode group and an initiator Job placed like the prefill group (same
-image, UCX env and node affinity, no GPU), both running the `kv_probe.py` payload from a ConfigMap,
-and a Service for the probe's control connection. The initiator prints its result as one JSON line
-in its log. Every object is named from a digest of what the probe runs, so a changed script or
-argument runs a new pair of Jobs on the next `pulumi up`.
+The probe moves one request's KV as the workers do (infra/payloads/kv_probe.py): the connector's
+NIXL op, one descriptor per layer per block, scattered in pools laid out like the workers'. The
+initiator Job is placed like the group that issues the op (decode for a READ, prefill for a WRITE),
+the target Job like the other (same image, UCX env and node affinity, no GPU); both run the payload
+from a ConfigMap, with a Service for the probe's control connection. The initiator prints its
+result as one JSON line in its log. Every object is named from a digest of what the probe runs, so
+a changed script or argument runs a new pair of Jobs on the next `pulumi up`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from infra import payloads, units
-from infra.config.models import StackConfig, WorkerGroup
+from infra.config.models import Model, StackConfig, WorkerGroup
 from infra.manifests import content_hash
 from infra.manifests.graph import node_affinity, worker_env
+from infra.payloads import kv_probe
+from infra.sizing import StackSizing, kv_block_bytes
 
 PAYLOAD = "kv_probe.py"
 MOUNT = "/probe"
 
 
 def groups(cfg: StackConfig) -> tuple[WorkerGroup, WorkerGroup]:
-    """(initiator side, target side): the configured groups, else the first prefill and decode groups."""
+    """(source, destination) of the KV: probe.fromGroup / toGroup, else the first prefill and decode groups."""
     by_name = {g.name: g for g in cfg.workers}
 
     def pick(name, role):
         return by_name[name] if name else next(g for g in cfg.workers if g.role == role)
 
     return pick(cfg.probe.from_group, "prefill"), pick(cfg.probe.to_group, "decode")
+
+
+# The pools of a probe run without a stack: this many transfers' blocks per side.
+POOL_TRANSFERS_WITHOUT_STACK = 4
+HEADROOM = units.GI  # Job memory above the registered pool: NIXL/UCX, Python and numpy
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """What the probe moves and registers; `source` holds the KV (prefill-like), `destination` gets it."""
+
+    op: str  # READ: the destination side pulls; WRITE: the source side pushes
+    pattern: str  # "blocks" (the workers') or "contiguous"
+    nbytes: int
+    layers: int
+    block_bytes: int
+    pool_blocks: dict[str, int]  # per layer, by side
+    pool_basis: str
+
+    @property
+    def initiator(self) -> str:
+        return "destination" if self.op == "READ" else "source"
+
+    @property
+    def target(self) -> str:
+        return "source" if self.op == "READ" else "destination"
+
+    def transfer(self, side: str) -> dict:
+        """The payload's own arithmetic for one side: descriptors, bytes moved, pool bytes."""
+        return kv_probe.plan(self.nbytes, self.pattern, self.layers, self.block_bytes, self.pool_blocks[side])
+
+    def args(self, side: str) -> list[str]:
+        return ["--bytes", str(self.nbytes), "--op", self.op, "--pattern", self.pattern,
+                "--layers", str(self.layers), "--block-bytes", str(self.block_bytes),
+                "--pool-blocks", str(self.pool_blocks[side])]
+
+
+def plan_for(op: str, pattern: str, nbytes: int, model: Model, pools: Optional[dict[str, tuple[str, int]]],
+             max_pool: int) -> ProbePlan:
+    """Each side's pool: its worker's (`pools`: side -> (group, bytes)) up to `max_pool`, never below
+    one transfer; without workers, POOL_TRANSFERS_WITHOUT_STACK transfers' blocks."""
+    block = kv_block_bytes(model)
+    per_block = model.layers * block
+    blocks = math.ceil(nbytes / per_block)
+    if pools is None:
+        count = POOL_TRANSFERS_WITHOUT_STACK * blocks
+        return ProbePlan(op, pattern, nbytes, model.layers, block, {"source": count, "destination": count},
+                         f"{POOL_TRANSFERS_WITHOUT_STACK} transfers' blocks per side, no stack given")
+    sized = {side: max(blocks, min(size, max_pool) // per_block) for side, (_, size) in pools.items()}
+    basis = "the workers' pools: " + " and ".join(f"{group}'s" for group, _ in pools.values())
+    if any(size > max_pool for _, size in pools.values()):
+        basis += f", capped at {units.fmt_bytes(max_pool)} (probe.maxPoolBytes)"
+    return ProbePlan(op, pattern, nbytes, model.layers, block, sized, basis)
+
+
+def stack_plan(cfg: StackConfig, sizing: StackSizing, op: Optional[str] = None, pattern: str = "blocks",
+               nbytes: Optional[int] = None) -> ProbePlan:
+    """The probe of this stack's KV path: by default the connector's op, the workers' block pattern and
+    pools, and one average request's KV."""
+    src, dst = groups(cfg)
+    pools = {side: (g.name, sizing.group(g.name).kv_cache_bytes) for side, g in (("source", src),
+                                                                               ("destination", dst))}
+    return plan_for(op or src.kv_transfer.op, pattern, sizing.kv_bytes_per_request if nbytes is None else nbytes,
+                    cfg.model, pools, cfg.probe.max_pool_bytes)
 
 
 def _names(cfg: StackConfig, digest: str) -> dict[str, str]:
@@ -38,8 +108,8 @@ def _names(cfg: StackConfig, digest: str) -> dict[str, str]:
 
 
 def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: list[str],
-         nbytes: int) -> dict[str, Any]:
-    memory = units.to_mi_quantity(nbytes + units.GI)  # the buffer + NIXL/UCX and Python
+         pool_bytes: int) -> dict[str, Any]:
+    memory = units.to_mi_quantity(pool_bytes + HEADROOM)  # the registered pool + NIXL/UCX and Python
     container = {
         "name": "probe", "image": cfg.image, "command": ["python3", f"{MOUNT}/{PAYLOAD}"], "args": args,
         "env": worker_env(group),
@@ -62,11 +132,17 @@ def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: 
     }
 
 
-def _build(cfg: StackConfig, nbytes: int, digest: str) -> dict[str, dict[str, Any]]:
+def _build(cfg: StackConfig, plan: ProbePlan, digest: str) -> dict[str, dict[str, Any]]:
     n = _names(cfg, digest)
     src, dst = groups(cfg)
+    side_group = {"source": src, "destination": dst}
     port, timeout = str(cfg.probe.port), str(cfg.probe.timeout_seconds)
     service_host = f"{n['target']}.{cfg.graph.namespace}.svc.cluster.local"
+
+    def job(role: str, side: str, args: list[str]) -> dict[str, Any]:
+        return _job(cfg, n[role], n["configmap"], side_group[side], args + plan.args(side) + ["--timeout", timeout],
+                    plan.transfer(side)["pool_bytes"])
+
     return {
         "configmap": {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": n["configmap"], "namespace": cfg.graph.namespace},
@@ -76,17 +152,16 @@ def _build(cfg: StackConfig, nbytes: int, digest: str) -> dict[str, dict[str, An
                     "spec": {"selector": {"app.kubernetes.io/name": n["target"]},
                              "ports": [{"name": "control", "port": cfg.probe.port,
                                         "targetPort": cfg.probe.port}]}},
-        "target": _job(cfg, n["target"], n["configmap"], dst,
-                       ["target", "--port", port, "--bytes", str(nbytes), "--timeout", timeout], nbytes),
-        "initiator": _job(cfg, n["initiator"], n["configmap"], src,
-                          ["initiator", "--connect", f"{service_host}:{port}", "--bytes", str(nbytes),
-                           "--repeats", str(cfg.probe.repeats), "--timeout", timeout], nbytes),
+        "target": job("target", plan.target, ["target", "--port", port]),
+        "initiator": job("initiator", plan.initiator, ["initiator", "--connect", f"{service_host}:{port}",
+                                                       "--repeats", str(cfg.probe.repeats)]),
     }
 
 
-def manifests(cfg: StackConfig, nbytes: int) -> dict[str, dict[str, Any]]:
+def manifests(cfg: StackConfig, sizing: StackSizing) -> dict[str, dict[str, Any]]:
     """ConfigMap, Service and the two Jobs, all named `<graph>-kv-probe[-role]-<digest>`."""
-    return _build(cfg, nbytes, content_hash(_build(cfg, nbytes, "")))
+    plan = stack_plan(cfg, sizing)
+    return _build(cfg, plan, content_hash(_build(cfg, plan, "")))
 
 
 def logs_command(cfg: StackConfig, initiator_job: str) -> str:

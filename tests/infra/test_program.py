@@ -111,6 +111,16 @@ def test_disaggregated_workers_use_nixl_over_tcp_with_cpu_buffers(stack_name):
     assert "--kv-events-config" not in main_container(comps["decode"])["args"]
 
 
+def test_a_push_stack_tells_both_workers_to_use_the_push_connector():
+    def push(c):
+        for g in c["workers"]:
+            g["kvTransfer"] = {"connector": "NixlPushConnector"}
+    comps = components(run_stack("cross-server", push))
+    for name, role in (("prefill", "kv_producer"), ("decode", "kv_consumer")):
+        config = json.loads(flag(main_container(comps[name])["args"], "--kv-transfer-config"))
+        assert config == {"kv_connector": "NixlPushConnector", "kv_role": role, "kv_buffer_device": "cpu"}
+
+
 def test_same_server_runs_two_plus_two_on_the_24gb_node():
     comps = components(run_stack("same-server"))
     assert {n: (c["type"], normalize(c["replicas"])) for n, c in comps.items() if n != "frontend"} == {

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from infra import units
 from infra.config import load
+from infra.config.models import SAME_NODE_BYTES_PER_SECOND
 from infra.errors import ConfigError
 from infra.lab.sizing_text import verdict
 from infra.sizing import host_memory_floor, kv_bytes_per_token, largest_pool_for_limit, size
@@ -59,11 +60,41 @@ def test_fewer_prefix_types_warm_the_decode_cache():
     assert hits == sorted(hits, reverse=True) and hits[0] > 0.99 and hits[-1] < 0.5
 
 
-def test_same_server_transfer_is_a_host_copy_of_about_a_quarter_second_cold():
-    (t,) = _report("same-server").transfers
-    assert t.path == "same-node"
-    assert t.link_max_requests_per_s is None
-    assert 0.2 <= t.cold_seconds <= 0.3
+
+PUSH = {"connector": "NixlPushConnector"}
+
+
+def _push(c):
+    for g in c["workers"]:
+        g["kvTransfer"] = dict(PUSH)
+
+
+def test_same_server_transfer_takes_the_measured_default_of_its_connectors_op():
+    (pull,) = _report("same-server").transfers
+    assert (pull.path, pull.op, pull.link_max_requests_per_s) == ("same-node", "READ", None)
+    assert pull.throughput_bytes_per_s == SAME_NODE_BYTES_PER_SECOND["READ"]
+    assert pull.throughput_source == "same-node NIXL READ of KV blocks (measured)"
+    (push,) = _report("same-server", _push).transfers
+    assert (push.op, push.throughput_bytes_per_s) == ("WRITE", SAME_NODE_BYTES_PER_SECOND["WRITE"])
+    # The two ops differ on one node (docs/measurements.md), so the connector changes the cost.
+    assert push.cold_seconds < pull.cold_seconds
+
+
+def test_an_explicit_same_node_throughput_overrides_both_ops():
+    def edit(c, push=False):
+        c["sizing"] = {"sameNodeBytesPerSecond": "2G"}
+        if push:
+            _push(c)
+    for e in (edit, lambda c: edit(c, push=True)):
+        (t,) = _report("same-server", e).transfers
+        assert t.throughput_bytes_per_s == 2e9
+        assert t.throughput_source == "same-node (sizing.sameNodeBytesPerSecond)"
+
+
+def test_cross_node_throughput_is_the_links_whatever_the_op():
+    (pull,), (push,) = _report("cross-server").transfers, _report("cross-server", _push).transfers
+    assert (pull.op, push.op) == ("READ", "WRITE")
+    assert pull.throughput_bytes_per_s == push.throughput_bytes_per_s == 115e6
 
 
 def test_measured_throughput_replaces_the_default():

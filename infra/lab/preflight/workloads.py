@@ -64,10 +64,13 @@ def workloads(cfg: StackConfig, sizing: StackSizing, stack: str) -> list[Workloa
         out.append(Workload(component["name"], kind, component["replicas"], _requests(pod), expressions(pod),
                             classes.get(component["name"])))
     if cfg.probe.enabled:
-        probe = transfer_probe.manifests(cfg, sizing.kv_bytes_per_request)
+        probe = transfer_probe.manifests(cfg, sizing)
         src, dst = transfer_probe.groups(cfg)
-        out += [_job("probe target Job", probe["target"], dst.gpu_class),
-                _job("probe initiator Job", probe["initiator"], src.gpu_class)]
+        # The initiator sits with the side that issues the op: decode pulls (READ), prefill pushes.
+        pulls = src.kv_transfer.op == "READ"
+        initiator, target = (dst, src) if pulls else (src, dst)
+        out += [_job("probe target Job", probe["target"], target.gpu_class),
+                _job("probe initiator Job", probe["initiator"], initiator.gpu_class)]
     if cfg.benchmark.enabled:
         out.append(_job("benchmark Job", benchmark.manifests(cfg, stack)["job"]))
     return out

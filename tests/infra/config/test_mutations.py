@@ -101,7 +101,7 @@ def test_a_mutated_stack_is_sized_and_built_or_refused_with_file_and_key(case):
     assert graph.deployment(cfg, sizing)["spec"]["components"]
     platform.release(cfg.platform)
     if cfg.probe.enabled:
-        transfer_probe.manifests(cfg, sizing.kv_bytes_per_request)
+        transfer_probe.manifests(cfg, sizing)
     if cfg.benchmark.enabled:
         benchmark.manifests(cfg, stack)
 

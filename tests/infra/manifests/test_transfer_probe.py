@@ -5,9 +5,12 @@ from __future__ import annotations
 import pytest
 
 from infra import payloads
+from infra.config import load
 from infra.errors import ConfigError
 from infra.lab import mockrun
 from infra.lab.render import normalize
+from infra.manifests.transfer_probe import stack_plan
+from infra.sizing import size
 from tests.helpers import CONFIGMAP, JOB, raw_config, run_stack
 
 ENABLE = {"probe": {"enabled": True}}
@@ -23,31 +26,79 @@ def _expr(job):
     return aff["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
 
 
-def test_in_cluster_probe_places_initiator_like_prefill_and_target_like_decode():
+GPU_8 = [{"key": "nvidia.com/gpu.memory", "operator": "Lt", "values": ["12000"]}]
+GPU_24 = [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]}]
+PER_BLOCK = 28 * 64 * 1024  # one block of every layer of Qwen3-0.6B: 1.75Mi
+
+
+def _push(c):
+    for g in c["workers"]:
+        g["kvTransfer"] = {"connector": "NixlPushConnector"}
+
+
+def _transfer_args(op, pool_blocks):
+    return ["--bytes", str(2371 * 114_688), "--op", op, "--pattern", "blocks", "--layers", "28",
+            "--block-bytes", "65536", "--pool-blocks", str(pool_blocks), "--timeout", "600"]
+
+
+def _container(job):
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def test_default_probe_reads_from_the_decode_side_like_nixl_connector():
     run = run_stack("cross-server", lambda c: c.update(ENABLE))
     initiator, target = _jobs(run)
-    assert _expr(initiator) == [{"key": "nvidia.com/gpu.memory", "operator": "Lt", "values": ["12000"]}]
-    assert _expr(target) == [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]}]
+    # NixlConnector pulls: the decode worker (gpu-24gb) READs from the prefill worker (gpu-8gb).
+    assert _expr(initiator) == GPU_24 and _expr(target) == GPU_8
     (cm,) = [normalize(r.inputs) for r in run.of_type(CONFIGMAP)]
     for job in (initiator, target):
         pod = job["spec"]["template"]["spec"]
-        (c,) = pod["containers"]
+        c = _container(job)
         assert c["image"] == "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
         assert {e["name"]: e["value"] for e in c["env"]} == {"UCX_TLS": "tcp,self", "UCX_RNDV_THRESH": "inf"}
         assert c["command"] == ["python3", "/probe/kv_probe.py"]
         assert not any("gpu" in k for k in c["resources"]["requests"])  # no GPU taken from the workers
         assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
         assert pod["volumes"] == [{"name": "probe", "configMap": {"name": cm["metadata"]["name"]}}]
-    (ci,) = initiator["spec"]["template"]["spec"]["containers"]
     digest = cm["metadata"]["name"].rsplit("-", 1)[1]
     target_host = f"cross-server-kv-probe-target-{digest}.dynamo-lab-cross-server.svc.cluster.local"
-    assert ci["args"] == ["initiator", "--connect", f"{target_host}:5555",
-                          "--bytes", str(2371 * 114_688), "--repeats", "5", "--timeout", "600"]
-    (ct,) = target["spec"]["template"]["spec"]["containers"]
-    assert ct["args"][:3] == ["target", "--port", "5555"]
+    # Each side registers its worker's pool: decode 4Gi = 2,340 blocks of 1.75Mi, prefill 2Gi = 1,170.
+    assert _container(initiator)["args"] == (["initiator", "--connect", f"{target_host}:5555", "--repeats", "5"]
+                                             + _transfer_args("READ", 2340))
+    assert _container(target)["args"] == ["target", "--port", "5555"] + _transfer_args("READ", 1170)
+    # Memory: the registered pool (4,095Mi and 2,047.5Mi) plus 1Gi, as request and limit.
+    assert _container(initiator)["resources"]["limits"]["memory"] == "5119Mi"
+    assert _container(target)["resources"]["requests"]["memory"] == "3072Mi"
     assert cm["data"]["kv_probe.py"] == payloads.source("kv_probe.py")
     assert run.outputs["probeLogs"] == (
         f"kubectl logs -n dynamo-lab-cross-server job/cross-server-kv-probe-initiator-{digest} | tail -n 1")
+
+
+def test_push_probe_writes_from_the_prefill_side():
+    initiator, target = _jobs(run_stack("cross-server", lambda c: (c.update(ENABLE), _push(c))))
+    assert _expr(initiator) == GPU_8 and _expr(target) == GPU_24
+    assert _container(initiator)["args"][5:] == _transfer_args("WRITE", 1170)
+    assert _container(target)["args"][3:] == _transfer_args("WRITE", 2340)
+    assert _container(initiator)["resources"]["limits"]["memory"] == "3072Mi"
+
+
+def test_a_pool_above_the_cap_is_registered_at_the_cap():
+    def edit(c):
+        c.update(probe={"enabled": True, "maxPoolBytes": "1Gi"})
+    initiator, target = _jobs(run_stack("cross-server", edit))
+    # 1Gi holds 585 whole blocks of 1.75Mi (1,023.75Mi): the Job's memory follows the capped pool.
+    assert _container(initiator)["args"][-3] == "585" and _container(target)["args"][-3] == "585"
+    assert _container(initiator)["resources"]["limits"]["memory"] == "2048Mi"
+    cfg = load(raw_config("cross-server", edit), "cross-server")
+    assert stack_plan(cfg, size(cfg, "cross-server")).pool_basis == (
+        "the workers' pools: prefill's and decode's, capped at 1.0Gi (probe.maxPoolBytes)")
+
+
+def test_a_cap_below_one_transfer_still_registers_one_transfer():
+    initiator, _ = _jobs(run_stack("cross-server", lambda c: c.update(
+        probe={"enabled": True, "maxPoolBytes": "100Mi"})))
+    assert _container(initiator)["args"][-3] == "149"  # 2,371 tokens = 149 blocks of 16
 
 
 def test_a_changed_probe_script_or_argument_names_new_jobs(monkeypatch):

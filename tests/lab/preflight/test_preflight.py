@@ -441,11 +441,15 @@ def test_the_shipped_stacks_fit_the_cards_the_lab_reports(tmp_path):
 def test_the_probe_and_benchmark_jobs_are_counted_where_they_run(tmp_path):
     report = report_for("cross-server", str(LAB), everything_on("cross-server"))
     laptop = next(n for n in report.nodes if n.name == "gpu-laptop")
+    # The connector pulls (READ): the probe's target sits with the prefill group on the laptop, and
+    # the initiator with the decode group on the server.
     assert [(p.name, p.bound) for p in laptop.places] == [
-        ("prefill", True), ("probe initiator Job", True), ("frontend", False), ("benchmark Job", False)]
+        ("prefill", True), ("probe target Job", True), ("frontend", False), ("benchmark Job", False)]
+    server = next(n for n in report.nodes if n.name == "gpu-server")
+    assert ("probe initiator Job", True) in [(p.name, p.bound) for p in server.places]
     memory = next(r for r in laptop.resources if r.resource == "memory")
-    # prefill 5837Mi + probe 1284Mi (its 259.3Mi buffer + 1Gi, rounded up) + frontend 2Gi + benchmark 4Gi
-    assert memory.needs == (5837 + 1284 + 2048 + 4096) * 2**20
+    # prefill 5837Mi + probe target 3072Mi (the prefill worker's 2Gi pool + 1Gi) + frontend 2Gi + benchmark 4Gi
+    assert memory.needs == (5837 + 3072 + 2048 + 4096) * 2**20
 
 
 # --- The saved-data format the README documents ----------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.config import load
+from infra.config.models import SAME_NODE_BYTES_PER_SECOND
 from infra.lab.twin import runner as twin
 from infra.sizing import size
 from tests.helpers import raw_config
@@ -20,7 +21,9 @@ def test_twin_runs_one_mocker_per_replica_with_the_sized_path_bandwidth():
     assert [(w.role, w.group) for w in cross] == [("prefill", "prefill"), ("decode", "decode"), ("decode", "decode")]
     assert all(w.bandwidth_gb_s == pytest.approx(0.115) for w in cross)
     same = _plan("same-server")
-    assert len(same) == 4 and all(w.bandwidth_gb_s == pytest.approx(1.2) for w in same)
+    # NixlConnector's READ on one node, at the sizing's measured default.
+    read = SAME_NODE_BYTES_PER_SECOND["READ"] / 1e9
+    assert len(same) == 4 and all(w.bandwidth_gb_s == pytest.approx(read) for w in same)
     agg = _plan("kv-routing")
     assert len(agg) == 6 and all(w.role == "agg" and w.bandwidth_gb_s is None for w in agg)
     args = cross[0].args("/m", "Qwen/Qwen3-0.6B")
