@@ -11,7 +11,7 @@ import itertools
 import re
 
 from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, expand_tls
-from infra.config.models import PULL_CONNECTORS, StackConfig, WorkerGroup
+from infra.config.models import StackConfig, WorkerGroup
 
 Problems = list[tuple[str, str]]
 # Longest Dynamo-derived name per component: the operator names a component's Service
@@ -91,7 +91,7 @@ def _transfer(cfg: StackConfig) -> Problems:
     for p, d in itertools.product(prefill, decode):
         pk, dk = p.kv_transfer, d.kv_transfer
         pair = f"prefill {p.name!r} and decode {d.name!r}"
-        if (pk.connector in PULL_CONNECTORS) != (dk.connector in PULL_CONNECTORS):
+        if pk.op != dk.op:
             found.append((f"workers.{d.name}.kvTransfer.connector",
                           f"{pair} use {pk.connector} and {dk.connector}: one side waits for the other to pull "
                           "and the other waits to push, so no KV ever moves. Give both the same connector"))
