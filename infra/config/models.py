@@ -256,7 +256,6 @@ class Graph(_Model):
 # vLLM 0.31.0's NIXL connectors (docs/sources.md): NixlConnector is an alias of NixlPullConnector,
 # whose decode side READs the KV; with NixlPushConnector the prefill side WRITEs it.
 PULL_CONNECTORS = ("NixlConnector", "NixlPullConnector")
-CONNECTORS = (*PULL_CONNECTORS, "NixlPushConnector")
 
 
 class KvTransfer(_Model):
