@@ -297,7 +297,7 @@ def _small_pools(cfg: StackConfig, per_request: int) -> list[tuple[str, str]]:
              f"{_shown(g.kv_cache_bytes)} holds less than one request's KV ({units.fmt_bytes(per_request)} for "
              f"{cfg.workload.input_tokens:,} tokens x {per_request // cfg.workload.input_tokens:,} bytes); vLLM "
              f"could not schedule a single request of the size this stack is sized for. Raise it to at least "
-             f"{units.ceil_mi(per_request) // units.MI}Mi, or lower workload.inputTokens")
+             f"{units.to_mi_quantity(per_request)}, or lower workload.inputTokens")
             for g in cfg.workers if g.kv_cache_bytes is not None and g.kv_cache_bytes < per_request]
 
 

@@ -173,7 +173,7 @@ def ceil_mi(nbytes: float) -> int:
 
 def to_mi_quantity(nbytes: float) -> str:
     """Bytes rounded UP to whole MiB, as a Kubernetes quantity."""
-    return f"{math.ceil(nbytes / MI)}Mi"
+    return f"{ceil_mi(nbytes) // MI}Mi"
 
 
 def parse_rate_bits(value: object) -> int:
