@@ -56,7 +56,7 @@ def parse_quantity(text: object) -> Fraction:
     if not match:
         raise QuantityError(f"{str(text)!r} is not a Kubernetes quantity")
     sign, number, suffix = match.groups()
-    value = Fraction(number if not number.endswith(".") else number[:-1])
+    value = Fraction(number)
     suffix = suffix or ""
     if suffix in _BINARY:
         value *= _BINARY[suffix]
@@ -119,7 +119,7 @@ def _whole_bytes(value: object, minimum: int, unit: str, meant_suffix: str) -> i
             and exact > 0 else ""
         raise QuantityError(f"{text!r} is {_n(exact)} {unit} (Kubernetes reads a number without a suffix as "
                             f"bytes), less than the {format_bytes(minimum) if unit == 'bytes' else _n(minimum)} "
-                            f"{'' if unit == 'bytes' else unit + ' '}this needs{meant}".replace("  ", " "))
+                            f"{'' if unit == 'bytes' else unit + ' '}this needs{meant}")
     return int(exact)
 
 
@@ -135,7 +135,7 @@ def parse_throughput(value: object, minimum: int = 10**6) -> int:
 
 def parse_cpu(value: object) -> int:
     """Millicores of a CPU quantity (`2`, `0.5`, `500m`): more than 0, no finer than 1m."""
-    text = str(value).strip() if not isinstance(value, int) else str(value)
+    text = str(value).strip()
     try:
         exact = parse_quantity(value)
     except QuantityRangeError:
