@@ -38,9 +38,13 @@ class QuantityRangeError(QuantityError):
     """A well-formed quantity beyond the range Kubernetes allows."""
 
 
+def _too_large(text: object) -> QuantityRangeError:
+    return QuantityRangeError(f"{str(text)!r} is more than Kubernetes allows in a quantity (2^63-1)")
+
+
 def _in_range(text: object, value: Fraction) -> Fraction:
     if abs(value) > QUANTITY_MAX:
-        raise QuantityRangeError(f"{str(text)!r} is more than Kubernetes allows in a quantity (2^63-1)")
+        raise _too_large(text)
     return value
 
 
@@ -65,7 +69,7 @@ def parse_quantity(text: object) -> Fraction:
     else:  # e3, E-2; an exponent past any quantity's range is refused before it is computed
         exponent = int(suffix[1:])
         if exponent > 40 or len(number) > 40:
-            raise QuantityRangeError(f"{str(text)!r} is more than Kubernetes allows in a quantity (2^63-1)")
+            raise _too_large(text)
         value *= Fraction(10) ** max(exponent, -40)
     return _in_range(text, -value if sign == "-" else value)
 
@@ -99,15 +103,21 @@ def _meant(text: str, unit: str) -> str:
     return f"; Kubernetes knows no suffix {suffix}: {' and '.join(options)}" if options else ""
 
 
-def _whole_bytes(value: object, minimum: int, unit: str, meant_suffix: str) -> int:
-    text = str(value).strip()
+def _parse_or_explain(value: object, text: str, unit: str, kind: str, example: str) -> Fraction:
+    """parse_quantity, refusing `text` with what it would have meant, else how a `kind` is written."""
     try:
-        exact = parse_quantity(value)
+        return parse_quantity(value)
     except QuantityRangeError:
         raise
     except QuantityError:
-        meant = _meant(text, unit) or ". Write bytes with a Kubernetes suffix, e.g. 3584Mi, 10Gi, 272M, 1G"
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity{meant}") from None
+        meant = _meant(text, unit) or f". Write {example}"
+        raise QuantityError(f"{text!r} is not a Kubernetes {kind}{meant}") from None
+
+
+def _whole_bytes(value: object, minimum: int, unit: str, meant_suffix: str) -> int:
+    text = str(value).strip()
+    exact = _parse_or_explain(value, text, unit, "quantity",
+                              "bytes with a Kubernetes suffix, e.g. 3584Mi, 10Gi, 272M, 1G")
     if exact < 0:
         raise QuantityError(f"{text!r} is negative; a byte quantity cannot be")
     if exact.denominator != 1:
@@ -135,14 +145,9 @@ def parse_throughput(value: object, minimum: int = 10**6) -> int:
 
 def parse_cpu(value: object) -> int:
     """Millicores of a CPU quantity (`2`, `0.5`, `500m`): more than 0, no finer than 1m."""
+    # A refusal quotes the value as written, spaces and all; the other messages quote it stripped.
+    exact = _parse_or_explain(value, str(value), "CPUs", "CPU quantity", "cores or millicores, e.g. 2, 0.5, 500m")
     text = str(value).strip()
-    try:
-        exact = parse_quantity(value)
-    except QuantityRangeError:
-        raise
-    except QuantityError:
-        meant = _meant(str(value), "CPUs") or ". Write cores or millicores, e.g. 2, 0.5, 500m"
-        raise QuantityError(f"{str(value)!r} is not a Kubernetes CPU quantity{meant}") from None
     milli = exact * 1000
     if milli <= 0:
         raise QuantityError(f"{text!r} is {_n(exact)} CPUs; write more than 0, e.g. 500m or 2")
