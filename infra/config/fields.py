@@ -42,10 +42,6 @@ def dns_label(value: str, max_length: int = 63) -> str:
     return value
 
 
-def optional_dns_label(value: Optional[str]) -> Optional[str]:
-    return None if value is None else dns_label(value)
-
-
 def label_key(key: str) -> str:
     """A label key as the API server checks it: [prefix/]name, name <= 63, prefix a DNS subdomain."""
     prefix, _, name = key.rpartition("/")
@@ -152,7 +148,7 @@ def expand_tls(value: str) -> set[str]:
 
 UcxTls = Annotated[str, AfterValidator(ucx_tls)]
 DnsLabel = Annotated[str, AfterValidator(dns_label)]
-OptionalDnsLabel = Annotated[Optional[str], AfterValidator(optional_dns_label)]
+OptionalDnsLabel = Optional[DnsLabel]
 LabelKey = Annotated[str, AfterValidator(label_key)]
 ExactRelease = Annotated[str, AfterValidator(exact_release)]
 OperatorImage = Annotated[str, BeforeValidator(lambda v: operator_image(str(v)))]
