@@ -6,11 +6,10 @@ Every name that points at something (a worker group, a GPU class) must resolve, 
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 
-from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, expand_tls
+from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, did_you_mean, expand_tls
 from infra.config.models import StackConfig, WorkerGroup
 
 Problems = list[tuple[str, str]]
@@ -20,9 +19,7 @@ SERVICE_NAME_MAX = 63
 
 
 def _unknown(kind: str, name: str, known: list[str], where: str) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else "."
-    return f"unknown {kind} {name!r}{hint} {where}: {', '.join(known) or 'none'}"
+    return f"unknown {kind} {name!r}{did_you_mean(name, known) or '.'} {where}: {', '.join(known) or 'none'}"
 
 
 def _names(cfg: StackConfig) -> Problems:

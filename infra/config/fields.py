@@ -16,6 +16,13 @@ from pydantic import AfterValidator, BeforeValidator
 
 from infra import units
 
+
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """A hint naming the closest choice ("; did you mean 'x'?"), or "" when none is close."""
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 # --- Quantities ---------------------------------------------------------------------------------
 
 # Memory and sizes: whole bytes, at least 1Mi (a number without a suffix is bytes, as in Kubernetes).
@@ -128,10 +135,8 @@ def ucx_tls(value: str) -> str:
                          "workers' transports, e.g. tcp,self (TCP, the lab's) or rc,cuda_copy (RDMA)")
     for name in names:
         if name not in KNOWN_TLS:
-            close = difflib.get_close_matches(name, sorted(KNOWN_TLS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"{name!r} is not a UCX transport{hint} UCX would refuse to start. Known: "
-                             f"{', '.join(sorted(KNOWN_TLS))}")
+            raise ValueError(f"{name!r} is not a UCX transport{did_you_mean(name, sorted(KNOWN_TLS))} UCX would "
+                             f"refuse to start. Known: {', '.join(sorted(KNOWN_TLS))}")
     return value
 
 
