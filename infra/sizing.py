@@ -316,9 +316,17 @@ def _transfers(cfg: StackConfig, per_token: int, pools: dict[str, int]) -> list[
     warm = per_token * (w.input_tokens - prefix_cache.reusable_prefix_tokens(w.prefix_tokens))
     active = [g for g in cfg.workers if g.replicas > 0]
     measured = {(m.from_group, m.to_group): m.bytes_per_second for m in s.measured}
+    # What a transfer to a decode group carries (its prefix hits) and the prefill it saves depend
+    # on that group alone, whichever prefill group sends.
+    decodes = []
+    for d in (g for g in active if g.role == "decode"):
+        hit = _decode_hit_probability(cfg, pools[d.name], per_token)
+        saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
+                                         cfg.gpu_classes[d.gpu_class].effective_tflops)
+        decodes.append((d, hit, hit * warm + (1 - hit) * cold, saved))
     out = []
     for p in (g for g in active if g.role == "prefill"):
-        for d in (g for g in active if g.role == "decode"):
+        for d, hit, expected, saved in decodes:
             same = p.gpu_class == d.gpu_class
             path = "same-node" if same else "cross-node"
             op = p.kv_transfer.op
@@ -326,18 +334,15 @@ def _transfers(cfg: StackConfig, per_token: int, pools: dict[str, int]) -> list[
                 bps, source = float(measured[(p.name, d.name)]), "measured (sizing.measured)"
             else:
                 bps, source = path_throughput(s, path, op)
-            hit = _decode_hit_probability(cfg, pools[d.name], per_token)
-            expected = hit * warm + (1 - hit) * cold
-            saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
-                                             cfg.gpu_classes[d.gpu_class].effective_tflops)
+            expected_seconds = transfer_seconds(expected, bps)
             out.append(TransferSizing(
                 from_group=p.name, to_group=d.name, path=path, op=op, throughput_bytes_per_s=bps,
                 throughput_source=source, cold_bytes=cold, warm_bytes=warm, decode_prefix_hit_probability=hit,
                 expected_bytes=expected, cold_seconds=transfer_seconds(cold, bps),
-                warm_seconds=transfer_seconds(warm, bps), expected_seconds=transfer_seconds(expected, bps),
+                warm_seconds=transfer_seconds(warm, bps), expected_seconds=expected_seconds,
                 prefill_seconds_estimate=saved, in_flight_bytes=w.concurrency * cold,
                 link_max_requests_per_s=None if same else bps / expected,
-                transfer_over_prefill=transfer_seconds(expected, bps) / saved))
+                transfer_over_prefill=expected_seconds / saved))
     return out
 
 
