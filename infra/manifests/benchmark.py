@@ -14,7 +14,7 @@ from typing import Any, Optional
 from infra import payloads
 from infra.config.models import Benchmark, StackConfig
 from infra.manifests import content_hash
-from infra.manifests.graph import HF_TOKEN_SECRET, frontend_url, node_affinity
+from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
 
 PAYLOAD = "aiperf_sweep.py"
 MOUNT = "/bench"
@@ -47,13 +47,11 @@ def _build(cfg: StackConfig, stack: str, digest: str) -> dict[str, dict[str, Any
     script = (f"python3 -m pip install --quiet --disable-pip-version-check aiperf=={shlex.quote(b.aiperf_version)}"
               f" && exec python3 {MOUNT}/{PAYLOAD} --plan {MOUNT}/plan.json"
               f" --wait-ready {READY_WAIT_SECONDS}")
-    container: dict[str, Any] = {
+    container = with_hf_token(cfg, {  # the tokenizer download may need it
         "name": "aiperf", "image": b.image, "command": ["sh", "-c", script],
         "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
         "volumeMounts": [{"name": "bench", "mountPath": MOUNT, "readOnly": True}],
-    }
-    if cfg.hf_token is not None:  # the tokenizer download may need it
-        container["envFrom"] = [{"secretRef": {"name": HF_TOKEN_SECRET}}]
+    })
     pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
                            "volumes": [{"name": "bench", "configMap": {"name": job}}]}
     if b.node_selector:

@@ -98,12 +98,15 @@ def worker_env(group: WorkerGroup) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in ucx_env(group.kv_transfer).items()]
 
 
-def _container(cfg: StackConfig, extra: dict[str, Any]) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "main", "image": cfg.image}
-    container.update(extra)
+def with_hf_token(cfg: StackConfig, container: dict[str, Any]) -> dict[str, Any]:
+    """`container`, reading the token Secret's HF_TOKEN when the stack has a token (appended last)."""
     if cfg.hf_token is not None:
         container["envFrom"] = [{"secretRef": {"name": HF_TOKEN_SECRET}}]
     return container
+
+
+def _container(cfg: StackConfig, extra: dict[str, Any]) -> dict[str, Any]:
+    return with_hf_token(cfg, {"name": "main", "image": cfg.image, **extra})
 
 
 def frontend_component(cfg: StackConfig) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from infra.config.models import StackConfig
 from infra.manifests import content_hash, model_cache
-from infra.manifests.graph import HF_TOKEN_SECRET, node_affinity
+from infra.manifests.graph import node_affinity, with_hf_token
 
 # What vLLM and the frontend read: safetensors weights, JSON config and tokenizer files, merges/vocab
 # text, sentencepiece/tiktoken models, chat templates. Not *.bin/*.pth duplicates of the weights.
@@ -51,13 +51,11 @@ def _name(cfg: StackConfig, key: str, digest: str) -> str:
 
 def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any]:
     mount = model_cache.mount()
-    pull: dict[str, Any] = {
+    pull = with_hf_token(cfg, {
         "name": "pull", "image": cfg.image,
         "command": ["python3", "-c", SCRIPT, cfg.model.name, *PATTERNS],
         "env": model_cache.env(), "resources": RESOURCES, "volumeMounts": [mount],
-    }
-    if cfg.hf_token is not None:
-        pull["envFrom"] = [{"secretRef": {"name": HF_TOKEN_SECRET}}]
+    })
     prepare = {"name": "prepare-cache", "image": cfg.image, "command": ["sh", "-c", PREPARE],
                "securityContext": {"runAsUser": 0}, "resources": PREPARE_RESOURCES, "volumeMounts": [mount]}
     pod: dict[str, Any] = {"restartPolicy": "Never", "initContainers": [prepare], "containers": [pull],
