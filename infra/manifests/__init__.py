@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 # Marks each namespace a stack creates as that stack's own. `dynamo-lab preflight` reads it to tell
 # a namespace this stack may reuse (its own, from an earlier `pulumi up`) from one it would take over.
@@ -25,3 +27,14 @@ def content_hash(value: Any, length: int = 10) -> str:
     """
     text = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def digest_named(build: Callable[[str], T]) -> T:
+    """`build(digest)`, named from content_hash of `build("")`: the same objects without their names,
+    since a name cannot hold the digest of itself."""
+    return build(content_hash(build("")))
+
+
+def digest_suffix(digest: str) -> str:
+    """A name's `-<digest>` tail; none in the unnamed build that the digest is taken from."""
+    return f"-{digest}" if digest else ""

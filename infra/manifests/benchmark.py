@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from infra import payloads
 from infra.config.models import Benchmark, StackConfig
-from infra.manifests import content_hash
+from infra.manifests import digest_named, digest_suffix
 from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
 
 PAYLOAD = "aiperf_sweep.py"
@@ -38,9 +38,9 @@ def sweep_plan(benchmark: Benchmark, model: str, stack: str, target: str, url: s
     return plan
 
 
-def _build(cfg: StackConfig, stack: str, digest: str) -> dict[str, dict[str, Any]]:
+def _build(cfg: StackConfig, stack: str, payload: str, digest: str) -> dict[str, dict[str, Any]]:
     b = cfg.benchmark
-    job = f"{cfg.graph.name}-bench" + (f"-{digest}" if digest else "")
+    job = f"{cfg.graph.name}-bench{digest_suffix(digest)}"
     plan = sweep_plan(b, cfg.model.name, stack, "cluster", frontend_url(cfg), b.tokenizer or cfg.model.name,
                       "/tmp/aiperf")
     # AIPerf is installed at start (pinned): the image only needs Python and pip.
@@ -59,7 +59,7 @@ def _build(cfg: StackConfig, stack: str, digest: str) -> dict[str, dict[str, Any
     return {
         "configmap": {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": job, "namespace": cfg.graph.namespace},
-                      "data": {PAYLOAD: payloads.source(PAYLOAD), "plan.json": json.dumps(plan, indent=2)}},
+                      "data": {PAYLOAD: payload, "plan.json": json.dumps(plan, indent=2)}},
         "job": {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": job, "namespace": cfg.graph.namespace,
                              "annotations": {"pulumi.com/skipAwait": "true"}},
@@ -69,7 +69,8 @@ def _build(cfg: StackConfig, stack: str, digest: str) -> dict[str, dict[str, Any
 
 def manifests(cfg: StackConfig, stack: str) -> dict[str, dict[str, Any]]:
     """The ConfigMap (payload + plan) and the Job, both named `<graph>-bench-<digest>`."""
-    return _build(cfg, stack, content_hash(_build(cfg, stack, "")))
+    payload = payloads.source(PAYLOAD)
+    return digest_named(lambda digest: _build(cfg, stack, payload, digest))
 
 
 def logs_command(cfg: StackConfig, job: str) -> str:

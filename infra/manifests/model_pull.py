@@ -15,7 +15,7 @@ import re
 from typing import Any, Optional
 
 from infra.config.models import StackConfig
-from infra.manifests import content_hash, model_cache
+from infra.manifests import digest_named, digest_suffix, model_cache
 from infra.manifests.graph import node_affinity, with_hf_token
 
 # What vLLM and the frontend read: safetensors weights, JSON config and tokenizer files, merges/vocab
@@ -45,7 +45,7 @@ def placements(cfg: StackConfig) -> dict[str, Optional[str]]:
 
 def _name(cfg: StackConfig, key: str, digest: str) -> str:
     slug = "" if key == "claim" else "-" + re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-")
-    tail = f"-{digest}" if digest else ""
+    tail = digest_suffix(digest)
     return f"{cfg.graph.name}-model-pull{slug}"[:NAME_MAX - len(tail)].rstrip("-") + tail
 
 
@@ -74,4 +74,4 @@ def _build(cfg: StackConfig, digest: str) -> dict[str, dict[str, Any]]:
 
 def jobs(cfg: StackConfig) -> dict[str, dict[str, Any]]:
     """Job key (the GPU class, or `claim`) -> Job, each named `<graph>-model-pull[-<class>]-<digest>`."""
-    return _build(cfg, content_hash(_build(cfg, "")))
+    return digest_named(lambda digest: _build(cfg, digest))

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from infra import payloads, units
 from infra.config.models import Model, StackConfig, WorkerGroup
-from infra.manifests import content_hash
+from infra.manifests import digest_named, digest_suffix
 from infra.manifests.graph import node_affinity, worker_env
 from infra.payloads import kv_probe
 from infra.sizing import StackSizing, kv_block_bytes
@@ -102,7 +102,7 @@ def stack_plan(cfg: StackConfig, sizing: StackSizing, op: Optional[str] = None, 
 
 def _names(cfg: StackConfig, digest: str) -> dict[str, str]:
     base = f"{cfg.graph.name}-kv-probe"
-    tail = f"-{digest}" if digest else ""
+    tail = digest_suffix(digest)
     return {"configmap": f"{base}{tail}", "target": f"{base}-target{tail}",
             "initiator": f"{base}-initiator{tail}"}
 
@@ -132,7 +132,7 @@ def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: 
     }
 
 
-def _build(cfg: StackConfig, plan: ProbePlan, digest: str) -> dict[str, dict[str, Any]]:
+def _build(cfg: StackConfig, plan: ProbePlan, payload: str, digest: str) -> dict[str, dict[str, Any]]:
     n = _names(cfg, digest)
     src, dst = groups(cfg)
     side_group = {"source": src, "destination": dst}
@@ -146,7 +146,7 @@ def _build(cfg: StackConfig, plan: ProbePlan, digest: str) -> dict[str, dict[str
     return {
         "configmap": {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": n["configmap"], "namespace": cfg.graph.namespace},
-                      "data": {PAYLOAD: payloads.source(PAYLOAD)}},
+                      "data": {PAYLOAD: payload}},
         "service": {"apiVersion": "v1", "kind": "Service",
                     "metadata": {"name": n["target"], "namespace": cfg.graph.namespace},
                     "spec": {"selector": {"app.kubernetes.io/name": n["target"]},
@@ -160,8 +160,8 @@ def _build(cfg: StackConfig, plan: ProbePlan, digest: str) -> dict[str, dict[str
 
 def manifests(cfg: StackConfig, sizing: StackSizing) -> dict[str, dict[str, Any]]:
     """ConfigMap, Service and the two Jobs, all named `<graph>-kv-probe[-role]-<digest>`."""
-    plan = stack_plan(cfg, sizing)
-    return _build(cfg, plan, content_hash(_build(cfg, plan, "")))
+    plan, payload = stack_plan(cfg, sizing), payloads.source(PAYLOAD)
+    return digest_named(lambda digest: _build(cfg, plan, payload, digest))
 
 
 def logs_command(cfg: StackConfig, initiator_job: str) -> str:
