@@ -56,8 +56,7 @@ def build() -> dict[str, Any]:
         waits_for_platform.append(DynamoPlatform("platform", spec, opts()).release)
     token = cfg.hf_token.get_secret_value() if cfg.hf_token is not None else None
     claim, pulls = model_cache.claim(cfg), model_pull.jobs(cfg)
-    cache = (ModelCacheArgs(claim=claim, jobs=pulls, timeout_seconds=cfg.model_cache.pre_pull.timeout_seconds)
-             if claim or pulls else None)
+    cache = ModelCacheArgs(claim=claim, jobs=pulls) if claim or pulls else None
     serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token,
                                                      model_cache=cache, namespace_labels=owner_labels(stack)),
                            opts(*waits_for_platform))

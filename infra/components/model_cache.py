@@ -20,8 +20,12 @@ class ModelCacheArgs:
     claim: Optional[dict[str, Any]]
     # manifests.model_pull.jobs(): key (GPU class, or `claim`) -> Job; empty: no pre-pull.
     jobs: dict[str, dict[str, Any]]
-    # The Jobs' activeDeadlineSeconds: how long Pulumi waits for each to complete.
-    timeout_seconds: int
+
+
+def _awaited(job: dict[str, Any]) -> pulumi.ResourceOptions:
+    """How long Pulumi waits for the Job to complete: its own activeDeadlineSeconds, and a margin."""
+    wait = f"{job['spec']['activeDeadlineSeconds'] + AWAIT_MARGIN_SECONDS}s"
+    return pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait))
 
 
 class ModelCache(pulumi.ComponentResource):
@@ -38,11 +42,9 @@ class ModelCache(pulumi.ComponentResource):
             self.claim = k8s.core.v1.PersistentVolumeClaim(f"{name}-claim", **manifest_body(args.claim),
                                                            opts=after(self, opts))
             needs.append(self.claim)
-        wait = f"{args.timeout_seconds + AWAIT_MARGIN_SECONDS}s"
-        timeouts = pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait))
         self.jobs = [
             k8s.batch.v1.Job(f"{name}-pull-{key}", **manifest_body(job),
-                             opts=pulumi.ResourceOptions.merge(after(self, opts, *needs), timeouts))
+                             opts=pulumi.ResourceOptions.merge(after(self, opts, *needs), _awaited(job)))
             for key, job in args.jobs.items()
         ]
         self.ready: list[pulumi.Resource] = [*needs, *self.jobs]
