@@ -351,7 +351,7 @@ def model_cache(cfg: StackConfig, problems: list) -> ModelCacheSizing:
     m, mc = cfg.model, cfg.model_cache
     weights = m.stored_parameters * m.dtype_bytes
     need = weights + m.tokenizer_bytes
-    claim = mc.pvc.size if mc.mode == "pvc" and mc.pvc.claim_name is None else None
+    claim = mc.pvc.size if cfg.creates_model_cache_claim else None
     if claim is not None and claim < need:
         problems.append(("modelCache.pvc.size",
                          f"{units.fmt_bytes(claim)} is below the {units.fmt_bytes(need)} ({need:,} B) "

@@ -581,3 +581,8 @@ class StackConfig(_Model):
     def model_cache_claim(self) -> str:
         """The model cache's claim: the one named, else the one dynamo-lab creates, <graph>-model-cache."""
         return self.model_cache.pvc.claim_name or f"{self.graph.name}-model-cache"
+
+    @property
+    def creates_model_cache_claim(self) -> bool:
+        """Whether dynamo-lab creates the model cache's claim: a pvc cache with no claimName given."""
+        return self.model_cache.mode == "pvc" and self.model_cache.pvc.claim_name is None

@@ -24,16 +24,12 @@ def enabled(cfg: StackConfig) -> bool:
     return cfg.model_cache.mode != "off"
 
 
-def claim_name(cfg: StackConfig) -> str:
-    return cfg.model_cache_claim
-
-
 def volume(cfg: StackConfig, host_path_type: str = "Directory") -> dict[str, Any]:
     """The pod volume. Workers use a hostPath that must exist (the pre-pull Job makes it, writable)."""
     mc = cfg.model_cache
     if mc.mode == "hostPath":
         return {"name": VOLUME, "hostPath": {"path": mc.host_path, "type": host_path_type}}
-    return {"name": VOLUME, "persistentVolumeClaim": {"claimName": claim_name(cfg)}}
+    return {"name": VOLUME, "persistentVolumeClaim": {"claimName": cfg.model_cache_claim}}
 
 
 def mount(read_only: bool = False) -> dict[str, Any]:
@@ -57,12 +53,12 @@ def claim(cfg: StackConfig) -> Optional[dict[str, Any]]:
     A plain Kubernetes object, not the DynamoGraphDeployment's: v1beta1 has no `spec.pvcs` (only
     the deprecated v1alpha1 does), and the pre-pull Job must mount the claim before the graph exists.
     """
-    mc = cfg.model_cache
-    if mc.mode != "pvc" or mc.pvc.claim_name is not None:
+    if not cfg.creates_model_cache_claim:
         return None
+    mc = cfg.model_cache
     spec: dict[str, Any] = {"accessModes": [mc.pvc.access_mode],
                             "resources": {"requests": {"storage": units.to_mi_quantity(mc.pvc.size)}}}
     if mc.pvc.storage_class is not None:
         spec["storageClassName"] = mc.pvc.storage_class
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim_name(cfg), "namespace": cfg.graph.namespace}, "spec": spec}
+            "metadata": {"name": cfg.model_cache_claim, "namespace": cfg.graph.namespace}, "spec": spec}
