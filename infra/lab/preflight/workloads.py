@@ -65,12 +65,11 @@ def workloads(cfg: StackConfig, sizing: StackSizing, stack: str) -> list[Workloa
                             classes.get(component["name"])))
     if cfg.probe.enabled:
         probe = transfer_probe.manifests(cfg, sizing)
+        plan = transfer_probe.stack_plan(cfg, sizing)
         src, dst = transfer_probe.groups(cfg)
-        # The initiator sits with the side that issues the op: decode pulls (READ), prefill pushes.
-        pulls = src.kv_transfer.op == "READ"
-        initiator, target = (dst, src) if pulls else (src, dst)
-        out += [_job("probe target Job", probe["target"], target.gpu_class),
-                _job("probe initiator Job", probe["initiator"], initiator.gpu_class)]
+        side_group = {"source": src, "destination": dst}
+        out += [_job("probe target Job", probe["target"], side_group[plan.target].gpu_class),
+                _job("probe initiator Job", probe["initiator"], side_group[plan.initiator].gpu_class)]
     if cfg.benchmark.enabled:
         out.append(_job("benchmark Job", benchmark.manifests(cfg, stack)["job"]))
     return out
