@@ -12,6 +12,7 @@ from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import ClassRow, Problem, Report
 from infra.lab.preflight.workloads import expressions
 from infra.manifests.graph import node_affinity
+from infra.sizing import StackSizing
 
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 NVIDIA_SMI_MEMORY = "nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits"
@@ -62,12 +63,10 @@ def _no_node(name: str, expr: list[dict], candidates: list[Node]) -> Problem:
                    f"no node matches {rule}, so its workers would stay Pending.{looked}", fix[0].upper() + fix[1:])
 
 
-def place(cfg: StackConfig, data: ClusterData, report: Report) -> dict[str, Node]:
+def place(cfg: StackConfig, sizing: StackSizing, data: ClusterData, report: Report) -> dict[str, Node]:
     """Each used GPU class's one node; problems for classes with none or several."""
-    workers: dict[str, int] = defaultdict(int)
-    for g in cfg.workers:
-        if g.replicas > 0:
-            workers[g.gpu_class] += g.replicas
+    # The sizing lists only classes with workers; the others count 0.
+    workers: dict[str, int] = defaultdict(int, {fit.gpu_class: fit.workers for fit in sizing.gpus})
     matched = {name: [n for n in data.nodes if selectors.term_matches(class_expressions(cls), n.labels)]
                for name, cls in cfg.gpu_classes.items()}
     placed = {name: nodes[0] for name, nodes in matched.items() if workers[name] and len(nodes) == 1}

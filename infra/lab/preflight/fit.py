@@ -165,7 +165,7 @@ def _totals(pods: list[Workload]) -> tuple[dict[str, Fraction], dict[str, list[s
 
 def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, work: list[Workload],
                       report: Report) -> None:
-    class_node = classes.place(cfg, data, report)
+    class_node = classes.place(cfg, sizing, data, report)
     bound, floating = _bind(work, data, class_node, report)
     class_on = {node.name: name for name, node in class_node.items()}
     for node in data.nodes:
