@@ -197,9 +197,10 @@ def prefill_seconds_estimate(parameters: int, tokens: int, tflops: float) -> flo
 # --- The report ---------------------------------------------------------------------------------
 
 
-def gpu_budget(cls: GpuClass) -> int:
-    """What the workers sharing a class's GPU may plan to use: its memory less the reserve."""
-    return math.floor(cls.memory * (1 - cls.memory_reserve))
+def gpu_budget(cls: GpuClass, memory: Optional[int] = None) -> int:
+    """What the workers sharing a class's GPU may plan to use: its memory (or `memory`, what a node's
+    GPU reports) less the class's reserve."""
+    return math.floor((cls.memory if memory is None else memory) * (1 - cls.memory_reserve))
 
 
 def _workers_by_class(cfg: StackConfig) -> dict[str, list[WorkerGroup]]:

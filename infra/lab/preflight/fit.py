@@ -26,7 +26,7 @@ from infra.lab.preflight.classes import GPU_MEMORY_LABEL, NVIDIA_SMI_MEMORY
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import GpuMemory, Need, NodeRow, Placed, Problem, Report
 from infra.lab.preflight.workloads import Workload
-from infra.sizing import StackSizing
+from infra.sizing import StackSizing, gpu_budget
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 
@@ -111,7 +111,7 @@ def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: st
             f"Install GPU feature discovery (it sets {GPU_MEMORY_LABEL}), or label the node yourself: kubectl label "
             f"node {node.name} {GPU_MEMORY_LABEL}=<its GPU memory in MiB: {NVIDIA_SMI_MEMORY}> --overwrite"))
         return GpuMemory(gpu_class, fits.planned_bytes, None, None, False)
-    budget = math.floor(mib * units.MI * (1 - cls.memory_reserve))
+    budget = gpu_budget(cls, mib * units.MI)
     ok = fits.planned_bytes <= budget
     if not ok:
         report.problems.append(Problem(
