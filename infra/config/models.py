@@ -88,9 +88,12 @@ class GpuClass(_Model):
     effective_tflops: float = Field(gt=0)
 
 
+# GPU feature discovery labels every GPU node with its GPU memory in MiB.
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+
+
 def _gfd_memory_rule(operator: str, mib: int) -> list[dict[str, Any]]:
-    # GPU feature discovery labels every GPU node with nvidia.com/gpu.memory in MiB.
-    return [{"key": "nvidia.com/gpu.memory", "operator": operator, "values": [str(mib)]}]
+    return [{"key": GPU_MEMORY_LABEL, "operator": operator, "values": [str(mib)]}]
 
 
 DEFAULT_GPU_CLASSES: dict[str, dict[str, Any]] = {

@@ -2,7 +2,8 @@
 
 Shape from Dynamo's v1beta1 CRD and its vLLM examples (docs/sources.md): spec.components[] with
 name, type (frontend|worker|prefill|decode), replicas and a podTemplate whose serving container is
-named `main`. Also the helpers other builders share: node affinity and the workers' UCX env.
+named `main`. Also the helpers other builders share: node affinity (and its text) and the workers'
+UCX env.
 """
 
 from __future__ import annotations
@@ -62,16 +63,30 @@ def worker_args(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> lis
     return args + list(group.extra_args)
 
 
-def node_affinity(rules: list[NodeRequirement]) -> dict[str, Any]:
-    """Required node affinity: one term whose match expressions are ANDed."""
+def match_expressions(rules: list[NodeRequirement]) -> list[dict[str, Any]]:
     expressions = []
     for req in rules:
         expr: dict[str, Any] = {"key": req.key, "operator": req.operator}
         if req.values:
             expr["values"] = list(req.values)
         expressions.append(expr)
+    return expressions
+
+
+def node_affinity(rules: list[NodeRequirement]) -> dict[str, Any]:
+    """Required node affinity: one term whose match expressions are ANDed."""
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
+        "nodeSelectorTerms": [{"matchExpressions": match_expressions(rules)}]}}}
+
+
+def describe_requirement(req: dict[str, Any]) -> str:
+    """'nvidia.com/gpu.memory Gt 20000' (the README's and the stack output's way of writing a rule)."""
+    return f"{req['key']} {req['operator']} {','.join(req.get('values') or [])}".strip()
+
+
+def describe_term(expressions: list[dict[str, Any]]) -> str:
+    """A node selector term, its requirements joined by 'and' (they are ANDed)."""
+    return " and ".join(describe_requirement(e) for e in expressions)
 
 
 def _resources(cpu_request: str, cpu_limit: Optional[str], mem_request: int, mem_limit: int,
@@ -170,7 +185,6 @@ def port_forward_command(cfg: StackConfig) -> str:
 def placement(cfg: StackConfig) -> dict[str, str]:
     out = {}
     for g in cfg.workers:
-        rule = " and ".join(f"{r.key} {r.operator} {','.join(r.values)}".strip()
-                            for r in cfg.gpu_classes[g.gpu_class].node_selector)
+        rule = describe_term(match_expressions(cfg.gpu_classes[g.gpu_class].node_selector))
         out[g.name] = f"{g.replicas} x {g.role} on {g.gpu_class} ({rule})"
     return out

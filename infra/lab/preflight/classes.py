@@ -6,20 +6,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from infra.config.models import GpuClass, StackConfig
+from infra.config.models import GPU_MEMORY_LABEL, GpuClass, StackConfig
 from infra.lab.preflight import selectors
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import ClassRow, Problem, Report
-from infra.lab.preflight.workloads import expressions
-from infra.manifests.graph import node_affinity
+from infra.manifests.graph import describe_term, match_expressions
 from infra.sizing import StackSizing
 
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 NVIDIA_SMI_MEMORY = "nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits"
 
 
 def class_expressions(cls: GpuClass) -> list[dict]:
-    return expressions({"affinity": node_affinity(cls.node_selector)}) or []
+    return match_expressions(cls.node_selector)
 
 
 def _gpu_nodes(data: ClusterData) -> list[Node]:
@@ -48,7 +46,7 @@ def _no_node(name: str, expr: list[dict], candidates: list[Node]) -> Problem:
                 commands.append(f"kubectl label node {node.name} {e['key']}={_label_value(e)}")
             else:
                 mismatched.append(node.name)
-    rule = " and ".join(selectors.describe(e) for e in expr)
+    rule = describe_term(expr)
     looked = f" GPU nodes not taken by another class: {', '.join(reasons)}." if reasons else (
         " No node advertises an nvidia.com/gpu resource: is the NVIDIA device plugin installed?")
     fixes = []
@@ -99,7 +97,7 @@ def place(cfg: StackConfig, sizing: StackSizing, data: ClusterData, report: Repo
                 "Make the classes' nodeSelectors match different nodes (README, 'GPU classes')"))
             failed.update(shared)
     for name, cls in cfg.gpu_classes.items():
-        rule = " and ".join(selectors.describe(e) for e in class_expressions(cls))
+        rule = describe_term(class_expressions(cls))
         report.classes.append(ClassRow(name, rule, workers[name], [n.name for n in matched[name]],
                                        not workers[name] or name not in failed))
     return {name: node for name, node in placed.items() if name not in failed}

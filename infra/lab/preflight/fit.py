@@ -20,12 +20,13 @@ from fractions import Fraction
 from typing import Optional
 
 from infra import units
-from infra.config.models import StackConfig
+from infra.config.models import GPU_MEMORY_LABEL, StackConfig
 from infra.lab.preflight import classes, selectors
-from infra.lab.preflight.classes import GPU_MEMORY_LABEL, NVIDIA_SMI_MEMORY
+from infra.lab.preflight.classes import NVIDIA_SMI_MEMORY
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import GpuMemory, Need, NodeRow, Placed, Problem, Report
 from infra.lab.preflight.workloads import Workload
+from infra.manifests.graph import describe_term
 from infra.sizing import StackSizing, gpu_budget
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -141,7 +142,7 @@ def _bind(work: list[Workload], data: ClusterData, class_node: dict[str, Node], 
         else:
             candidates = [n for n in data.nodes if selectors.term_matches(w.affinity, n.labels)]
             if not candidates:
-                rule = " and ".join(selectors.describe(e) for e in w.affinity)
+                rule = describe_term(w.affinity)
                 report.problems.append(Problem(w.name, "node selector", f"no node matches {rule}; it would stay "
                                                "Pending", "Change benchmark.nodeSelector to match a node"))
                 continue

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from infra.manifests.graph import describe_requirement
+
 _INT64 = re.compile(r"^[+-]?\d+$")
 
 
@@ -48,14 +50,9 @@ def term_matches(expressions: list[dict[str, Any]], labels: dict[str, str]) -> b
     return bool(expressions) and all(matches(e, labels) for e in expressions)
 
 
-def describe(req: dict[str, Any]) -> str:
-    """'nvidia.com/gpu.memory Gt 20000' (the README's and the stack output's way of writing a rule)."""
-    return f"{req['key']} {req['operator']} {','.join(req.get('values') or [])}".strip()
-
-
 def why_not(req: dict[str, Any], labels: dict[str, str]) -> str:
     """Why a node fails one requirement, in words."""
     key = req["key"]
     if key not in labels:
         return f"has no label {key}"
-    return f"has {key}={labels[key]}, not {describe(req)}"
+    return f"has {key}={labels[key]}, not {describe_requirement(req)}"
