@@ -46,7 +46,6 @@ class UpstreamUnavailable(UserError):
 @dataclass(frozen=True)
 class Upstream:
     directory: Path
-    origin: str  # where the files came from, for messages
 
     def file(self, name: str) -> Path:
         return self.directory / name
@@ -103,11 +102,11 @@ def locate() -> Upstream:
     if named:
         if not _complete(Path(named)):
             raise UpstreamUnavailable(f"DYNAMO_LAB_UPSTREAM_DIR={named} lacks some of {', '.join(FILES)}")
-        return Upstream(Path(named), f"DYNAMO_LAB_UPSTREAM_DIR ({named})")
+        return Upstream(Path(named))
     workspace = ROOT.parent / "shared" / "upstream" / "dynamo"
     if _complete(workspace):
-        return Upstream(workspace, f"the workspace copy in {workspace}")
+        return Upstream(workspace)
     cache = cache_dir()
     if not _verified_cache(cache):
         _download(cache, os.environ.get("DYNAMO_LAB_UPSTREAM_URL", REPOSITORY))
-    return Upstream(cache, f"{REPOSITORY}/{TAG} (cached in {cache})")
+    return Upstream(cache)
