@@ -169,6 +169,7 @@ def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, 
     class_node = classes.place(cfg, sizing, data, report)
     bound, floating = _bind(work, data, class_node, report)
     class_on = {node.name: name for name, node in class_node.items()}
+    bound_totals = {node.name: _totals(bound[node.name])[0] for node in data.nodes}
     for node in data.nodes:
         mine = bound[node.name]
         extra = [w for w, candidates in floating if any(c.name == node.name for c in candidates)]
@@ -185,7 +186,6 @@ def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, 
                 f"is {reason}: {', '.join(w.name for w in mine)} would stay Pending (dynamo-lab sets no tolerations)",
                 f"Make it schedulable: {command}; or point the class's nodeSelector at another node"))
         total, parts = _totals(mine + extra)
-        bound_total, _ = _totals(mine)
         needs = []
         order = sorted(total, key=lambda r: (r in ("memory", "cpu"), r != "memory", r))
         for resource in order:
@@ -193,21 +193,21 @@ def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, 
             ok = total[resource] <= has
             needs.append(Need(resource, total[resource], has, ok))
             if not ok:
-                report.problems.append(_short(node, resource, total[resource], has, bound_total[resource],
+                report.problems.append(_short(node, resource, total[resource], has, bound_totals[node.name][resource],
                                               parts[resource], mine, class_on.get(node.name), report.stack))
         gpu = _gpu_memory(cfg, sizing, node, class_on[node.name], report) if node.name in class_on else None
         places = [Placed(w.name, w.replicas, True) for w in mine] + [Placed(w.name, w.replicas, False) for w in extra]
         report.nodes.append(NodeRow(node.name, places, needs, gpu, len(report.problems) == problems_before))
-    _floating_room(floating, bound, report)
+    _floating_room(floating, bound_totals, report)
 
 
-def _floating_room(floating: list[tuple[Workload, list[Node]]], bound: dict[str, list[Workload]],
+def _floating_room(floating: list[tuple[Workload, list[Node]]], bound_totals: dict[str, dict[str, Fraction]],
                    report: Report) -> None:
     """Each pod without a node of its own needs room on at least one node where what is bound fits."""
     for w, candidates in floating:
         roomy, checked = False, 0
         for node in candidates:
-            used, _ = _totals(bound[node.name])
+            used = bound_totals[node.name]
             if any(used[r] > node.allocatable.get(r, Fraction(0)) for r in used):
                 continue  # that node's own problem is reported already
             checked += 1
