@@ -1,5 +1,5 @@
-"""The Kubernetes and Helm rules the preflight rests on, each as exact as the original: resource
-quantities, node affinity operators, and Helm's kubeVersion constraints."""
+"""The Kubernetes and Helm rules the preflight rests on, each as exact as the original: node
+affinity operators and Helm's kubeVersion constraints (resource quantities: tests/infra/test_units.py)."""
 
 from __future__ import annotations
 
