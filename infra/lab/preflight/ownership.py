@@ -98,8 +98,9 @@ def installations(data: ClusterData) -> dict[str, Installation]:
         if is_operator(d):
             inst = at(_meta(d).get("namespace", "?"))
             inst.operators.append(_meta(d).get("name", "?"))
-            if _release(d):
-                inst.releases.add(_release(d))
+            release = _release(d)
+            if release:
+                inst.releases.add(release)
     for w in data.webhooks:
         namespace = webhook_namespace(w)
         if namespace:
