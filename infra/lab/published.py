@@ -10,9 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-# (prefix types, concurrency) of every published cell, in the write-up's order.
-CELLS = [(2, 4), (7, 4), (12, 4), (24, 4), (2, 8), (7, 8), (12, 8), (24, 8)]
-
 
 @dataclass(frozen=True)
 class Cell:
