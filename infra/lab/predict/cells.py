@@ -16,7 +16,7 @@ from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.lab import published
 from infra.lab.predict.params import LAB, LabParams
-from infra.lab.predict.sim import Graph, Timing, WorkerSpec, Workload
+from infra.lab.predict.sim import Graph, Stats, Timing, WorkerSpec, Workload
 from infra.sizing import StackSizing, link_bytes_per_second
 
 
@@ -84,23 +84,19 @@ def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concu
                     sizing.kv_bytes_per_token, prefix_cache.BLOCK_TOKENS)
     n = b.requests_per_concurrency * concurrency
     p50s, p99s, rates = [], [], []
-    stats = []
+    measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
     for g in range(SIMULATED_GRAPHS):
         graph = Graph(specs, paths, timing(lab), load, stream=stream + 1000 * prefix_types + 10 * concurrency + g)
         graph.run(concurrency, n)  # warm-up: caches as a long-running lab has them
-        graph.stats = type(graph.stats)()
+        graph.stats = measured
         for _ in range(RUNS_PER_GRAPH):
             done = graph.run(concurrency, n)
             ttft = [(r.first_token - r.sent) * 1000 for r in done]
             p50s.append(percentile(ttft, 50))
             p99s.append(percentile(ttft, 99))
             rates.append(len(done) / (max(r.done for r in done) - min(r.sent for r in done)))
-        stats.append(graph.stats)
-    prompt = sum(s.prompt_tokens for s in stats)
-    transfers = sum(s.transfers for s in stats)
     return Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
-               statistics.median(rates), sum(s.cached_prompt_tokens for s in stats) / prompt,
-               sum(s.warm_transfers for s in stats) / transfers if transfers else None)
+               statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio)
 
 
 def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, count: int,
