@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import statistics
+
+from infra.lab import published
+from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
 from infra.lab.predict.cells import Error, Row
 from infra.lab.sizing_text import text_table
 
@@ -48,19 +52,18 @@ def error_table(errs: list[Error], calibration_concurrency: int) -> str:
     return "\n".join(lines)
 
 
+def _both(values) -> str:
+    return " and ".join(f"{x:,.0f}" for x in values)
+
+
 def validation(v) -> str:
     """`predict --validate`: the error table, then the cross-server first requests."""
-    from infra.lab import published
-    from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
-
-    c1 = sorted(v.first_c1)
-    median = (c1[len(c1) // 2 - 1] + c1[len(c1) // 2]) / 2
     pub_c1 = published.CROSS_SERVER_CONCURRENCY_1_MS
     return "\n".join([
         error_table(v.errors, CALIBRATION_CONCURRENCY), "",
         "cross-server, first requests on fresh workers (prefix types 2; the write-up's only figures of it):",
-        "  concurrency 4, first 2 requests: published 2,039 and 2,040 ms; predicted "
-        + " and ".join(f"{x:,.0f}" for x in v.first_c4) + " ms",
+        f"  concurrency 4, first 2 requests: published {_both(published.CROSS_SERVER_CONCURRENCY_4_MS)} ms;"
+        f" predicted {_both(v.first_c4)} ms",
         f"  concurrency 1, first 4 requests: published median {pub_c1['median']:,.0f} / max {pub_c1['max']:,.0f} ms;"
-        f" predicted median {median:,.0f} / max {max(c1):,.0f} ms",
+        f" predicted median {statistics.median(v.first_c1):,.0f} / max {max(v.first_c1):,.0f} ms",
     ])
