@@ -62,10 +62,10 @@ def cache_hit_target(stack: str, prefix_types: int) -> Optional[float]:
 
 
 def pattern_search(f: Callable[[list[float]], float], x0: list[float], step: float = 0.4, smallest: float = 0.02,
-                   log: Callable[[str], None] = lambda m: None) -> list[float]:
+                   log: Callable[[str], None] = lambda m: None) -> tuple[list[float], float]:
     """Coordinate pattern search: try each coordinate up and down by `step`, keep what lowers f,
-    halve the step when nothing does. Slower than gradient methods but steady on a simulated
-    (piecewise, slightly noisy) loss, and needs no SciPy in the lock."""
+    halve the step when nothing does; returns the best x and f there. Slower than gradient methods
+    but steady on a simulated (piecewise, slightly noisy) loss, and needs no SciPy in the lock."""
     x, fx = list(x0), f(x0)
     while step >= smallest:
         improved = False
@@ -80,7 +80,7 @@ def pattern_search(f: Callable[[list[float]], float], x0: list[float], step: flo
         log(f"step {step:.3f}: loss {fx:.4f}")
         if not improved:
             step /= 2
-    return x
+    return x, fx
 
 
 def calibrate(stacks: dict[str, tuple[StackConfig, StackSizing]], start: LabParams,
@@ -93,5 +93,5 @@ def calibrate(stacks: dict[str, tuple[StackConfig, StackSizing]], start: LabPara
         return dataclasses.replace(start, **fitted, pool_scale=scales)
 
     x0 = [math.log(getattr(start, k)) for k in FITTED] + [math.log(start.pool_scale.get(n, 1.0)) for n in scaled]
-    best = pattern_search(lambda x: loss(stacks, params(x)), x0, log=log)
-    return params(best), loss(stacks, params(best))
+    best, best_loss = pattern_search(lambda x: loss(stacks, params(x)), x0, log=log)
+    return params(best), best_loss
