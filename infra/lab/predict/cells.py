@@ -75,18 +75,26 @@ def timing(lab: LabParams) -> Timing:
 SIMULATED_GRAPHS = 3
 RUNS_PER_GRAPH = 5
 
+# The first of the numbered random streams (sim.Graph's `stream`): every simulated graph draws from
+# its own, numbered from here by cell and graph, so a prediction comes out the same on every run.
+STREAM = 2371
+
+
+def _workload(cfg: StackConfig, sizing: StackSizing, prefix_types: int) -> Workload:
+    b = cfg.benchmark
+    return Workload(prefix_types, b.prefix_tokens, b.prefix_tokens + b.unique_tokens, b.output_tokens,
+                    sizing.kv_bytes_per_token)
+
 
 def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int,
-                 lab: LabParams = LAB, stream: int = 2371, pool_scale: float = 1.0) -> Row:
-    b = cfg.benchmark
+                 lab: LabParams = LAB, pool_scale: float = 1.0) -> Row:
     specs, paths = topology(cfg, sizing, lab, pool_scale)
-    load = Workload(prefix_types, b.prefix_tokens, b.prefix_tokens + b.unique_tokens, b.output_tokens,
-                    sizing.kv_bytes_per_token, prefix_cache.BLOCK_TOKENS)
-    n = b.requests_per_concurrency * concurrency
+    load = _workload(cfg, sizing, prefix_types)
+    n = cfg.benchmark.requests_per_concurrency * concurrency
     p50s, p99s, rates = [], [], []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
     for g in range(SIMULATED_GRAPHS):
-        graph = Graph(specs, paths, timing(lab), load, stream=stream + 1000 * prefix_types + 10 * concurrency + g)
+        graph = Graph(specs, paths, timing(lab), load, stream=STREAM + 1000 * prefix_types + 10 * concurrency + g)
         graph.run(concurrency, n)  # warm-up: caches as a long-running lab has them
         graph.stats = measured
         for _ in range(RUNS_PER_GRAPH):
@@ -100,17 +108,15 @@ def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concu
 
 
 def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, count: int,
-                   lab: LabParams = LAB, stream: int = 2371) -> list[float]:
+                   lab: LabParams = LAB) -> list[float]:
     """TTFT (ms) of the first `count` requests to complete on freshly started workers (cold caches),
     median over simulated graphs: what the write-up saw of cross-server before its OOM."""
-    b = cfg.benchmark
     specs, paths = topology(cfg, sizing, lab)
-    load = Workload(prefix_types, b.prefix_tokens, b.prefix_tokens + b.unique_tokens, b.output_tokens,
-                    sizing.kv_bytes_per_token, prefix_cache.BLOCK_TOKENS)
+    load = _workload(cfg, sizing, prefix_types)
     per_graph = []
     for g in range(SIMULATED_GRAPHS * RUNS_PER_GRAPH):
-        graph = Graph(specs, paths, timing(lab), load, stream=stream + g)
-        done = graph.run(concurrency, b.requests_per_concurrency * concurrency, stop_after=count)
+        graph = Graph(specs, paths, timing(lab), load, stream=STREAM + g)
+        done = graph.run(concurrency, cfg.benchmark.requests_per_concurrency * concurrency, stop_after=count)
         per_graph.append(sorted((r.first_token - r.sent) * 1000 for r in done))
     return [statistics.median(ttfts[i] for ttfts in per_graph) for i in range(count)]
 
