@@ -71,6 +71,9 @@ def table(variants: dict, baseline: Optional[dict], show_published: bool,
     base_stack, base = next(iter(baseline.items())) if baseline else (None, {})
     blocks = []
     for stack, cells in variants.items():
+        # The published and predicted columns give the baseline's figure, then the variant's.
+        compared = [base_stack, stack] if base_stack else [stack]
+        compared_label = f" {base_stack}/{stack}" if base_stack else ""
         head = ["prefix", "conc"]
         if base_stack:
             head += [f"p50 {base_stack}", f"p50 {stack}", "x", f"p99 {base_stack}", f"p99 {stack}",
@@ -78,11 +81,9 @@ def table(variants: dict, baseline: Optional[dict], show_published: bool,
         else:
             head += ["TTFT p50 ms", "TTFT p99 ms", "req/s"]
         if show_published:
-            head += ["published p50" + (f" {base_stack}/{stack}" if base_stack else ""),
-                     "published req/s" + (f" {base_stack}/{stack}" if base_stack else "")]
+            head += ["published p50" + compared_label, "published req/s" + compared_label]
         if predictor:
-            head += ["predicted p50" + (f" {base_stack}/{stack}" if base_stack else ""),
-                     "predicted req/s" + (f" {base_stack}/{stack}" if base_stack else "")]
+            head += ["predicted p50" + compared_label, "predicted req/s" + compared_label]
         head += ["runs"]
         rows = []
         for key in sorted(cells):
@@ -99,11 +100,11 @@ def table(variants: dict, baseline: Optional[dict], show_published: bool,
             else:
                 row += [_fmt(v["ttft_p50_ms"]), _fmt(v["ttft_p99_ms"]), _fmt(v["requests_per_s"], 1)]
             if show_published:
-                pub = ([published.cell(base_stack, *key)] if base_stack else []) + [published.cell(stack, *key)]
+                pub = [published.cell(s, *key) for s in compared]
                 row += [" / ".join(_fmt(c.ttft_p50_ms) if c else "-" for c in pub),
                         " / ".join(_fmt(c.requests_per_s, 1) if c else "-" for c in pub)]
             if predictor:
-                pred = [predictor(s, *key) for s in ([base_stack] if base_stack else []) + [stack]]
+                pred = [predictor(s, *key) for s in compared]
                 row += [" / ".join(_fmt(p50) for p50, _ in pred), " / ".join(_fmt(rps, 1) for _, rps in pred)]
             row += [str(v["runs"]) + (f" ({v['failed']} failed)" if v["failed"] else "")]
             rows.append(row)
