@@ -49,7 +49,7 @@ def _mutate(config: dict, path: tuple, op: str, odd):
     if op == "delete":
         del parent[key]
     elif op == "retype":
-        parent[key] = odd
+        parent[key] = copy.deepcopy(odd)  # a later mistake may edit it: ODD_VALUES must stay as written
     elif op == "rename" and isinstance(parent, dict):
         parent[str(key)[:-1] if len(str(key)) > 1 else str(key) + "x"] = parent.pop(key)
     elif op == "negate":
