@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import yaml
 
-from infra import pulumi_runtime
 from infra.config import PROJECT
 from infra.errors import UserError
-from infra.pulumi_runtime import Registration
+
+# Pulumi (and gRPC) are slow to import: only run() needs them, not the tools that only read stack files
+# (sizing, probe, preflight, predict).
+if TYPE_CHECKING:
+    from infra.pulumi_runtime import Registration
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_PLACEHOLDER = "[secret]"
@@ -102,6 +105,8 @@ def run(stack: str, raw_config: Optional[dict[str, str]] = None, secret_keys: Op
     """
     if raw_config is None:
         raw_config, secret_keys = stack_config(stack, root)
+    from infra import pulumi_runtime
+
     if program is None:
         from infra.program import build as program
     record: list[Registration] = []
