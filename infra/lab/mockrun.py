@@ -35,9 +35,6 @@ class Run:
     def of_type(self, token: str) -> list[Registration]:
         return [r for r in self.resources if r.type == token]
 
-    def by_urn(self, urn: str) -> Registration:
-        return next(r for r in self.resources if r.urn == urn)
-
 
 class StackFileError(UserError):
     pass

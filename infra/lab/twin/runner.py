@@ -95,7 +95,7 @@ class Twin:
     """Context manager: starts the twin, waits until every worker registered, stops it all on exit."""
 
     def __init__(self, cfg: StackConfig, sizing: StackSizing, ready_timeout: float = 120, log=None):
-        self.cfg, self.sizing = cfg, sizing
+        self.cfg = cfg
         self.workers = [dataclasses.replace(w, bootstrap_port=free_port()) if w.role == "prefill" else w
                         for w in plan(cfg, sizing)]
         self.port = free_port()
