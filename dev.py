@@ -140,8 +140,9 @@ def main(argv: list[str]) -> int:
         extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"],
                   "preflight": ["--extra", "preflight"]}.get(command, [])
         python = sync(VENV, *extras)
-        if command in ("twin", "bench"):
-            env.setdefault("DYNAMO_LAB_TWIN_PYTHON", str(ensure_twin()))
+        # A twin Python the caller names is used as is: no .venv-twin to sync (about 2 GB fresh).
+        if command in ("twin", "bench") and "DYNAMO_LAB_TWIN_PYTHON" not in env:
+            env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
         cmd = [str(python), "-m", "infra.lab", *argv]
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
