@@ -33,8 +33,8 @@ def raw_config(stack: str, edit: Optional[Callable[[dict[str, Any]], None]] = No
     prefix = PROJECT + ":"
     decoded = {k.removeprefix(prefix): json.loads(v) if v[:1] in "[{" else v for k, v in raw.items()}
     edit(decoded)
-    return {(k if ":" in k else prefix + k): json.dumps(v) if isinstance(v, (dict, list)) else str(v)
-            for k, v in decoded.items()}
+    raw, _ = mockrun.config_from_doc(decoded)  # encoded again as the Pulumi CLI would
+    return raw
 
 
 def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:
