@@ -1,9 +1,13 @@
-"""Helpers shared by the tests: a stack file's config (optionally edited), run under mocks, and the
-pieces of a rendered graph the tests look at."""
+"""Helpers shared by the tests: a stack file's config (optionally edited), run under mocks or through
+the command line in-process, and the pieces of a rendered graph the tests look at."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -11,7 +15,7 @@ import pytest
 
 from infra.config import PROJECT
 from infra.errors import ConfigError
-from infra.lab import mockrun
+from infra.lab import cli, mockrun
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = mockrun.stacks_in(ROOT)
@@ -39,6 +43,19 @@ def raw_config(stack: str, edit: Optional[Callable[[dict[str, Any]], None]] = No
 
 def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:
     return mockrun.run(stack, raw_config(stack, edit), secret_keys or [])
+
+
+def run_cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
+    """The lab's command line in this process (as `dynamo-lab ARGS` in `cwd`): exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = cli.main(list(args))
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["dynamo-lab", *args], code, out.getvalue(), err.getvalue())
 
 
 def refused(stack: str, edit=None, secret_keys=()) -> ConfigError:

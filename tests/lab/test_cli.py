@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import shutil
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from infra.lab import cli
-from tests.helpers import ROOT
-
-
-def _cli(*args, cwd=ROOT):
-    """The command line in this process (as `dynamo-lab ARGS` in `cwd`): exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            code = cli.main(list(args))
-    finally:
-        os.chdir(here)
-    return subprocess.CompletedProcess(["dynamo-lab", *args], code, out.getvalue(), err.getvalue())
+from tests.helpers import ROOT, run_cli
 
 
 def test_render_json_lists_registrations_in_order():
-    proc = _cli("render", "cross-server", "--json")
+    proc = run_cli("render", "cross-server", "--json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     regs = json.loads(proc.stdout)
@@ -40,7 +23,7 @@ def test_render_json_lists_registrations_in_order():
 
 
 def test_render_yaml_labels_the_helm_release():
-    proc = _cli("render", "kv-routing")
+    proc = run_cli("render", "kv-routing")
     assert proc.returncode == 0, proc.stderr
     assert "# Helm release, installed by Pulumi's helm.v3.Release (not a Kubernetes object)" in proc.stdout
     assert "kind: DynamoGraphDeployment" in proc.stdout
@@ -53,7 +36,7 @@ def test_render_of_a_bad_stack_file_prints_only_the_error(tmp_path):
     text = (ROOT / "Pulumi.cross-server.yaml").read_text()
     assert "      replicas: 2\n" in text
     (tmp_path / "Pulumi.cross-server.yaml").write_text(text.replace("      replicas: 2\n", "      replica: 2\n"))
-    proc = _cli("render", "cross-server", cwd=tmp_path)
+    proc = run_cli("render", "cross-server", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.startswith(
@@ -61,14 +44,14 @@ def test_render_of_a_bad_stack_file_prints_only_the_error(tmp_path):
 
 
 def test_unknown_stack_is_a_clear_error():
-    proc = _cli("render", "no-such-stack")
+    proc = run_cli("render", "no-such-stack")
     assert proc.returncode == 2 and proc.stdout == ""
     assert "no stack file Pulumi.no-such-stack.yaml" in proc.stderr
     assert "cross-server" in proc.stderr
 
 
 def test_sizing_json_has_the_documented_keys():
-    proc = _cli("sizing", "cross-server", "--json")
+    proc = run_cli("sizing", "cross-server", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["kv_bytes_per_token"] == 114688

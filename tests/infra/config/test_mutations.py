@@ -5,11 +5,8 @@ exception, and on error nothing on stdout."""
 from __future__ import annotations
 
 import copy
-import io
-import os
 import shutil
 import tempfile
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import yaml
@@ -18,10 +15,10 @@ from hypothesis import strategies as st
 
 from infra.config import load
 from infra.errors import ConfigError
-from infra.lab import cli, mockrun
+from infra.lab import mockrun
 from infra.manifests import benchmark, graph, platform, transfer_probe
 from infra.sizing import size
-from tests.helpers import ROOT, STACKS
+from tests.helpers import ROOT, STACKS, run_cli
 
 DOCS = {s: yaml.safe_load((ROOT / f"Pulumi.{s}.yaml").read_text()) for s in STACKS}
 ODD_VALUES = [None, True, 0, -1, 1.5, 10**12, 10**30, 1e400, "1e400", "1e999999999", "9" * 60, "", "x", "-3",
@@ -113,18 +110,11 @@ def test_render_of_a_mutated_stack_prints_manifests_or_only_the_error(case):
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(ROOT / "Pulumi.yaml", Path(tmp) / "Pulumi.yaml")
         (Path(tmp) / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
-        out, err = io.StringIO(), io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(tmp)
-        try:
-            with redirect_stdout(out), redirect_stderr(err):
-                code = cli.main(["render", stack])
-        finally:
-            os.chdir(cwd)
-    if code == 0:
-        assert out.getvalue().startswith(f"# dynamo-lab render of stack {stack}")
-        assert "kind: DynamoGraphDeployment" in out.getvalue()
+        proc = run_cli("render", stack, cwd=tmp)
+    if proc.returncode == 0:
+        assert proc.stdout.startswith(f"# dynamo-lab render of stack {stack}")
+        assert "kind: DynamoGraphDeployment" in proc.stdout
     else:
-        assert code == 2 and out.getvalue() == ""
-        lines = err.getvalue().splitlines()
-        assert lines and all(line.startswith(f"Pulumi.{stack}.yaml: ") for line in lines), err.getvalue()
+        assert proc.returncode == 2 and proc.stdout == ""
+        lines = proc.stderr.splitlines()
+        assert lines and all(line.startswith(f"Pulumi.{stack}.yaml: ") for line in lines), proc.stderr

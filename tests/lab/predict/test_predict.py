@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import functools
-import io
 import json
-from contextlib import redirect_stdout
 
 from infra.lab import cli
 from infra.lab.predict import text, validate
-from tests.helpers import ROOT
-
-
-def _cli(*args) -> str:
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert cli.main(list(args)) == 0
-    return out.getvalue()
+from tests.helpers import ROOT, run_cli
 
 
 @functools.lru_cache(maxsize=None)
 def _rows(stack: str) -> dict:
-    return json.loads(_cli("predict", stack, "--json"))
+    proc = run_cli("predict", stack, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def test_json_has_a_row_for_every_cell_of_the_matrix_and_the_inputs_it_used():
