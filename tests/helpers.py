@@ -13,9 +13,11 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from infra.config import PROJECT
+from infra.config import PROJECT, load
+from infra.config.models import StackConfig
 from infra.errors import ConfigError
 from infra.lab import cli, mockrun
+from infra.sizing import StackSizing, size
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = mockrun.stacks_in(ROOT)
@@ -39,6 +41,12 @@ def raw_config(stack: str, edit: Optional[Callable[[dict[str, Any]], None]] = No
     edit(decoded)
     raw, _ = mockrun.config_from_doc(decoded)  # encoded again as the Pulumi CLI would
     return raw
+
+
+def sized(stack: str, edit=None) -> tuple[StackConfig, StackSizing]:
+    """The stack's validated config (edited by `edit`) and its sizing."""
+    cfg = load(raw_config(stack, edit), stack)
+    return cfg, size(cfg, stack)
 
 
 def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:

@@ -7,18 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra import units
-from infra.config import load
 from infra.config.models import SAME_NODE_BYTES_PER_SECOND
 from infra.errors import ConfigError
 from infra.lab.sizing_text import verdict
-from infra.sizing import host_memory_floor, kv_bytes_per_token, largest_pool_for_limit, size
-from tests.helpers import ROOT, components, flag, main_container, raw_config, run_stack
+from infra.sizing import host_memory_floor, kv_bytes_per_token, largest_pool_for_limit
+from tests.helpers import ROOT, components, flag, main_container, run_stack, sized
 
 LAB_REQUEST = 2371 * 114_688
 
 
 def _report(stack, edit=None):
-    return size(load(raw_config(stack, edit), stack), stack)
+    return sized(stack, edit)[1]
 
 
 def test_qwen3_kv_bytes_per_token_uses_the_explicit_head_dim():
@@ -189,10 +188,10 @@ def test_rendered_flags_carry_the_sizing():
     pools = {g["name"]: g["kv_cache_bytes"] for g in run.outputs["sizing"]["groups"]}
     assert pools == {"prefill": 2 * units.GI, "decode": 4 * units.GI}
     comps = components(run)
-    for name, sized in {g["name"]: g for g in run.outputs["sizing"]["groups"]}.items():
+    for name, group in {g["name"]: g for g in run.outputs["sizing"]["groups"]}.items():
         args = main_container(comps[name])["args"]
         assert flag(args, "--kv-cache-memory-bytes") == str(pools[name])
-        assert flag(args, "--gpu-memory-utilization") == f"{sized['gpu_memory_utilization']:.2f}"
+        assert flag(args, "--gpu-memory-utilization") == f"{group['gpu_memory_utilization']:.2f}"
     # The 8GB prefill worker's share: (1.1Gi weights + 2Gi KV + 1.5Gi overhead) / 8Gi, rounded up.
     assert flag(main_container(comps["prefill"])["args"], "--gpu-memory-utilization") == "0.58"
 

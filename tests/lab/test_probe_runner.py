@@ -11,11 +11,9 @@ import sys
 
 import pytest
 
-from infra.config import load
 from infra.config.models import SAME_NODE_BYTES_PER_SECOND
 from infra.lab import cli, probe_runner
-from infra.sizing import size
-from tests.helpers import ROOT, raw_config
+from tests.helpers import ROOT, sized
 
 RATE_1GBIT = 125e6  # bytes/s
 POOL_ROW = 28 * 65536  # one block in every layer
@@ -92,11 +90,6 @@ def test_1gbit_shaped_probe_matches_the_rate_and_the_sizing(nixl, no_leftover_na
     assert r["predicted_throughput_bytes_per_s"] == pytest.approx(0.92 * RATE_1GBIT)
 
 
-def _loaded(stack, edit=None):
-    cfg = load(raw_config(stack, edit), stack)
-    return cfg, size(cfg, stack)
-
-
 def _push(c):
     for g in c["workers"]:
         g["kvTransfer"] = {"connector": "NixlPushConnector"}
@@ -105,13 +98,13 @@ def _push(c):
 def test_the_probe_takes_its_op_from_the_connector_and_defaults_to_blocks():
     args = cli.parser().parse_args(["probe", "local", "--stack", "same-server"])
     assert (args.op, args.pattern, args.tokens) == (None, "blocks", None)
-    pull = probe_runner.plan_from_stack(*_loaded("same-server"), args.op, args.pattern, args.tokens)
+    pull = probe_runner.plan_from_stack(*sized("same-server"), args.op, args.pattern, args.tokens)
     assert (pull.op, pull.pattern, pull.initiator) == ("READ", "blocks", "destination")
-    push = probe_runner.plan_from_stack(*_loaded("same-server", _push), None, "blocks", None)
+    push = probe_runner.plan_from_stack(*sized("same-server", _push), None, "blocks", None)
     assert (push.op, push.initiator) == ("WRITE", "source")
     forced = cli.parser().parse_args(["probe", "local", "--stack", "same-server", "--op", "write",
                                       "--pattern", "contiguous", "--tokens", "371"])
-    plan = probe_runner.plan_from_stack(*_loaded("same-server"), forced.op, forced.pattern, forced.tokens)
+    plan = probe_runner.plan_from_stack(*sized("same-server"), forced.op, forced.pattern, forced.tokens)
     assert (plan.op, plan.pattern, plan.nbytes) == ("WRITE", "contiguous", 371 * 114_688)
 
 
@@ -126,7 +119,7 @@ def test_bytes_alone_reads_blocks_of_the_default_model():
 def test_the_probes_prediction_is_the_sizings_throughput_for_each_op():
     for stack, link in (("same-server", "loopback"), ("cross-server", "1gbit")):
         for edit in (None, _push):
-            cfg, sizing = _loaded(stack, edit)
+            cfg, sizing = sized(stack, edit)
             (t,) = sizing.transfers
             assert probe_runner.prediction(link, cfg.sizing, t.op)[0] == t.throughput_bytes_per_s
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 import pytest
 
 from infra import payloads
-from infra.config import load
 from infra.errors import ConfigError
 from infra.lab import mockrun
 from infra.lab.render import normalize
 from infra.manifests.transfer_probe import stack_plan
-from infra.sizing import size
-from tests.helpers import CONFIGMAP, JOB, raw_config, run_stack
+from tests.helpers import CONFIGMAP, JOB, raw_config, run_stack, sized
 
 ENABLE = {"probe": {"enabled": True}}
 
@@ -90,8 +88,7 @@ def test_a_pool_above_the_cap_is_registered_at_the_cap():
     # 1Gi holds 585 whole blocks of 1.75Mi (1,023.75Mi): the Job's memory follows the capped pool.
     assert _container(initiator)["args"][-3] == "585" and _container(target)["args"][-3] == "585"
     assert _container(initiator)["resources"]["limits"]["memory"] == "2048Mi"
-    cfg = load(raw_config("cross-server", edit), "cross-server")
-    assert stack_plan(cfg, size(cfg, "cross-server")).pool_basis == (
+    assert stack_plan(*sized("cross-server", edit)).pool_basis == (
         "the workers' pools: prefill's and decode's, capped at 1.0Gi (probe.maxPoolBytes)")
 
 

@@ -12,13 +12,11 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from infra.config import load
 from infra.config.models import ClusterTarget
 from infra.lab.cli import main
 from infra.lab.preflight import cluster_data, text
 from infra.lab.preflight.checks import check
-from infra.sizing import size
-from tests.helpers import ROOT, everything_on, raw_config
+from tests.helpers import ROOT, everything_on, sized
 
 DATA = ROOT / "tests" / "data" / "preflight"
 LAB = DATA / "lab.json"
@@ -76,8 +74,7 @@ def host(name: str) -> dict:
 
 
 def report_for(stack: str, path: str, edit=None):
-    cfg = load(raw_config(stack, edit), stack)
-    return check(cfg, size(cfg, stack), stack, cluster_data.read_file(path))
+    return check(*sized(stack, edit), stack, cluster_data.read_file(path))
 
 
 # --- The lab: everything fits -------------------------------------------------------------------
@@ -168,8 +165,7 @@ def test_without_time_slicing_the_workers_sharing_a_gpu_would_stay_pending(capsy
 def test_the_readmes_example_is_current(tmp_path):
     path = saved(tmp_path, _no_time_slicing)
     data = cluster_data.from_saved(Path(path).read_text(), "cluster.json")
-    cfg = load(raw_config("kv-routing"), "kv-routing")
-    example = text.text(check(cfg, size(cfg, "kv-routing"), "kv-routing", data))
+    example = text.text(check(*sized("kv-routing"), "kv-routing", data))
     assert example in (ROOT / "README.md").read_text(), "README's preflight example is stale"
 
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config import load
 from infra.config.models import SAME_NODE_BYTES_PER_SECOND
 from infra.lab.twin import runner as twin
-from infra.sizing import size
-from tests.helpers import raw_config
+from tests.helpers import sized
 
 
 def _plan(stack, edit=None):
-    cfg = load(raw_config(stack, edit), stack)
-    return twin.plan(cfg, size(cfg, stack))
+    return twin.plan(*sized(stack, edit))
 
 
 def test_twin_runs_one_mocker_per_replica_with_the_sized_path_bandwidth():
