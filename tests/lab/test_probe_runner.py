@@ -13,7 +13,7 @@ import pytest
 
 from infra.config.models import SAME_NODE_BYTES_PER_SECOND
 from infra.lab import cli, probe_runner
-from tests.helpers import ROOT, sized
+from tests.helpers import ROOT, sized, unavailable
 
 RATE_1GBIT = 125e6  # bytes/s
 POOL_ROW = 28 * 65536  # one block in every layer
@@ -23,10 +23,7 @@ POOL_ROW = 28 * 65536  # one block in every layer
 def nixl():
     """NIXL comes with the `probe` extra, which `python3 dev.py test-lab` installs; tests install nothing."""
     if importlib.util.find_spec("nixl_cu12") is None:
-        message = "NIXL is not installed: run the lab tier with `python3 dev.py test-lab`"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable("NIXL is not installed: run the lab tier with `python3 dev.py test-lab`")
 
 
 @pytest.fixture
