@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 
-# vLLM's default KV block size, in tokens.
+# The KV block size, in tokens, that dynamo-lab writes for every worker (--block-size 16). Left
+# unset, vLLM 0.31.0 takes the attention backend's preferred size (`get_preferred_block_size`),
+# and every figure resting on 16-token blocks (prefix reuse, descriptors, pool blocks) would drift.
 BLOCK_TOKENS = 16
 
 

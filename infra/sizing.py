@@ -5,6 +5,9 @@ Pure arithmetic over a validated StackConfig; no Pulumi here, and no report pros
 The rules come from the lab's OOM (docs/lab.md) and vLLM's source (docs/sources.md):
 - KV bytes per token = 2 (K and V) x layers x KV heads x head_dim x dtype bytes.
 - Every worker pins its KV pool with --kv-cache-memory-bytes, so GPU and host figures are exact.
+- Every worker gets --block-size 16 and a bounded context (--max-model-len): vLLM refuses to
+  start unless its pool holds one sequence that long (vllm/v1/core/kv_cache_utils.py,
+  `check_enough_kv_cache_memory`), and its block pool keeps one block back as the null block.
 - With kv_buffer_device=cpu each prefill AND decode worker allocates a host mirror of its WHOLE
   KV pool, resident request by request: host floor = vLLM base + pool x (1 + headroom).
 - A KV transfer moves the prompt blocks the decode worker lacks (cold: all; warm: the unique
@@ -19,11 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import Literal, Optional
 
 from infra import prefix_cache, units
 from infra.config.models import (
     SAME_NODE_BYTES_PER_SECOND,
+    ContextSource,
     GpuClass,
     Link,
     Model,
@@ -41,7 +45,14 @@ class GroupSizing:
     gpu_class: str
     replicas: int
     kv_cache_bytes: int
-    kv_cache_source: str  # "config" or "derived"
+    kv_cache_source: Literal["config", "derived"]
+    # vLLM --max-model-len and where it came from (StackConfig.context_length).
+    max_model_len: int
+    max_model_len_source: ContextSource
+    # Blocks of BLOCK_TOKENS tokens the pool holds (every layer's share), and the blocks one
+    # max_model_len sequence needs plus vLLM's null block: the first must be at least the second.
+    pool_blocks: int
+    blocks_for_max_len: int
     weights_bytes: int
     gpu_overhead_bytes: int
     gpu_bytes_per_worker: int
@@ -50,7 +61,7 @@ class GroupSizing:
     host_memory_floor_bytes: int
     memory_limit_bytes: int
     memory_request_bytes: int
-    memory_source: str  # "config" or "floor"
+    memory_source: Literal["config", "floor"]
     # The lab write-up's rule ("concurrency x KV per request"): a steady-state estimate, NOT the ceiling.
     steady_state_bytes: int
     requests_in_pool: float
@@ -74,8 +85,8 @@ class TransferSizing:
 
     from_group: str
     to_group: str
-    path: str  # "same-node" or "cross-node"
-    op: str  # the NIXL operation that moves the KV: READ (decode pulls) or WRITE (prefill pushes)
+    path: Literal["same-node", "cross-node"]
+    op: Literal["READ"]  # NixlConnector: the decode side pulls (READs) the KV
     throughput_bytes_per_s: float
     throughput_source: str
     cold_bytes: int
@@ -114,11 +125,29 @@ class ModelCacheSizing:
 
 
 @dataclass(frozen=True)
+class KvLayout:
+    """How the workers' KV is laid out, which every figure here assumes (vLLM 0.31.0, FlashAttention
+    with --block-size 16): per layer a cache of [num_blocks, kv_heads, block_size, 2 x head_dim], K and
+    V packed in each block, and NIXL moves one descriptor per layer per block (nixl/base_worker.py)."""
+
+    block_size_tokens: int
+    # One layer's block: 2 (K, V) x block_size x kv_heads x head_dim x dtype bytes (Qwen3-0.6B: 64 KiB).
+    descriptor_bytes: int
+    layers: int
+    # A block across every layer: what one block of the pool costs.
+    block_bytes: int
+    # Descriptors one request's prompt moves cold: its blocks x layers.
+    descriptors_per_request: int
+    shape: str = "[num_blocks, kv_heads, block_size, 2 x head_dim] per layer; one descriptor per layer-block"
+
+
+@dataclass(frozen=True)
 class StackSizing:
     stack: str
     model: str
     kv_bytes_per_token: int
     kv_bytes_per_request: int
+    kv_layout: KvLayout
     input_tokens: int
     concurrency: int
     prefix_types: int
@@ -169,6 +198,10 @@ def link_basis(link: Link) -> str:
     return f"link {link.rate / 1e9:g} Gbit/s x {link.efficiency:g} efficiency"
 
 
+# The default same-node figure was measured on a development machine, not the lab (docs/measurements.md).
+SAME_NODE_DEFAULT = "same-node NIXL {op} of KV blocks (dev-machine estimate)"
+
+
 def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link] = None) -> tuple[float, str]:
     """Bytes/s of one KV transfer by NIXL `op` on `path` ("same-node" or "cross-node"), and its basis.
 
@@ -179,7 +212,7 @@ def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link
     if path == "same-node":
         if s.same_node_bytes_per_second is not None:
             return float(s.same_node_bytes_per_second), "same-node (sizing.sameNodeBytesPerSecond)"
-        return float(SAME_NODE_BYTES_PER_SECOND[op]), f"same-node NIXL {op} of KV blocks (measured)"
+        return float(SAME_NODE_BYTES_PER_SECOND[op]), SAME_NODE_DEFAULT.format(op=op)
     link = link or s.link
     return link_bytes_per_second(link), link_basis(link)
 
@@ -187,6 +220,13 @@ def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link
 def kv_block_bytes(m: Model) -> int:
     """Bytes of one layer's KV block, the unit vLLM's NIXL connectors move (Qwen3-0.6B: 64 KiB)."""
     return kv_bytes_per_token(1, m.kv_heads, m.head_dim, m.dtype_bytes) * prefix_cache.BLOCK_TOKENS
+
+
+def kv_layout(m: Model, prompt_tokens: int) -> KvLayout:
+    per_layer = kv_block_bytes(m)
+    return KvLayout(block_size_tokens=prefix_cache.BLOCK_TOKENS, descriptor_bytes=per_layer, layers=m.layers,
+                    block_bytes=per_layer * m.layers,
+                    descriptors_per_request=prefix_cache.blocks(prompt_tokens) * m.layers)
 
 
 def prefill_seconds_estimate(parameters: int, tokens: int, tflops: float) -> float:
@@ -211,7 +251,7 @@ def _workers_by_class(cfg: StackConfig) -> dict[str, list[WorkerGroup]]:
     return by_class
 
 
-def _pools(cfg: StackConfig, weights: int, per_request: int, problems: list) -> dict[str, int]:
+def _pools(cfg: StackConfig, weights: int) -> dict[str, int]:
     """KV pool per worker: as configured, or what the GPU's budget leaves shared evenly."""
     overhead = cfg.sizing.gpu_overhead_per_worker
     pools: dict[str, int] = {g.name: g.kv_cache_bytes for g in cfg.workers if g.kv_cache_bytes is not None}
@@ -226,14 +266,6 @@ def _pools(cfg: StackConfig, weights: int, per_request: int, problems: list) -> 
         n = sum(g.replicas for g in derived)
         left = budget - workers * (weights + overhead) - fixed
         pool = max(0, math.floor(left / n / units.MI) * units.MI)
-        if pool < per_request:
-            problems.append((f"workers.{derived[0].name}.kvCacheBytes",
-                             f"the {cls_name} GPU ({units.fmt_bytes(cls.memory)}, "
-                             f"{units.fmt_bytes(budget)} after its {cls.memory_reserve:.0%} reserve) "
-                             f"leaves {units.fmt_bytes(pool)} of KV pool per worker for {workers} workers "
-                             f"(each {units.fmt_bytes(weights)} weights + {units.fmt_bytes(overhead)} "
-                             f"overhead), less than one request's {units.fmt_bytes(per_request)} KV. "
-                             "Run fewer workers on this GPU, or set kvCacheBytes on the groups"))
         for g in derived:
             pools[g.name] = pool
     return pools
@@ -257,15 +289,19 @@ def _below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, 
                 "sizing.vllmBaseMemory if you measured less")
     mirror = units.fmt_bytes(pool * (1 + s.host_headroom_percent / 100))
     largest = largest_pool_for_limit(limit, s.vllm_base_memory, s.host_headroom_percent)
-    if largest >= per_request:
+    # The smallest pool vLLM starts with: one sequence of the group's max_model_len and the null block.
+    context = cfg.context_length(g)[0]
+    smallest_pool = blocks_for_sequence(context) * kv_layout(cfg.model, cfg.workload.input_tokens).block_bytes
+    if largest >= smallest_pool:
         second = (f"or set workers.{g.name}.kvCacheBytes <= {largest // units.MI}Mi, the largest "
                   f"KV pool whose host mirror fits {_shown(limit)} "
                   f"({largest / per_request:.1f} requests of {units.fmt_bytes(per_request)})")
     else:
-        smallest = host_memory_floor(s.vllm_base_memory, per_request, s.host_headroom_percent, True)
+        smallest = host_memory_floor(s.vllm_base_memory, smallest_pool, s.host_headroom_percent, True)
         second = (f"or shrink the pool with workers.{g.name}.kvCacheBytes, which needs a limit too: "
                   f"{_shown(limit)} leaves {units.fmt_bytes(max(0, limit - s.vllm_base_memory))} "
-                  f"above the vLLM base, and even a one-request pool ({units.fmt_bytes(per_request)}) "
+                  f"above the vLLM base, and even the smallest pool vLLM starts with "
+                  f"({units.fmt_bytes(smallest_pool)}: one {context:,}-token sequence and the null block) "
                   f"needs memoryLimit >= {_shown(smallest)}")
     return (f"{_shown(limit)} is below the {units.fmt_bytes(floor)} ({_shown(floor)}) this worker needs "
             f"({units.fmt_bytes(s.vllm_base_memory)} vLLM base + {mirror} KV host mirror "
@@ -292,14 +328,41 @@ def _memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, probl
     return floor, limit, request, source
 
 
-def _small_pools(cfg: StackConfig, per_request: int) -> list[tuple[str, str]]:
-    """A configured KV pool must hold at least one whole request, or vLLM cannot schedule any."""
-    return [(f"workers.{g.name}.kvCacheBytes",
-             f"{_shown(g.kv_cache_bytes)} holds less than one request's KV ({units.fmt_bytes(per_request)} for "
-             f"{cfg.workload.input_tokens:,} tokens x {per_request // cfg.workload.input_tokens:,} bytes); vLLM "
-             f"could not schedule a single request of the size this stack is sized for. Raise it to at least "
-             f"{units.to_mi_quantity(per_request)}, or lower workload.inputTokens")
-            for g in cfg.workers if g.kv_cache_bytes is not None and g.kv_cache_bytes < per_request]
+def blocks_for_sequence(tokens: int) -> int:
+    """Pool blocks one sequence of `tokens` needs in vLLM: its blocks, plus the null block the block
+    pool holds back (vllm/v1/core/block_pool.py: block 0 is never handed out)."""
+    return prefix_cache.blocks(tokens) + 1
+
+
+def _short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: int, source: str) -> str:
+    """Why this group's pool cannot hold one sequence of its max_model_len, and the fixes."""
+    w, need = cfg.workload, blocks_for_sequence(tokens)
+    have = pool // block
+    at_least = units.to_mi_quantity(need * block)
+    longest = (have - 1) * prefix_cache.BLOCK_TOKENS  # what this pool can hold, null block aside
+    sized = w.input_tokens + w.output_tokens
+    where = {"extraArgs": f"workers.{g.name}.extraArgs --max-model-len",
+             "workload.maxModelLen": "workload.maxModelLen",
+             "derived": "workload.maxModelLen (default: inputTokens + outputTokens, block-aligned)"}[source]
+    if g.kv_cache_bytes is not None:
+        pool_is = f"the {units.fmt_bytes(pool)} KV pool"
+        grow = f"raise workers.{g.name}.kvCacheBytes to at least {at_least}"
+    else:
+        cls = cfg.gpu_classes[g.gpu_class]
+        workers = sum(o.replicas for o in cfg.workers if o.gpu_class == g.gpu_class)
+        pool_is = (f"the {g.gpu_class} GPU ({units.fmt_bytes(cls.memory)}, {units.fmt_bytes(gpu_budget(cls))} after "
+                   f"its {cls.memory_reserve:.0%} reserve) leaves {units.fmt_bytes(pool)} of KV pool per worker for "
+                   f"{workers} workers (each {units.fmt_bytes(cfg.model.parameters * cfg.model.dtype_bytes)} weights + "
+                   f"{units.fmt_bytes(cfg.sizing.gpu_overhead_per_worker)} overhead), which")
+        grow = f"run fewer workers on this GPU (each needs a pool of at least {at_least})"
+    shrink = (f", or shorten the context with {where}: at most {longest:,} tokens fit, and it must hold the "
+              f"{sized:,} (inputTokens + outputTokens) the stack is sized for" if longest >= sized else
+              f" (a shorter context does not help: this pool cannot hold even the sized requests, {sized:,} tokens)")
+    return (f"{pool_is} holds {have:,} blocks of {prefix_cache.BLOCK_TOKENS} tokens "
+            f"({block:,} bytes each across {cfg.model.layers} layers), but one sequence of max_model_len "
+            f"{tokens:,} ({source}) needs {need:,}: its {need - 1:,} blocks and vLLM's null block. vLLM refuses "
+            f"to start (\"To serve at least one request with the model's max seq len ...\") and the pod "
+            f"crash-loops. Fix: {grow}{shrink}")
 
 
 def _decode_hit_probability(cfg: StackConfig, decode_pool: int, per_token: int) -> float:
@@ -375,8 +438,9 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
     per_request = per_token * cfg.workload.input_tokens
     weights = m.parameters * m.dtype_bytes
     overhead = cfg.sizing.gpu_overhead_per_worker
-    problems: list[tuple[str, str]] = _small_pools(cfg, per_request)
-    pools = _pools(cfg, weights, per_request, problems)
+    problems: list[tuple[str, str]] = []
+    pools = _pools(cfg, weights)
+    layout = kv_layout(m, cfg.workload.input_tokens)
 
     groups = []
     for g in cfg.workers:
@@ -385,9 +449,16 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
         per_worker = weights + pool + overhead
         util = math.ceil(per_worker / cls.memory * 100) / 100
         floor, limit, request, source = _memory(cfg, g, pool, per_request, problems)
+        context, context_source = cfg.context_length(g)
+        # A group with no replicas and no pool of its own starts no worker: nothing to hold.
+        if (g.replicas or g.kv_cache_bytes is not None) and pool // layout.block_bytes < blocks_for_sequence(context):
+            problems.append((f"workers.{g.name}.kvCacheBytes",
+                             _short_pool(cfg, g, pool, layout.block_bytes, context, context_source)))
         groups.append(GroupSizing(
             name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas,
             kv_cache_bytes=pool, kv_cache_source="config" if g.kv_cache_bytes is not None else "derived",
+            max_model_len=context, max_model_len_source=context_source,
+            pool_blocks=pool // layout.block_bytes, blocks_for_max_len=blocks_for_sequence(context),
             weights_bytes=weights, gpu_overhead_bytes=overhead, gpu_bytes_per_worker=per_worker,
             gpu_memory_utilization=util, cpu_buffers=g.cpu_buffers, host_memory_floor_bytes=floor,
             memory_limit_bytes=limit, memory_request_bytes=request, memory_source=source,
@@ -416,7 +487,7 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
     if problems:
         raise ConfigError(stack_file(stack), problems)
     return StackSizing(stack=stack, model=m.name, kv_bytes_per_token=per_token,
-                  kv_bytes_per_request=per_request, input_tokens=cfg.workload.input_tokens,
+                  kv_bytes_per_request=per_request, kv_layout=layout, input_tokens=cfg.workload.input_tokens,
                   concurrency=cfg.workload.concurrency, prefix_types=cfg.workload.prefix_types,
                   groups=groups, gpus=gpus,
                   transfers=_transfers(cfg, per_token, pools), model_cache=cache)

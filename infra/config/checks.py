@@ -7,10 +7,10 @@ Every name that points at something (a worker group, a GPU class) must resolve, 
 from __future__ import annotations
 
 import itertools
-import re
 
-from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, did_you_mean, expand_tls
+from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, did_you_mean, expand_tls, vllm_int
 from infra.config.models import StackConfig, WorkerGroup
+from infra.prefix_cache import BLOCK_TOKENS, blocks
 
 Problems = list[tuple[str, str]]
 # Longest Dynamo-derived name per component: the operator names a component's Service
@@ -88,10 +88,6 @@ def _transfer(cfg: StackConfig) -> Problems:
     for p, d in itertools.product(prefill, decode):
         pk, dk = p.kv_transfer, d.kv_transfer
         pair = f"prefill {p.name!r} and decode {d.name!r}"
-        if pk.op != dk.op:
-            found.append((f"workers.{d.name}.kvTransfer.connector",
-                          f"{pair} use {pk.connector} and {dk.connector}: one side waits for the other to pull "
-                          "and the other waits to push, so no KV ever moves. Give both the same connector"))
         if pk.buffer_device != dk.buffer_device:
             found.append((f"workers.{d.name}.kvTransfer.bufferDevice",
                           f"{pair} keep their KV transfer buffers in {pk.buffer_device} and {dk.buffer_device} "
@@ -106,34 +102,59 @@ def _transfer(cfg: StackConfig) -> Problems:
     return found
 
 
-def _int_flag(value: str) -> int | None:
-    """vLLM's integer flags take 2048, and human forms like 2k (1000s) or 2K (1024s)."""
-    match = re.fullmatch(r"(\d+)([kKmMgG]?)", value.strip())
-    if not match:
-        return None
-    number, suffix = match.groups()
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[suffix]
-    return int(number) * scale
-
-
-def _extra_args(cfg: StackConfig) -> Problems:
-    """Settings in extraArgs that contradict the requests the stack is sized for."""
+def _context(cfg: StackConfig) -> Problems:
+    """Every worker's context length (vLLM --max-model-len) holds the requests the stack is sized for
+    and fits the model; the benchmark's requests fit it too."""
+    w, m = cfg.workload, cfg.model
+    needed = w.input_tokens + w.output_tokens
+    sized_for = (f"the requests this stack is sized for: {w.input_tokens:,} input tokens (workload.inputTokens) + "
+                 f"{w.output_tokens} output tokens (workload.outputTokens) = {needed:,}")
+    most = m.max_position_embeddings
     found: Problems = []
-    needed = cfg.workload.input_tokens + cfg.workload.output_tokens
+
+    def check(key: str, text: str, tokens: int, smaller: str) -> None:
+        if tokens < needed:
+            found.append((key, f"{text} ({tokens:,} tokens) is shorter than {sized_for}; vLLM would reject every "
+                          f"one. Raise it to at least {needed}, or {smaller}"))
+        elif most is not None and tokens > most:
+            found.append((key, f"{text} ({tokens:,} tokens) is longer than {m.name}'s context "
+                          f"(max_position_embeddings {most:,} in its config.json); vLLM refuses to start with "
+                          f"a longer one. Lower it to at most {most}, or {smaller}"))
+
+    if w.max_model_len is not None:
+        check("workload.maxModelLen", f"maxModelLen {w.max_model_len}", w.max_model_len,
+              "remove it (default: inputTokens + outputTokens, rounded up to a 16-token block)")
     for g in cfg.workers:
         value = g.extra_arg("--max-model-len")
         if value is None:
             continue
-        tokens = _int_flag(value)
+        tokens = vllm_int(value)
         if tokens is None:
-            found.append((f"workers.{g.name}.extraArgs", f"--max-model-len {value!r} is not a token count; vLLM "
-                          "would refuse to start. Write e.g. --max-model-len 8192"))
-        elif tokens < needed:
-            found.append((f"workers.{g.name}.extraArgs",
-                          f"--max-model-len {value} ({tokens:,} tokens) is shorter than the requests this stack "
-                          f"is sized for: {cfg.workload.input_tokens:,} input tokens (workload.inputTokens) + "
-                          f"{cfg.workload.output_tokens} output tokens (workload.outputTokens) = {needed:,}; vLLM "
-                          f"would reject every one. Raise it to at least {needed}, or remove it"))
+            found.append((f"workers.{g.name}.extraArgs", f"--max-model-len {value!r} is not a token count; "
+                          "dynamo-lab checks the KV pool against a fixed length (and vLLM's -1/auto would "
+                          "change with the pool). Write e.g. --max-model-len 8192, or remove it to use "
+                          "workload.maxModelLen"))
+        else:
+            check(f"workers.{g.name}.extraArgs", f"--max-model-len {value}", tokens, "remove it")
+    if w.max_model_len is None and most is not None:
+        derived = blocks(needed) * BLOCK_TOKENS
+        if needed > most:
+            found.append(("workload.inputTokens", f"{sized_for}, longer than {m.name}'s context "
+                          f"(max_position_embeddings {most:,}); vLLM would reject every request. Lower "
+                          "workload.inputTokens or workload.outputTokens"))
+        elif derived > most:  # rounding up to a block must not pass the model's context
+            found.append(("workload.maxModelLen", f"the default context, {needed:,} tokens rounded up to "
+                          f"{derived:,}, is longer than {m.name}'s {most:,}. Write workload.maxModelLen: {most}"))
+    b = cfg.benchmark
+    if b.enabled and not found:
+        bench = b.prefix_tokens + b.unique_tokens + b.output_tokens
+        shortest = min(cfg.context_length(g)[0] for g in cfg.workers)
+        if bench > shortest:
+            found.append(("benchmark", f"the benchmark's requests take {bench:,} tokens (prefixTokens "
+                          f"{b.prefix_tokens} + uniqueTokens {b.unique_tokens} + outputTokens {b.output_tokens}), "
+                          f"more than the {shortest:,}-token context of the workers (vLLM --max-model-len); "
+                          "vLLM would reject every one. Shorten the benchmark's requests, or raise "
+                          "workload.maxModelLen"))
     return found
 
 
@@ -202,5 +223,5 @@ def _model_cache(cfg: StackConfig) -> Problems:
 
 def problems(cfg: StackConfig) -> Problems:
     """Every cross-key problem of `cfg`; empty when the graph is one Dynamo can serve."""
-    return (_names(cfg) + _gpu_classes(cfg) + _shape(cfg) + _transfer(cfg) + _extra_args(cfg)
+    return (_names(cfg) + _gpu_classes(cfg) + _shape(cfg) + _transfer(cfg) + _context(cfg)
             + _group_refs(cfg) + _namespaces(cfg) + _model_cache(cfg))

@@ -158,3 +158,14 @@ LabelKey = Annotated[str, AfterValidator(label_key)]
 ExactRelease = Annotated[str, AfterValidator(exact_release)]
 OperatorImage = Annotated[str, BeforeValidator(lambda v: operator_image(str(v)))]
 ResourceName = Annotated[str, AfterValidator(resource_name)]
+
+
+def vllm_int(value: str) -> Optional[int]:
+    """An integer flag's value as vLLM reads it: 2048, or human forms like 2k (1000s) or 2K (1024s)
+    (vLLM 0.31.0 `engine/arg_utils.py`, `human_readable_int`). None: not a number vLLM takes."""
+    match = re.fullmatch(r"(\d+)([kKmMgG]?)", value.strip())
+    if not match:
+        return None
+    number, suffix = match.groups()
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[suffix]
+    return int(number) * scale

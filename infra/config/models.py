@@ -37,7 +37,9 @@ from infra.config.fields import (
     UcxTls,
     dns_label,
     label_value,
+    vllm_int,
 )
+from infra.prefix_cache import BLOCK_TOKENS, blocks
 
 PROJECT = "dynamo-lab"
 
@@ -170,8 +172,17 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         # config.json, generation_config.json, tokenizer.json, tokenizer_config.json, vocab.json and
         # merges.txt as the Hub lists them at revision c1899de (docs/sources.md).
         "tokenizerBytes": 15_882_037,
+        # config.json's max_position_embeddings: vLLM's max_model_len when none is given, and the
+        # most it accepts.
+        "maxPositionEmbeddings": 40_960,
+        # The Hub commit every figure above was read from (docs/sources.md). Pinned, so the cache
+        # and the workers load exactly these files even after the model's `main` moves.
+        "revision": "c1899de289a04d12100db370d81485cdf75e47ca",
     }
 }
+
+# A Hugging Face revision that cannot move: a full commit hash (a branch or tag name can).
+COMMIT_HASH = r"^[0-9a-f]{40}$"
 
 
 class Model(_Model):
@@ -187,6 +198,23 @@ class Model(_Model):
     checkpoint_parameters: Optional[int] = Field(None, gt=0)
     # Config and tokenizer files beside the weights. ESTIMATE for models that are not built in.
     tokenizer_bytes: Bytes = units.parse_memory("64Mi")
+    # config.json's max_position_embeddings; None: unknown, so a context length is not checked against it.
+    max_position_embeddings: Optional[int] = Field(None, gt=0)
+    # The Hub commit the pre-pull downloads and the workers load (vLLM --revision). None: the
+    # model's `main` branch, whatever it points at when a pod starts.
+    revision: Optional[str] = None
+
+    @field_validator("revision")
+    @classmethod
+    def _immutable_revision(cls, revision: Optional[str]) -> Optional[str]:
+        if revision is not None and not re.fullmatch(COMMIT_HASH, revision):
+            raise ValueError(
+                f"{revision!r} is not a full commit hash; a branch or tag can move, and a moved one downloads "
+                "other files into the shared cache than the sizing counted. Write the 40-character commit from "
+                "the model's Hub page (Files and versions, History), e.g. "
+                "c1899de289a04d12100db370d81485cdf75e47ca"
+            )
+        return revision
 
     @model_validator(mode="before")
     @classmethod
@@ -256,13 +284,28 @@ class Graph(_Model):
 # --- Workers ------------------------------------------------------------------------------------
 
 
-# vLLM 0.31.0's NIXL connectors (docs/sources.md): NixlConnector is an alias of NixlPullConnector,
-# whose decode side READs the KV; with NixlPushConnector the prefill side WRITEs it.
-PULL_CONNECTORS = ("NixlConnector", "NixlPullConnector")
+# vLLM 0.31.0 ships NixlPullConnector (alias NixlConnector: the decode side READs the KV) and
+# NixlPushConnector (the prefill side WRITEs it), but Dynamo 1.6's vLLM component accepts only the
+# name NixlConnector among the NIXL ones, and sets the NIXL side-channel host only for it
+# (dynamo/vllm/kv_connector_protocols.py, dynamo/vllm/args.py; docs/sources.md).
+UNSUPPORTED_CONNECTORS = {
+    "NixlPullConnector": "it is vLLM's name for what Dynamo calls NixlConnector (the decode side pulls)",
+    "NixlPushConnector": "the prefill side would push, a path vLLM 0.31.0 has but Dynamo 1.6 does not take",
+}
+
+
+def _supported_connector(name: Any) -> Any:
+    if name in UNSUPPORTED_CONNECTORS:
+        raise ValueError(
+            f"{name} is not a connector Dynamo 1.6 accepts: {UNSUPPORTED_CONNECTORS[name]}. Its vLLM "
+            "component refuses it (\"Unsupported kv_connector\") at the first disaggregated request, while "
+            "the workers report Ready. Write connector: NixlConnector (or remove the key: it is the default)"
+        )
+    return name
 
 
 class KvTransfer(_Model):
-    connector: Literal["NixlConnector", "NixlPullConnector", "NixlPushConnector"] = "NixlConnector"
+    connector: Annotated[Literal["NixlConnector"], BeforeValidator(_supported_connector)] = "NixlConnector"
     # cpu: NIXL moves KV through a host mirror of the KV pool. The only choice over TCP:
     # UCX segfaults copying GPU memory over TCP (uct_tcp_ep_am_bcopy, docs/sources.md).
     buffer_device: Literal["cpu", "cuda"] = "cpu"
@@ -270,9 +313,10 @@ class KvTransfer(_Model):
     ucx_rndv_thresh: str = Field("inf", pattern=r"^(inf|auto|\d+[kKmMgG]?[bB]?)$")
 
     @property
-    def op(self) -> str:
-        """The NIXL operation that moves the KV: READ by the decode side, or WRITE by the prefill side."""
-        return "READ" if self.connector in PULL_CONNECTORS else "WRITE"
+    def op(self) -> Literal["READ"]:
+        """The NIXL operation that moves the KV through NixlConnector: the decode side READs it. (The
+        probe can also measure WRITE, the push path Dynamo 1.6 does not take.)"""
+        return "READ"
 
 
 # Flags dynamo-lab writes itself; setting them in extraArgs would contradict the sizing.
@@ -282,6 +326,10 @@ MANAGED_FLAGS = {
     "--kv-transfer-config": "kvTransfer",
     "--kv-events-config": "frontend.routerMode",
     "--kv-cache-memory-bytes": "kvCacheBytes",
+    # The sizing, the prefix-cache model and the probe all rest on 16-token blocks (one 64 KiB
+    # descriptor per layer-block for Qwen3-0.6B); another size would make every figure wrong.
+    "--block-size": "nothing: dynamo-lab writes --block-size 16, which its sizing rests on",
+    "--revision": "model.revision",
     "--gpu-memory-utilization": "kvCacheBytes (dynamo-lab derives it from the sizing)",
     # The sizing takes KV bytes per token from model.dtype; another cache dtype would change them.
     "--kv-cache-dtype": "model.dtype (the sizing's KV bytes per token come from it)",
@@ -380,6 +428,12 @@ class Workload(_Model):
     output_tokens: int = Field(64, gt=0)
     # The concurrency this variant is sized for; the lab ran 4 and 8.
     concurrency: int = Field(8, gt=0)
+    # The longest sequence (prompt + output) a worker serves, vLLM --max-model-len, written for every
+    # worker. vLLM refuses to start unless the KV pool holds one sequence this long, and without the
+    # flag it is the model's whole context (Qwen3-0.6B: 40,960 tokens, 4.375 GiB of KV, more than any
+    # pool here). None: inputTokens + outputTokens rounded up to a 16-token block. A worker's
+    # `--max-model-len` in extraArgs is honoured instead, and checked the same way.
+    max_model_len: Optional[int] = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _prefix_within_input(self) -> "Workload":
@@ -555,6 +609,9 @@ class ClusterTarget(_Model):
 
 # --- The whole stack ----------------------------------------------------------------------------
 
+# Where a worker's context length (vLLM --max-model-len) comes from.
+ContextSource = Literal["extraArgs", "workload.maxModelLen", "derived"]
+
 
 class StackConfig(_Model):
     gpu_classes: dict[str, GpuClass] = Field(
@@ -584,6 +641,21 @@ class StackConfig(_Model):
     def model_cache_claim(self) -> str:
         """The model cache's claim: the one named, else the one dynamo-lab creates, <graph>-model-cache."""
         return self.model_cache.pvc.claim_name or f"{self.graph.name}-model-cache"
+
+    def context_length(self, group: WorkerGroup) -> tuple[int, ContextSource]:
+        """The group's vLLM --max-model-len and where it comes from: the group's extraArgs, else
+        workload.maxModelLen, else the sized requests (inputTokens + outputTokens) rounded up to a
+        whole block. `config.checks` refuses an extraArgs value that is not a token count."""
+        given = group.extra_arg("--max-model-len")
+        if given is not None:
+            tokens = vllm_int(given)
+            if tokens is None:
+                raise ValueError(f"--max-model-len {given!r} is not a token count")
+            return tokens, "extraArgs"
+        if self.workload.max_model_len is not None:
+            return self.workload.max_model_len, "workload.maxModelLen"
+        w = self.workload
+        return blocks(w.input_tokens + w.output_tokens) * BLOCK_TOKENS, "derived"
 
     @property
     def creates_model_cache_claim(self) -> bool:

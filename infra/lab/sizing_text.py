@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.sizing import ModelCacheSizing, StackSizing, TransferSizing
+from infra.sizing import SAME_NODE_DEFAULT, ModelCacheSizing, StackSizing, TransferSizing
 from infra.units import fmt_bytes, fmt_si_bytes
 
 
@@ -51,13 +51,17 @@ def table(r: StackSizing) -> str:
         f"concurrency {r.concurrency} and {r.prefix_types} prefix types",
         f"KV per token {r.kv_bytes_per_token:,} B; KV per request {r.kv_bytes_per_request:,} B "
         f"({fmt_si_bytes(r.kv_bytes_per_request)}, {fmt_bytes(r.kv_bytes_per_request)})",
+        f"KV layout assumed: --block-size {r.kv_layout.block_size_tokens}; {r.kv_layout.shape}: "
+        f"{r.kv_layout.descriptor_bytes:,} B per descriptor, {r.kv_layout.block_bytes:,} B per block across "
+        f"{r.kv_layout.layers} layers, {r.kv_layout.descriptors_per_request:,} descriptors per cold request",
         "",
         "Worker groups (per worker; 'memory limit' is what the pod gets):",
         text_table(
-            ["group", "role", "x", "gpu class", "KV pool", "GPU plan", "gpu-mem-util", "CPU KV mirror",
-             "host floor", "memory limit", "steady state*"],
+            ["group", "role", "x", "gpu class", "KV pool", "max-model-len (blocks / pool)", "GPU plan",
+             "gpu-mem-util", "CPU KV mirror", "host floor", "memory limit", "steady state*"],
             [[g.name, g.role, str(g.replicas), g.gpu_class,
               f"{fmt_bytes(g.kv_cache_bytes)} ({g.kv_cache_source}, {g.requests_in_pool:.1f} req)",
+              f"{g.max_model_len:,} ({g.blocks_for_max_len} / {g.pool_blocks})",
               fmt_bytes(g.gpu_bytes_per_worker), f"{g.gpu_memory_utilization:.2f}",
               "yes" if g.cpu_buffers else "no", fmt_bytes(g.host_memory_floor_bytes),
               f"{fmt_bytes(g.memory_limit_bytes)} ({g.memory_source})",
@@ -65,6 +69,8 @@ def table(r: StackSizing) -> str:
         ),
         "* steady state: concurrency x KV per request, the write-up's estimate of the mirror in use;",
         "  the host floor is the ceiling (vLLM base + the whole KV pool mirrored + headroom).",
+        "  max-model-len: the context every worker is started with; vLLM starts only if its pool holds one",
+        "  sequence that long (blocks, with the null block) and the sized requests must fit it.",
         "",
         "GPUs (one per class; weights + KV pool + overhead per worker; overhead is an estimate):",
         text_table(["gpu class", "workers", "memory", "budget", "planned"],
@@ -90,6 +96,10 @@ def table(r: StackSizing) -> str:
                          t.throughput_source] for t in r.transfers]),
             "",
         ]
+        if any(t.throughput_source == SAME_NODE_DEFAULT.format(op=t.op) for t in r.transfers):
+            out += ["Same-node throughput: an ESTIMATE from a development machine (its spread: docs/measurements.md) "
+                    "until sizing.measured holds the lab's own probe result (dynamo-lab probe, or the in-cluster "
+                    "probe).", ""]
         out += [f"Verdict {t.from_group} -> {t.to_group}: {verdict(t)}." for t in r.transfers]
     else:
         out += ["", "No KV transfers: aggregated workers keep their KV on their own GPU."]

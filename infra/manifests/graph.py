@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from infra import units
+from infra import prefix_cache, units
 from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
 from infra.manifests import model_cache
 from infra.sizing import GroupSizing, StackSizing
@@ -60,6 +60,15 @@ def worker_args(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> lis
     # 0.9 guarantees for every worker but the first on a shared GPU.
     args += ["--kv-cache-memory-bytes", str(sized.kv_cache_bytes),
              "--gpu-memory-utilization", f"{sized.gpu_memory_utilization:.2f}"]
+    # The block size the sizing rests on (vLLM would otherwise take the attention backend's choice),
+    # and a bounded context: without --max-model-len vLLM takes the model's whole context (Qwen3-0.6B:
+    # 40,960 tokens, 4.375 GiB of KV) and exits when the pool cannot hold it. A --max-model-len in
+    # extraArgs is the group's own (the sizing checked it), so it is not written twice.
+    args += ["--block-size", str(prefix_cache.BLOCK_TOKENS)]
+    if sized.max_model_len_source != "extraArgs":
+        args += ["--max-model-len", str(sized.max_model_len)]
+    if cfg.model.revision is not None:
+        args += ["--revision", cfg.model.revision]
     return args + list(group.extra_args)
 
 
@@ -130,12 +139,9 @@ def frontend_component(cfg: StackConfig) -> dict[str, Any]:
         "env": [{"name": "DYN_ROUTER_MODE", "value": fe.router_mode}],
         "resources": _resources(fe.cpu, None, fe.memory, fe.memory),
     })
+    # No model cache here: with Dynamo's self-hosted metadata (DYN_SELF_HOST_METADATA, on by default)
+    # the frontend fetches the config and tokenizer from a worker over HTTP (lib/llm/src/local_model.rs).
     spec: dict[str, Any] = {"containers": [main]}
-    if model_cache.frontend_shares(cfg):
-        # Read-only, no HF_HUB_CACHE: the frontend reads the config and tokenizer files at the paths
-        # the workers publish; where those are not on this node it downloads them to its own cache.
-        main["volumeMounts"] = [model_cache.mount(read_only=True)]
-        spec["volumes"] = [model_cache.volume(cfg, host_path_type="DirectoryOrCreate")]
     return {"name": "frontend", "type": "frontend", "replicas": fe.replicas, "podTemplate": {"spec": spec}}
 
 
@@ -150,7 +156,7 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
     spec: dict[str, Any] = {"affinity": node_affinity(gpu.node_selector), "containers": [main]}
     env = worker_env(group)
     if model_cache.enabled(cfg):
-        env += model_cache.env()
+        env += model_cache.env(cfg)
         main["volumeMounts"] = [model_cache.mount()]
         spec["volumes"] = [model_cache.volume(cfg)]
     if env:

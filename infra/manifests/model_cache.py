@@ -4,8 +4,10 @@ The cache is a Hugging Face hub cache: a hostPath directory on each GPU node, or
 PersistentVolumeClaim, mounted at MOUNT. Workers read and write it through HF_HUB_CACHE, which
 huggingface_hub (vLLM, transformers) and Dynamo's own hub code read before HF_HOME/hub; HF_HOME
 would also put the Xet chunk cache (up to 10 GB) and the token file on the volume (docs/sources.md).
-The frontend mounts it read-only where it can reach it, without the variable: it reads the config
-and tokenizer files at the paths the workers publish, and falls back to its own cache and the Hub.
+Once the pre-pull Jobs filled the cache, the workers run with HF_HUB_OFFLINE=1: vLLM and transformers
+otherwise still ask the Hub at start, and a Hub outage or a moved branch would stop or change them.
+The frontend mounts nothing: it fetches the config and tokenizer from a worker (Dynamo's
+self-hosted metadata).
 """
 
 from __future__ import annotations
@@ -36,15 +38,17 @@ def mount(read_only: bool = False) -> dict[str, Any]:
     return {"name": VOLUME, "mountPath": MOUNT, **({"readOnly": True} if read_only else {})}
 
 
-def env() -> list[dict[str, str]]:
-    return [{"name": ENV, "value": MOUNT}]
+def pre_pulled(cfg: StackConfig) -> bool:
+    """Whether pre-pull Jobs fill the cache before the workers start (the graph waits for them)."""
+    return enabled(cfg) and cfg.model_cache.pre_pull.enabled
 
 
-def frontend_shares(cfg: StackConfig) -> bool:
-    """Whether the frontend mounts the cache: a hostPath (any node) or a claim every node can mount.
-    A ReadWriteOnce claim would tie the frontend to the workers' node, or leave it unable to start."""
-    mc = cfg.model_cache
-    return mc.mode == "hostPath" or (mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteMany")
+def env(cfg: StackConfig) -> list[dict[str, str]]:
+    """The workers' Hugging Face env: the cache, and no Hub calls once it is pre-pulled."""
+    out = [{"name": ENV, "value": MOUNT}]
+    if pre_pulled(cfg):
+        out.append({"name": "HF_HUB_OFFLINE", "value": "1"})
+    return out
 
 
 def claim(cfg: StackConfig) -> Optional[dict[str, Any]]:

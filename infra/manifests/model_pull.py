@@ -21,8 +21,9 @@ from infra.manifests.graph import node_affinity, with_hf_token
 # What vLLM and the frontend read: safetensors weights, JSON config and tokenizer files, merges/vocab
 # text, sentencepiece/tiktoken models, chat templates. Not *.bin/*.pth duplicates of the weights.
 PATTERNS = ["*.safetensors", "*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
+# argv: the model, its revision ("" for the default branch), the patterns.
 SCRIPT = ("import sys; from huggingface_hub import snapshot_download; "
-          "print(snapshot_download(sys.argv[1], allow_patterns=sys.argv[2:]))")
+          "print(snapshot_download(sys.argv[1], revision=sys.argv[2] or None, allow_patterns=sys.argv[3:]))")
 # The image runs as a non-root user in group 0; a directory the kubelet creates is root's, mode 0755.
 PREPARE = (f"chgrp 0 {model_cache.MOUNT} && chmod g+rwxs {model_cache.MOUNT} "
            f"|| echo 'could not make {model_cache.MOUNT} writable by group 0' >&2")
@@ -35,7 +36,7 @@ NAME_MAX = 63  # a Job's name becomes a label value
 def placements(cfg: StackConfig) -> dict[str, Optional[str]]:
     """Job key -> the GPU class whose node it runs on (None: anywhere). Empty: no pre-pull."""
     mc = cfg.model_cache
-    if mc.mode == "off" or not mc.pre_pull.enabled:
+    if not model_cache.pre_pulled(cfg):
         return {}
     if mc.mode == "hostPath":
         return {cls: cls for cls in cfg.worker_nodes}
@@ -53,8 +54,8 @@ def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any
     mount = model_cache.mount()
     pull = with_hf_token(cfg, {
         "name": "pull", "image": cfg.image,
-        "command": ["python3", "-c", SCRIPT, cfg.model.name, *PATTERNS],
-        "env": model_cache.env(), "resources": RESOURCES, "volumeMounts": [mount],
+        "command": ["python3", "-c", SCRIPT, cfg.model.name, cfg.model.revision or "", *PATTERNS],
+        "env": [{"name": model_cache.ENV, "value": model_cache.MOUNT}], "resources": RESOURCES, "volumeMounts": [mount],
     })
     prepare = {"name": "prepare-cache", "image": cfg.image, "command": ["sh", "-c", PREPARE],
                "securityContext": {"runAsUser": 0}, "resources": PREPARE_RESOURCES, "volumeMounts": [mount]}

@@ -87,17 +87,13 @@ def test_1gbit_shaped_probe_matches_the_rate_and_the_sizing(nixl, no_leftover_na
     assert r["predicted_throughput_bytes_per_s"] == pytest.approx(0.92 * RATE_1GBIT)
 
 
-def _push(c):
-    for g in c["workers"]:
-        g["kvTransfer"] = {"connector": "NixlPushConnector"}
-
-
-def test_the_probe_takes_its_op_from_the_connector_and_defaults_to_blocks():
+def test_the_probe_reads_blocks_as_nixl_connector_does_unless_told_to_write():
     args = cli.parser().parse_args(["probe", "local", "--stack", "same-server"])
     assert (args.op, args.pattern, args.tokens) == (None, "blocks", None)
     pull = probe_runner.plan_from_stack(*sized("same-server"), args.op, args.pattern, args.tokens)
     assert (pull.op, pull.pattern, pull.initiator) == ("READ", "blocks", "destination")
-    push = probe_runner.plan_from_stack(*sized("same-server", _push), None, "blocks", None)
+    # WRITE measures the push path (vLLM's NixlPushConnector), which no worker takes through Dynamo 1.6.
+    push = probe_runner.plan_from_stack(*sized("same-server"), "WRITE", "blocks", None)
     assert (push.op, push.initiator) == ("WRITE", "source")
     forced = cli.parser().parse_args(["probe", "local", "--stack", "same-server", "--op", "write",
                                       "--pattern", "contiguous", "--tokens", "371"])
@@ -113,12 +109,11 @@ def test_bytes_alone_reads_blocks_of_the_default_model():
     assert "no stack given" in plan.pool_basis
 
 
-def test_the_probes_prediction_is_the_sizings_throughput_for_each_op():
+def test_the_probes_prediction_is_the_sizings_throughput():
     for stack, link in (("same-server", "loopback"), ("cross-server", "1gbit")):
-        for edit in (None, _push):
-            cfg, sizing = sized(stack, edit)
-            (t,) = sizing.transfers
-            assert probe_runner.prediction(link, cfg.sizing, t.op)[0] == t.throughput_bytes_per_s
+        cfg, sizing = sized(stack)
+        (t,) = sizing.transfers
+        assert probe_runner.prediction(link, cfg.sizing, t.op)[0] == t.throughput_bytes_per_s
 
 
 def test_tokens_without_a_stack_is_refused(capsys):

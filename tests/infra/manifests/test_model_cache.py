@@ -59,15 +59,15 @@ def test_by_default_every_worker_mounts_a_hostpath_cache_and_points_hugging_face
     for name, comp in _workers(run).items():
         main, spec = main_container(comp), comp["podTemplate"]["spec"]
         assert _env(main)["HF_HUB_CACHE"] == CACHE, name
+        # Pre-pulled: no Hub call at start, so neither an outage nor a moved branch changes a worker.
+        assert _env(main)["HF_HUB_OFFLINE"] == "1", name
         assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE}]
         # Directory, not DirectoryOrCreate: the pre-pull Job made it, writable by the image's group.
         assert spec["volumes"] == [{"name": "model-cache", "hostPath": {"path": HOST_DIR, "type": "Directory"}}]
+    # The frontend reads the config and tokenizer from a worker (Dynamo's self-hosted metadata).
     frontend = components(run)["frontend"]
-    main = main_container(frontend)
-    assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE, "readOnly": True}]
-    assert "HF_HUB_CACHE" not in _env(main)  # its own cache stays writable for what it must fetch
-    assert frontend["podTemplate"]["spec"]["volumes"] == [
-        {"name": "model-cache", "hostPath": {"path": HOST_DIR, "type": "DirectoryOrCreate"}}]
+    assert "volumeMounts" not in main_container(frontend)
+    assert "volumes" not in frontend["podTemplate"]["spec"]
 
 
 def test_a_pre_pull_job_per_gpu_node_downloads_the_model_and_the_graph_waits_for_them():
@@ -92,7 +92,9 @@ def test_a_pre_pull_job_per_gpu_node_downloads_the_model_and_the_graph_waits_for
         (pull,) = pod["containers"]
         assert pull["image"] == IMAGE
         assert pull["command"][:2] == ["python3", "-c"] and "snapshot_download" in pull["command"][2]
-        assert pull["command"][3:5] == ["Qwen/Qwen3-0.6B", "*.safetensors"]
+        # The pinned revision the sizing's file sizes come from, the one the workers load.
+        assert pull["command"][3:6] == ["Qwen/Qwen3-0.6B", "c1899de289a04d12100db370d81485cdf75e47ca",
+                                        "*.safetensors"]
         assert _env(pull) == {"HF_HUB_CACHE": CACHE}
         assert pull["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE}]
         assert pull["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
@@ -157,7 +159,7 @@ def test_the_host_directory_and_timeout_are_configurable():
     (job,) = _pulls(run).values()
     assert job["spec"]["activeDeadlineSeconds"] == 600
     assert job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] == "/data/hf"
-    for comp in components(run).values():
+    for comp in _workers(run).values():
         assert comp["podTemplate"]["spec"]["volumes"][0]["hostPath"]["path"] == "/data/hf"
 
 
@@ -190,9 +192,9 @@ def test_a_new_claim_is_created_filled_once_and_mounted_everywhere():
     (job,) = _pulls(run).values()
     assert "affinity" not in job["spec"]["template"]["spec"]  # ReadWriteMany: any node
     assert job["spec"]["template"]["spec"]["volumes"] == [volume]
-    for comp in components(run).values():
+    for comp in _workers(run).values():
         assert comp["podTemplate"]["spec"]["volumes"] == [volume]
-    assert main_container(components(run)["frontend"])["volumeMounts"][0]["readOnly"] is True
+    assert "volumes" not in components(run)["frontend"]["podTemplate"]["spec"]
     (job_reg,) = [r for r in run.of_type(JOB)]
     assert claim.urn in job_reg.dependencies
     (dgd,) = run.of_type(DGD)
@@ -218,7 +220,7 @@ def test_an_existing_claim_is_mounted_and_filled_but_not_created():
     volume = {"name": "model-cache", "persistentVolumeClaim": {"claimName": "shared-models"}}
     (job,) = _pulls(run).values()
     assert job["spec"]["template"]["spec"]["volumes"] == [volume]
-    for comp in components(run).values():
+    for comp in _workers(run).values():
         assert comp["podTemplate"]["spec"]["volumes"] == [volume]
     cache = run.outputs["sizing"]["model_cache"]
     assert (cache["locations"], cache["claim_bytes"], cache["downloads"]) == (["shared-models"], None, 1)

@@ -29,11 +29,6 @@ GPU_24 = [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]
 PER_BLOCK = 28 * 64 * 1024  # one block of every layer of Qwen3-0.6B: 1.75Mi
 
 
-def _push(c):
-    for g in c["workers"]:
-        g["kvTransfer"] = {"connector": "NixlPushConnector"}
-
-
 def _transfer_args(op, pool_blocks):
     return ["--bytes", str(2371 * 114_688), "--op", op, "--pattern", "blocks", "--layers", "28",
             "--block-bytes", "65536", "--pool-blocks", str(pool_blocks), "--timeout", "600"]
@@ -71,14 +66,6 @@ def test_default_probe_reads_from_the_decode_side_like_nixl_connector():
     assert cm["data"]["kv_probe.py"] == payloads.source("kv_probe.py")
     assert run.outputs["probeLogs"] == (
         f"kubectl logs -n dynamo-lab-cross-server job/cross-server-kv-probe-initiator-{digest} | tail -n 1")
-
-
-def test_push_probe_writes_from_the_prefill_side():
-    initiator, target = _jobs(run_stack("cross-server", lambda c: (c.update(ENABLE), _push(c))))
-    assert _expr(initiator) == GPU_8 and _expr(target) == GPU_24
-    assert _container(initiator)["args"][5:] == _transfer_args("WRITE", 1170)
-    assert _container(target)["args"][3:] == _transfer_args("WRITE", 2340)
-    assert _container(initiator)["resources"]["limits"]["memory"] == "3072Mi"
 
 
 def test_a_pool_above_the_cap_is_registered_at_the_cap():
