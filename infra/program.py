@@ -17,7 +17,16 @@ from infra.components.transfer_probe import TransferProbe, TransferProbeArgs
 from infra.config import StackConfig, load
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
-from infra.manifests import benchmark, graph, model_cache, model_pull, owner_labels, platform, transfer_probe
+from infra.manifests import (
+    benchmark,
+    graph,
+    model_cache,
+    model_pull,
+    owner_labels,
+    platform,
+    security,
+    transfer_probe,
+)
 from infra.sizing import StackSizing, size
 
 
@@ -52,13 +61,16 @@ def build() -> dict[str, Any]:
 
     waits_for_platform: list[pulumi.Resource] = []
     if cfg.platform.manage:
-        spec = platform.release(cfg.platform, owner_labels(stack))
+        # The operator's pods are the chart's; baseline is enforced there (restricted only warned):
+        # the chart's pods have not been checked against restricted.
+        spec = platform.release(cfg.platform, {**owner_labels(stack), **security.namespace_labels("baseline")})
         waits_for_platform.append(DynamoPlatform("platform", spec, opts()).release)
     token = cfg.hf_token.get_secret_value() if cfg.hf_token is not None else None
     claim, pulls = model_cache.claim(cfg), model_pull.jobs(cfg)
     cache = ModelCacheArgs(claim=claim, jobs=pulls) if claim or pulls else None
+    graph_ns_labels = {**owner_labels(stack), **security.namespace_labels(security.pod_security_level(cfg))}
     serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token,
-                                                     model_cache=cache, namespace_labels=owner_labels(stack)),
+                                                     model_cache=cache, namespace_labels=graph_ns_labels),
                            opts(*waits_for_platform))
     outputs = stack_outputs(cfg, sizing)
     if pulls:

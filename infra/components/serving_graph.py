@@ -60,7 +60,8 @@ class ServingGraph(pulumi.ComponentResource):
             f"{name}-dgd",
             api_version=args.deployment["apiVersion"],
             kind=args.deployment["kind"],
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=ns),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=ns,
+                                                annotations=meta.get("annotations")),
             spec=args.deployment["spec"],
             opts=after(self, opts, *needs),
         )

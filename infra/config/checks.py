@@ -198,6 +198,26 @@ def _namespaces(cfg: StackConfig) -> Problems:
     return []
 
 
+# Directories of a node that no model cache may be, or sit directly in: the system's own, the
+# kubelet's and the container runtime's state, and the home directories.
+SYSTEM_DIRECTORIES = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+                      "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/lib",
+                      "/var/log", "/var/run")
+# Trees nothing else may write into, at any depth.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run", "/sbin",
+                "/sys", "/usr", "/var/lib/kubelet", "/var/lib/containerd", "/var/lib/docker", "/var/lib/cni",
+                "/var/lib/etcd", "/var/log", "/var/run")
+
+
+def _system_directory(path: str) -> str | None:
+    """Why `path` is no place for a model cache, or None."""
+    clean = "/" + "/".join(part for part in path.split("/") if part and part != ".")
+    if clean in SYSTEM_DIRECTORIES:
+        return f"the node's {clean} itself" if clean != "/" else "the node's root directory"
+    tree = next((t for t in SYSTEM_TREES if clean == t or clean.startswith(t + "/")), None)
+    return None if tree is None else f"inside {tree}, which belongs to the node's system or the kubelet"
+
+
 def _model_cache(cfg: StackConfig) -> Problems:
     mc, problems = cfg.model_cache, []
     if mc.mode == "hostPath":
@@ -210,6 +230,11 @@ def _model_cache(cfg: StackConfig) -> Problems:
             problems.append(("modelCache.hostPath", f"{path!r} contains '..', and the API server rejects "
                              "a hostPath that does. Write the directory without it, e.g. "
                              "/var/lib/dynamo-lab/hf-cache"))
+        elif (system := _system_directory(path)) is not None:
+            problems.append(("modelCache.hostPath", f"{path!r} is {system}: the pre-pull runs as root there "
+                             "to make it group-writable and every worker's pod mounts it, which would hand "
+                             "that part of the node to the stack's pods. Give the cache a directory of its "
+                             "own, e.g. /var/lib/dynamo-lab/hf-cache"))
     nodes = cfg.worker_nodes
     if mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteOnce" and len(nodes) > 1:
         where = "; ".join(f"{n}: {', '.join(g.name for g in cfg.workers if g.gpu_class == n and g.replicas)}"

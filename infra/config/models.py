@@ -266,6 +266,9 @@ class Graph(_Model):
     # None: dynamo-lab-<stack>. One namespace per stack: stacks that share a cluster never
     # declare the same Namespace object.
     namespace: OptionalDnsLabel = None
+    # How long `pulumi up` waits for the graph's Ready condition (every component ready) before it
+    # fails. A first deploy pulls the serving image and loads the model on every worker.
+    ready_timeout_seconds: int = Field(1800, gt=0)
 
     @field_validator("name")
     @classmethod

@@ -13,12 +13,14 @@ from typing import Any, Optional
 
 from infra import payloads
 from infra.config.models import Benchmark, StackConfig
-from infra.manifests import digest_named, digest_suffix
+from infra.manifests import digest_named, digest_suffix, security
 from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
 
 PAYLOAD = "aiperf_sweep.py"
 MOUNT = "/bench"
 READY_WAIT_SECONDS = 1800  # workers may still be loading the model when the Job starts
+HOME = "/home/aiperf"  # an emptyDir: pip's --user install and the tokenizer cache
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 # `--quick`: one cell of the matrix, one run.
 QUICK = {"prefix_types": [2], "concurrency": [4], "runs": 1}
 
@@ -43,17 +45,23 @@ def _build(cfg: StackConfig, stack: str, payload: str, digest: str) -> dict[str,
     job = f"{cfg.graph.name}-bench{digest_suffix(digest)}"
     plan = sweep_plan(b, cfg.model.name, stack, "cluster", frontend_url(cfg), b.tokenizer or cfg.model.name,
                       "/tmp/aiperf")
-    # AIPerf is installed at start (pinned): the image only needs Python and pip.
-    script = (f"python3 -m pip install --quiet --disable-pip-version-check aiperf=={shlex.quote(b.aiperf_version)}"
+    # AIPerf is installed at start (pinned), as the non-root user into a home of its own: the image
+    # only needs Python and pip.
+    script = (f"python3 -m pip install --user --quiet --disable-pip-version-check "
+              f"aiperf=={shlex.quote(b.aiperf_version)}"
               f" && exec python3 {MOUNT}/{PAYLOAD} --plan {MOUNT}/plan.json"
               f" --wait-ready {READY_WAIT_SECONDS}")
-    container = with_hf_token(cfg, {  # the tokenizer download may need it
+    container = with_hf_token(cfg, security.container({  # the tokenizer download may need it
         "name": "aiperf", "image": b.image, "command": ["sh", "-c", script],
+        "env": [{"name": "HOME", "value": HOME}, {"name": "PATH", "value": f"{HOME}/.local/bin:{SYSTEM_PATH}"}],
         "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
-        "volumeMounts": [{"name": "bench", "mountPath": MOUNT, "readOnly": True}],
-    })
-    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
-                           "volumes": [{"name": "bench", "configMap": {"name": job}}]}
+        "volumeMounts": [{"name": "bench", "mountPath": MOUNT, "readOnly": True}, {"name": "home", "mountPath": HOME}],
+    }))
+    pod: dict[str, Any] = {"restartPolicy": "Never", "automountServiceAccountToken": False,  # no API call
+                           "securityContext": security.pod(uid=security.BENCHMARK_UID, gid=security.BENCHMARK_UID),
+                           "containers": [container],
+                           "volumes": [{"name": "bench", "configMap": {"name": job}},
+                                       {"name": "home", "emptyDir": {}}]}
     if b.node_selector:
         pod["affinity"] = node_affinity(b.node_selector)
     return {
@@ -74,4 +82,6 @@ def manifests(cfg: StackConfig, stack: str) -> dict[str, dict[str, Any]]:
 
 
 def logs_command(cfg: StackConfig, job: str) -> str:
+    """The stack output benchLogs: a shell command (a pipe) printing the Job's JSON result lines.
+    Run it as `eval "$(pulumi stack output benchLogs)"`: a bare `$(...)` does not run pipes."""
     return f"kubectl logs -n {cfg.graph.namespace} job/{job} | grep '^{{'"

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from infra import prefix_cache, units
 from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
-from infra.manifests import model_cache
+from infra.manifests import model_cache, security
 from infra.sizing import GroupSizing, StackSizing
 
 API_VERSION = "nvidia.com/v1beta1"
@@ -130,7 +130,14 @@ def with_hf_token(cfg: StackConfig, container: dict[str, Any]) -> dict[str, Any]
 
 
 def _container(cfg: StackConfig, extra: dict[str, Any]) -> dict[str, Any]:
-    return with_hf_token(cfg, {"name": "main", "image": cfg.image, **extra})
+    return with_hf_token(cfg, security.container({"name": "main", "image": cfg.image, **extra}))
+
+
+# The graph's pods keep their ServiceAccount token: Dynamo's Kubernetes discovery has every worker
+# publish itself as a DynamoWorkerMetadata object and the frontend read them (the CRD
+# nvidia.com_dynamoworkermetadatas.yaml), through the Role the operator grants the graph.
+def _pod_spec(**fields: Any) -> dict[str, Any]:
+    return {"securityContext": security.pod(), **fields}
 
 
 def frontend_component(cfg: StackConfig) -> dict[str, Any]:
@@ -141,7 +148,7 @@ def frontend_component(cfg: StackConfig) -> dict[str, Any]:
     })
     # No model cache here: with Dynamo's self-hosted metadata (DYN_SELF_HOST_METADATA, on by default)
     # the frontend fetches the config and tokenizer from a worker over HTTP (lib/llm/src/local_model.rs).
-    spec: dict[str, Any] = {"containers": [main]}
+    spec = _pod_spec(containers=[main])
     return {"name": "frontend", "type": "frontend", "replicas": fe.replicas, "podTemplate": {"spec": spec}}
 
 
@@ -153,11 +160,12 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
         "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
                                 sized.memory_limit_bytes, gpu.resource),
     })
-    spec: dict[str, Any] = {"affinity": node_affinity(gpu.node_selector), "containers": [main]}
+    spec = _pod_spec(affinity=node_affinity(gpu.node_selector), containers=[main])
     env = worker_env(group)
     if model_cache.enabled(cfg):
         env += model_cache.env(cfg)
-        main["volumeMounts"] = [model_cache.mount()]
+        # Read-only once the pre-pull filled it: no worker can change the files another one loads.
+        main["volumeMounts"] = [model_cache.mount(read_only=model_cache.pre_pulled(cfg))]
         spec["volumes"] = [model_cache.volume(cfg)]
     if env:
         main["env"] = env
@@ -170,8 +178,17 @@ def deployment(cfg: StackConfig, sizing: StackSizing) -> dict[str, Any]:
     components = [frontend_component(cfg)]
     components += [worker_component(cfg, g, sizing.group(g.name)) for g in cfg.workers]
     return {"apiVersion": API_VERSION, "kind": KIND,
-            "metadata": {"name": cfg.graph.name, "namespace": cfg.graph.namespace},
+            "metadata": {"name": cfg.graph.name, "namespace": cfg.graph.namespace,
+                         "annotations": ready_annotations(cfg)},
             "spec": {"components": components}}
+
+
+def ready_annotations(cfg: StackConfig) -> dict[str, str]:
+    """`pulumi up` waits for the graph to serve: pulumi-kubernetes awaits a custom resource only with
+    `pulumi.com/waitFor`, and the operator sets the Ready condition once every component is ready
+    (the CRD's printer column `.status.conditions[?(@.type=="Ready")]`). Without it, an OOMKill, an
+    image that cannot be pulled or a pod that never schedules would still end in "update succeeded"."""
+    return {"pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSeconds": str(cfg.graph.ready_timeout_seconds)}
 
 
 def frontend_service(cfg: StackConfig) -> str:

@@ -26,11 +26,17 @@ def enabled(cfg: StackConfig) -> bool:
     return cfg.model_cache.mode != "off"
 
 
+def host_directory(cfg: StackConfig) -> str:
+    """The stack's own directory under modelCache.hostPath, named after its graph namespace: no other
+    stack's Jobs write into it."""
+    return f"{cfg.model_cache.host_path.rstrip('/')}/{cfg.graph.namespace}"
+
+
 def volume(cfg: StackConfig, host_path_type: str = "Directory") -> dict[str, Any]:
     """The pod volume. Workers use a hostPath that must exist (the pre-pull Job makes it, writable)."""
     mc = cfg.model_cache
     if mc.mode == "hostPath":
-        return {"name": VOLUME, "hostPath": {"path": mc.host_path, "type": host_path_type}}
+        return {"name": VOLUME, "hostPath": {"path": host_directory(cfg), "type": host_path_type}}
     return {"name": VOLUME, "persistentVolumeClaim": {"claimName": cfg.model_cache_claim}}
 
 

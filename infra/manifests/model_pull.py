@@ -15,7 +15,7 @@ import re
 from typing import Any, Optional
 
 from infra.config.models import StackConfig
-from infra.manifests import digest_named, digest_suffix, model_cache
+from infra.manifests import digest_named, digest_suffix, model_cache, security
 from infra.manifests.graph import node_affinity, with_hf_token
 
 # What vLLM and the frontend read: safetensors weights, JSON config and tokenizer files, merges/vocab
@@ -52,19 +52,32 @@ def _name(cfg: StackConfig, key: str, digest: str) -> str:
 
 def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any]:
     mount = model_cache.mount()
-    pull = with_hf_token(cfg, {
+    pull = with_hf_token(cfg, security.container({
         "name": "pull", "image": cfg.image,
         "command": ["python3", "-c", SCRIPT, cfg.model.name, cfg.model.revision or "", *PATTERNS],
-        "env": [{"name": model_cache.ENV, "value": model_cache.MOUNT}], "resources": RESOURCES, "volumeMounts": [mount],
-    })
-    prepare = {"name": "prepare-cache", "image": cfg.image, "command": ["sh", "-c", PREPARE],
-               "securityContext": {"runAsUser": 0}, "resources": PREPARE_RESOURCES, "volumeMounts": [mount]}
-    pod: dict[str, Any] = {"restartPolicy": "Never", "initContainers": [prepare], "containers": [pull],
+        "env": [{"name": model_cache.ENV, "value": model_cache.MOUNT}], "resources": RESOURCES,
+        "volumeMounts": [mount],
+    }))
+    # No API call: no ServiceAccount token in the pod.
+    pod: dict[str, Any] = {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [pull],
                            "volumes": [model_cache.volume(cfg, host_path_type="DirectoryOrCreate")]}
+    if cfg.model_cache.mode == "hostPath":
+        # fsGroup does not apply to hostPath volumes: a root step makes the kubelet's directory
+        # writable by the image's group. This is why a hostPath cache needs a privileged namespace.
+        pod["securityContext"] = security.pod()
+        pod["initContainers"] = [{"name": "prepare-cache", "image": cfg.image, "command": ["sh", "-c", PREPARE],
+                                  "securityContext": dict(security.PREPARE_AS_ROOT),
+                                  "resources": PREPARE_RESOURCES, "volumeMounts": [mount]}]
+    else:
+        # A claim is made writable by fsGroup (the group the operator gives the graph's pods too).
+        pod["securityContext"] = security.pod(fs_group=security.RUNTIME_UID)
     if gpu_class is not None:
         pod["affinity"] = node_affinity(cfg.gpu_classes[gpu_class].node_selector)
+    # A failed pull (a bad token, a Hub outage) is replaced by the next `pulumi up` instead of
+    # blocking it: pulumi-kubernetes replaces an unready Job only with this annotation.
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": cfg.graph.namespace},
+            "metadata": {"name": name, "namespace": cfg.graph.namespace,
+                         "annotations": {"pulumi.com/replaceUnready": "true"}},
             "spec": {"backoffLimit": 2, "activeDeadlineSeconds": cfg.model_cache.pre_pull.timeout_seconds,
                      "template": {"spec": pod}}}
 

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from infra import payloads, units
 from infra.config.models import Model, StackConfig, WorkerGroup
-from infra.manifests import digest_named, digest_suffix
+from infra.manifests import digest_named, digest_suffix, security
 from infra.manifests.graph import node_affinity, worker_env
 from infra.payloads import kv_probe
 from infra.sizing import StackSizing, kv_block_bytes
@@ -110,14 +110,16 @@ def _names(cfg: StackConfig, digest: str) -> dict[str, str]:
 def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: list[str],
          pool_bytes: int) -> dict[str, Any]:
     memory = units.to_mi_quantity(pool_bytes + HEADROOM)  # the registered pool + NIXL/UCX and Python
-    container = {
+    container = security.container({
         "name": "probe", "image": cfg.image, "command": ["python3", f"{MOUNT}/{PAYLOAD}"], "args": args,
         "env": worker_env(group),
         "resources": {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}},
         "volumeMounts": [{"name": "probe", "mountPath": MOUNT, "readOnly": True}],
-    }
+    })
     pod = {
         "restartPolicy": "Never",
+        "securityContext": security.pod(),
+        "automountServiceAccountToken": False,  # no API call
         "affinity": node_affinity(cfg.gpu_classes[group.gpu_class].node_selector),
         "containers": [container],
         "volumes": [{"name": "probe", "configMap": {"name": configmap}}],
@@ -165,4 +167,6 @@ def manifests(cfg: StackConfig, sizing: StackSizing) -> dict[str, dict[str, Any]
 
 
 def logs_command(cfg: StackConfig, initiator_job: str) -> str:
-    return f"kubectl logs -n {cfg.graph.namespace} job/{initiator_job} | tail -n 1"
+    """The stack output probeLogs: the command printing the probe's result, the initiator's last log
+    line. No pipe, no quotes: it runs as `eval "$(pulumi stack output probeLogs)"` and as `$(...)`."""
+    return f"kubectl logs -n {cfg.graph.namespace} job/{initiator_job} --tail=1"

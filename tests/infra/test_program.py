@@ -80,7 +80,9 @@ def test_cross_server_places_prefill_on_8gb_and_decode_on_24gb():
     (dgd,) = run.of_type(DGD)
     assert dgd.inputs["apiVersion"] == "nvidia.com/v1beta1"
     assert dgd.inputs["kind"] == "DynamoGraphDeployment"
-    assert dgd.inputs["metadata"] == {"name": "cross-server", "namespace": "dynamo-lab-cross-server"}
+    assert dgd.inputs["metadata"] == {"name": "cross-server", "namespace": "dynamo-lab-cross-server",
+                                      "annotations": {"pulumi.com/waitFor": "condition=Ready",
+                                                      "pulumi.com/timeoutSeconds": "1800"}}
     comps = components(run)
     assert sorted(comps) == ["decode", "frontend", "prefill"]
     prefill, decode = comps["prefill"], comps["decode"]
@@ -157,8 +159,8 @@ def test_the_namespaces_a_stack_creates_carry_its_name():
     run = run_stack("cross-server")
     labels = {r.inputs["metadata"]["name"]: r.inputs["metadata"].get("labels")
               for r in run.of_type("kubernetes:core/v1:Namespace")}
-    assert labels == {"dynamo-lab-cross-server": {"dynamo-lab/stack": "cross-server"},
-                      "dynamo-system": {"dynamo-lab/stack": "cross-server"}}
+    assert {ns: ls["dynamo-lab/stack"] for ns, ls in labels.items()} == {
+        "dynamo-lab-cross-server": "cross-server", "dynamo-system": "cross-server"}
 
 
 def test_platform_management_off_deploys_only_the_graph():

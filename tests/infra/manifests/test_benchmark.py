@@ -29,7 +29,12 @@ def test_benchmark_job_renders_for_every_stack(stack):
     assert not any("gpu" in k for k in c["resources"]["requests"])
     assert "affinity" not in job["spec"]["template"]["spec"]  # runs anywhere unless configured
     volumes = job["spec"]["template"]["spec"]["volumes"]
-    assert volumes == [{"name": "bench", "configMap": {"name": cm["metadata"]["name"]}}]
+    assert volumes == [{"name": "bench", "configMap": {"name": cm["metadata"]["name"]}},
+                       {"name": "home", "emptyDir": {}}]
+    # The python image would run as root: the Job runs as nobody and pip-installs into its own home.
+    pod = job["spec"]["template"]["spec"]
+    assert (pod["securityContext"]["runAsUser"], pod["automountServiceAccountToken"]) == (65534, False)
+    assert "pip install --user" in c["command"][2]
     assert cm["data"]["aiperf_sweep.py"] == (ROOT / "infra" / "payloads" / "aiperf_sweep.py").read_text()
     plan = json.loads(cm["data"]["plan.json"])
     assert plan["url"] == f"http://{stack}-frontend.dynamo-lab-{stack}.svc.cluster.local:8000"

@@ -12,6 +12,11 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
 CACHE = "/cache/huggingface/hub"
 HOST_DIR = "/var/lib/dynamo-lab/hf-cache"
+
+
+def _host_dir(stack, root=HOST_DIR):
+    """Each stack's own directory under the cache root: no other stack's Jobs write into it."""
+    return f"{root}/dynamo-lab-{stack}"
 GPU_24 = [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]}]
 GPU_8 = [{"key": "nvidia.com/gpu.memory", "operator": "Lt", "values": ["12000"]}]
 # Qwen/Qwen3-0.6B's files at Hub revision c1899de: model.safetensors holds 751,632,384 bf16 parameters.
@@ -61,9 +66,11 @@ def test_by_default_every_worker_mounts_a_hostpath_cache_and_points_hugging_face
         assert _env(main)["HF_HUB_CACHE"] == CACHE, name
         # Pre-pulled: no Hub call at start, so neither an outage nor a moved branch changes a worker.
         assert _env(main)["HF_HUB_OFFLINE"] == "1", name
-        assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE}]
+        # Read-only: once pulled, no worker can change what another loads.
+        assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE, "readOnly": True}]
         # Directory, not DirectoryOrCreate: the pre-pull Job made it, writable by the image's group.
-        assert spec["volumes"] == [{"name": "model-cache", "hostPath": {"path": HOST_DIR, "type": "Directory"}}]
+        assert spec["volumes"] == [{"name": "model-cache",
+                                    "hostPath": {"path": _host_dir(stack), "type": "Directory"}}]
     # The frontend reads the config and tokenizer from a worker (Dynamo's self-hosted metadata).
     frontend = components(run)["frontend"]
     assert "volumeMounts" not in main_container(frontend)
@@ -80,14 +87,18 @@ def test_a_pre_pull_job_per_gpu_node_downloads_the_model_and_the_graph_waits_for
     for job in pulls.values():
         meta, spec = job["metadata"], job["spec"]
         assert meta["namespace"] == "dynamo-lab-cross-server"
-        assert "annotations" not in meta  # no pulumi.com/skipAwait: Pulumi waits for it to complete
+        # No pulumi.com/skipAwait: Pulumi waits for it to complete; a failed one is replaced next `up`.
+        assert meta["annotations"] == {"pulumi.com/replaceUnready": "true"}
         assert spec["activeDeadlineSeconds"] == 1800 and spec["backoffLimit"] == 2
         pod = spec["template"]["spec"]
         assert pod["restartPolicy"] == "Never"
         assert pod["volumes"] == [{"name": "model-cache",
-                                   "hostPath": {"path": HOST_DIR, "type": "DirectoryOrCreate"}}]
+                                   "hostPath": {"path": _host_dir("cross-server"), "type": "DirectoryOrCreate"}}]
+        assert pod["automountServiceAccountToken"] is False
         (prepare,) = pod["initContainers"]
-        assert prepare["securityContext"] == {"runAsUser": 0}
+        # The one root step: the kubelet's directory is root's, and fsGroup does not reach a hostPath.
+        assert prepare["securityContext"]["runAsUser"] == 0
+        assert prepare["securityContext"]["allowPrivilegeEscalation"] is False
         assert prepare["command"][-1].startswith(f"chgrp 0 {CACHE} && chmod g+rwxs {CACHE}")
         (pull,) = pod["containers"]
         assert pull["image"] == IMAGE
@@ -158,9 +169,9 @@ def test_the_host_directory_and_timeout_are_configurable():
     run = _run("same-server", {"hostPath": "/data/hf", "prePull": {"timeoutSeconds": 600}})
     (job,) = _pulls(run).values()
     assert job["spec"]["activeDeadlineSeconds"] == 600
-    assert job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] == "/data/hf"
+    assert job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] == _host_dir("same-server", "/data/hf")
     for comp in _workers(run).values():
-        assert comp["podTemplate"]["spec"]["volumes"][0]["hostPath"]["path"] == "/data/hf"
+        assert comp["podTemplate"]["spec"]["volumes"][0]["hostPath"]["path"] == _host_dir("same-server", "/data/hf")
 
 
 # --- off ----------------------------------------------------------------------------------------

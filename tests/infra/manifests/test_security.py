@@ -1,0 +1,133 @@
+"""What the stacks' pods may do, checked against the rules of Pod Security `restricted` (Kubernetes
+1.34, "Pod Security Standards"), and the Pod Security level each namespace a stack creates enforces.
+
+The rules below are the standard's, written out: the mocks run no admission controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from infra.lab.render import normalize
+from tests.helpers import DGD, JOB, STACKS, everything_on, refused, run_stack
+
+NAMESPACE = "kubernetes:core/v1:Namespace"
+ENFORCE = "pod-security.kubernetes.io/enforce"
+# Volume types `restricted` allows (everything else, hostPath first of all, is refused).
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+PVC = {"mode": "pvc", "pvc": {"storageClass": "nfs-client"}}
+
+
+def _pods(run) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, pod spec) of every pod the stack declares: the graph's components and every Job."""
+    (dgd,) = run.of_type(DGD)
+    for comp in normalize(dgd.inputs)["spec"]["components"]:
+        yield f"component {comp['name']}", comp["podTemplate"]["spec"]
+    for job in run.of_type(JOB):
+        yield f"Job {job.name}", normalize(job.inputs)["spec"]["template"]["spec"]
+
+
+def restricted_violations(pod: dict[str, Any]) -> list[str]:
+    """Where `pod` breaks Pod Security `restricted`: the checks the admission controller makes."""
+    found = []
+    sc = pod.get("securityContext", {})
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            found.append(key)
+    for v in pod.get("volumes", []):
+        kind = next(k for k in v if k != "name")
+        if kind not in RESTRICTED_VOLUMES:
+            found.append(f"volume {v['name']} is {kind}")
+    if sc.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        found.append("pod seccompProfile")
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        csc = c.get("securityContext", {})
+        if not csc.get("runAsNonRoot", sc.get("runAsNonRoot")):
+            found.append(f"{c['name']}: runAsNonRoot")
+        if csc.get("runAsUser", sc.get("runAsUser")) == 0:
+            found.append(f"{c['name']}: runAsUser 0")
+        if csc.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{c['name']}: allowPrivilegeEscalation")
+        if csc.get("privileged"):
+            found.append(f"{c['name']}: privileged")
+        caps = csc.get("capabilities", {})
+        if "ALL" not in caps.get("drop", []) or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            found.append(f"{c['name']}: capabilities")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            found.append(f"{c['name']}: hostPort")
+    return found
+
+
+def _namespaces(run) -> dict[str, dict[str, str]]:
+    return {r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"] for r in run.of_type(NAMESPACE)}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_without_a_hostpath_cache_every_pod_meets_restricted_and_the_namespace_enforces_it(stack):
+    for cache in (PVC, {"mode": "off"}):
+        run = run_stack(stack, lambda c, cache=cache: (everything_on(stack)(c), c.update(modelCache=cache)))
+        for where, pod in _pods(run):
+            assert restricted_violations(pod) == [], (cache["mode"], where)
+        assert _namespaces(run)[f"dynamo-lab-{stack}"][ENFORCE] == "restricted"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_hostpath_cache_breaks_restricted_only_where_it_must_and_says_so(stack):
+    run = run_stack(stack, everything_on(stack))
+    allowed = {"volume model-cache is hostPath", "prepare-cache: runAsNonRoot", "prepare-cache: runAsUser 0",
+               "prepare-cache: capabilities"}
+    for where, pod in _pods(run):
+        assert set(restricted_violations(pod)) <= allowed, where
+    # baseline already refuses a hostPath volume, so the namespace says privileged, explicitly.
+    labels = _namespaces(run)[f"dynamo-lab-{stack}"]
+    assert labels[ENFORCE] == "privileged"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+
+
+def test_every_namespace_carries_explicit_pod_security_labels(stack):
+    for ns, labels in _namespaces(run_stack(stack)).items():
+        assert labels[ENFORCE] in ("privileged", "baseline", "restricted"), ns
+        assert labels[ENFORCE + "-version"] == "v1.34", ns
+    assert _namespaces(run_stack(stack))["dynamo-system"][ENFORCE] == "baseline"
+
+
+def test_only_the_graphs_pods_keep_a_service_account_token(stack):
+    # The workers and frontend use Dynamo's Kubernetes discovery; no Job calls the API.
+    for where, pod in _pods(run_stack(stack, everything_on(stack))):
+        if where.startswith("Job"):
+            assert pod["automountServiceAccountToken"] is False, where
+        else:
+            assert "automountServiceAccountToken" not in pod, where
+
+
+def test_pulumi_waits_for_the_graph_to_be_ready_within_the_stacks_timeout(stack):
+    (dgd,) = run_stack(stack, lambda c: c.update(graph={"readyTimeoutSeconds": 600})).of_type(DGD)
+    assert dgd.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "condition=Ready",
+                                                     "pulumi.com/timeoutSeconds": "600"}
+
+
+@pytest.mark.parametrize("path, why", [
+    ("/", "is the node's root directory"),
+    ("/etc", "is the node's /etc itself"),
+    ("/var/lib/kubelet", "is inside /var/lib/kubelet"),
+    ("/var/lib/kubelet/pods/x", "is inside /var/lib/kubelet"),
+    ("/root/.cache", "is inside /root"),
+    ("/usr/local/share/models", "is inside /usr"),
+    ("/proc", "is the node's /proc itself"),
+    ("/var/lib", "is the node's /var/lib itself"),
+    ("/sys/", "is the node's /sys itself"),
+])
+def test_a_system_directory_as_the_host_cache_is_refused_with_the_reason(path, why):
+    msg = str(refused("cross-server", lambda c: c.update(modelCache={"hostPath": path})))
+    assert msg.startswith(f"Pulumi.cross-server.yaml: modelCache.hostPath: {path!r} {why}")
+    assert "Give the cache a directory of its own, e.g. /var/lib/dynamo-lab/hf-cache" in msg
+
+
+def test_a_dedicated_directory_is_accepted_and_each_stack_gets_its_own_under_it():
+    for stack in STACKS:
+        run = run_stack(stack, lambda c: c.update(modelCache={"hostPath": "/srv/models/hf"}))
+        paths = {v["hostPath"]["path"] for _, pod in _pods(run) for v in pod.get("volumes", []) if "hostPath" in v}
+        assert paths == {f"/srv/models/hf/dynamo-lab-{stack}"}
