@@ -70,7 +70,8 @@ def build() -> dict[str, Any]:
     cache = ModelCacheArgs(claim=claim, jobs=pulls) if claim or pulls else None
     graph_ns_labels = {**owner_labels(stack), **security.namespace_labels(security.pod_security_level(cfg))}
     serving = ServingGraph("graph", ServingGraphArgs(deployment=graph.deployment(cfg, sizing), hf_token=token,
-                                                     model_cache=cache, namespace_labels=graph_ns_labels),
+                                                     model_cache=cache, namespace_labels=graph_ns_labels,
+                                                     network_policies=graph.network_policies(cfg)),
                            opts(*waits_for_platform))
     outputs = stack_outputs(cfg, sizing)
     if pulls:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import after
+from infra.components import after, manifest_body
 from infra.components.model_cache import ModelCache, ModelCacheArgs
 from infra.manifests.graph import HF_TOKEN_SECRET
 
@@ -24,6 +24,8 @@ class ServingGraphArgs:
     model_cache: Optional[ModelCacheArgs] = None
     # Labels of the graph's namespace (manifests.owner_labels: which stack owns it).
     namespace_labels: dict[str, str] = field(default_factory=dict)
+    # NetworkPolicies of the graph namespace (manifests.graph.network_policies); empty: none.
+    network_policies: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ServingGraph(pulumi.ComponentResource):
@@ -53,6 +55,10 @@ class ServingGraph(pulumi.ComponentResource):
                 opts=after(self, opts),
             )
             needs.append(self.token_secret)
+        self.network_policies = [
+            k8s.networking.v1.NetworkPolicy(f"{name}-{doc['metadata']['name']}", **manifest_body(doc),
+                                            opts=after(self, opts, self.namespace))
+            for doc in args.network_policies]
         if args.model_cache is not None:
             self.model_cache = ModelCache(f"{name}-model-cache", args.model_cache, after(self, opts, *needs))
             needs += self.model_cache.ready

@@ -269,6 +269,10 @@ class Graph(_Model):
     # How long `pulumi up` waits for the graph's Ready condition (every component ready) before it
     # fails. A first deploy pulls the serving image and loads the model on every worker.
     ready_timeout_seconds: int = Field(1800, gt=0)
+    # NetworkPolicies in the graph namespace: deny ingress by default, allow it from the namespace's
+    # own pods and to the frontend's HTTP port. Off by default: they take effect only where the
+    # cluster's network plugin enforces NetworkPolicy, and the lab's has not been checked.
+    network_policy: bool = False
 
     @field_validator("name")
     @classmethod

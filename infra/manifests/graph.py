@@ -191,6 +191,33 @@ def ready_annotations(cfg: StackConfig) -> dict[str, str]:
     return {"pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSeconds": str(cfg.graph.ready_timeout_seconds)}
 
 
+# Labels the operator puts on the graph's pods (deploy/operator's consts: KubeLabelDynamoComponentType,
+# KubeLabelDynamoGraphDeploymentName).
+COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
+GRAPH_NAME_LABEL = "nvidia.com/dynamo-graph-deployment-name"
+
+
+def network_policies(cfg: StackConfig) -> list[dict[str, Any]]:
+    """graph.networkPolicy: no ingress to the namespace's pods but from the namespace itself (workers,
+    frontend, probe and benchmark Jobs reach each other), and the frontend's HTTP port from anywhere.
+    Egress stays open: the pre-pull reads the Hub, and every graph pod talks to the API server."""
+    if not cfg.graph.network_policy:
+        return []
+    ns, name = cfg.graph.namespace, cfg.graph.name
+
+    def policy(suffix: str, selector: dict[str, Any], ingress: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": f"{name}-{suffix}", "namespace": ns},
+                "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": ingress}}
+
+    frontend = {"matchLabels": {COMPONENT_TYPE_LABEL: "frontend", GRAPH_NAME_LABEL: name}}
+    return [
+        policy("deny-ingress", {}, []),
+        policy("within-namespace", {}, [{"from": [{"podSelector": {}}]}]),
+        policy("frontend-http", frontend, [{"ports": [{"protocol": "TCP", "port": FRONTEND_PORT}]}]),
+    ]
+
+
 def frontend_service(cfg: StackConfig) -> str:
     # The operator names a component's Service <graph>-<component> (Dynamo docs port-forward examples).
     return f"{cfg.graph.name}-frontend"

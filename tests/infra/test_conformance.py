@@ -80,7 +80,8 @@ def test_the_crd_schema_really_checks_component_types(dynamo):
 def _validated_core_kinds(run) -> set[str]:
     """Each core and batch object of a run validated against Kubernetes 1.34; their kinds, so a test
     can show it checked the objects it meant to."""
-    core = [r for r in run.resources if r.custom and r.type.startswith(("kubernetes:core/", "kubernetes:batch/"))]
+    core = [r for r in run.resources if r.custom and r.type.startswith(
+        ("kubernetes:core/", "kubernetes:batch/", "kubernetes:networking.k8s.io/"))]
     for r in core:
         assert kubernetes_validate.validate(normalize(r.inputs), "1.34", strict=True) == "1.34"
     return {r.inputs["kind"] for r in core}
@@ -90,8 +91,8 @@ def _validated_core_kinds(run) -> set[str]:
 def test_core_objects_validate_against_kubernetes_1_34(stack):
     # With the optional probe (where the stack allows it) and benchmark on, so their Jobs, Service and
     # ConfigMaps are checked too.
-    run = run_stack(stack, everything_on(stack))
-    assert _validated_core_kinds(run) >= {"Namespace", "ConfigMap", "Job"}
+    run = run_stack(stack, lambda c: (everything_on(stack)(c), c.update(graph={"networkPolicy": True})))
+    assert _validated_core_kinds(run) >= {"Namespace", "ConfigMap", "Job", "NetworkPolicy"}
 
 
 @pytest.mark.parametrize("mode", sorted(MODEL_CACHE_MODES))
