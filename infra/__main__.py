@@ -2,8 +2,8 @@
 
 The Pulumi CLI runs this file with `runpy.run_path` after configuring the runtime; `infra` is
 importable because the project is installed in the environment Pulumi uses (Pulumi.yaml,
-`toolchain: uv`). Run as `python -m infra` outside the Pulumi CLI, it steps aside for the lab's
-command line, `dynamo-lab` (infra/lab/cli.py): the one place the program names the lab.
+`toolchain: uv`). Run any other way (`python -m infra`), it only says where to go: the lab's tools
+are their own package, `infra.lab` (`dynamo-lab`), which the program never imports.
 """
 
 import sys
@@ -15,6 +15,6 @@ if pulumi_runtime.under_pulumi_cli():
 
     pulumi_main()
 else:
-    from infra.lab.cli import main
-
-    sys.exit(main())
+    sys.exit("infra is the Pulumi program: deploy a stack with `pulumi up --stack STACK`. The lab's tools "
+             "(render, sizing, preflight, probe, ...) are `dynamo-lab COMMAND`, also `python -m infra.lab "
+             "COMMAND` or `python3 dev.py COMMAND`")

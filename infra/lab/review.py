@@ -65,8 +65,9 @@ def _render_tree(tree: Path, stacks: list[str]) -> dict[str, Optional[str]]:
     """Render stacks with the code and stack files in `tree`.
 
     The tree whose code is running renders in this process. Any other tree (a git ref) renders in
-    processes of its own, with its own code, all stacks at once; `python -m infra render STACK` is
-    the form every version of the project answers, old refs included."""
+    processes of its own, with its own code, all stacks at once, through the entry that tree has:
+    `python -m infra.lab render STACK`, or `python -m infra render STACK` in refs from before the
+    lab's command line had a package entry of its own."""
     present = [s for s in stacks if (tree / f"Pulumi.{s}.yaml").is_file()]
     out: dict[str, Optional[str]] = {s: None for s in stacks}
     if _running_code_is(tree):
@@ -76,7 +77,8 @@ def _render_tree(tree: Path, stacks: list[str]) -> dict[str, Optional[str]]:
             except UserError as exc:
                 raise ReviewError(f"render {stack} in {tree} failed:\n{exc}") from None
         return out
-    procs = {stack: subprocess.Popen([sys.executable, "-m", "infra", "render", stack], cwd=tree,
+    entry = "infra.lab" if (tree / "infra" / "lab" / "__main__.py").is_file() else "infra"
+    procs = {stack: subprocess.Popen([sys.executable, "-m", entry, "render", stack], cwd=tree,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for stack in present}
     for stack, proc in procs.items():

@@ -65,8 +65,21 @@ def test_the_entry_changes_no_import_path():
     assert "path" not in attrs and "sys.path" not in names
 
 
-def test_python_m_infra_outside_pulumi_is_the_lab_command_line():
-    proc = subprocess.run([sys.executable, "-m", "infra", "--help"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+def test_python_m_infra_outside_pulumi_points_to_the_lab_without_importing_it():
+    # Run as `python -m infra` would be, then look at what it imported: the program never imports the lab.
+    probe = ("import runpy, sys\n"
+             "try:\n    runpy.run_module('infra', run_name='__main__', alter_sys=True)\n"
+             "except SystemExit as exc:\n    print(repr(exc.code), file=sys.stderr)\n"
+             "    print(sorted(m for m in sys.modules if m.startswith('infra.lab')))\n    raise\n")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1  # sys.exit(message)
+    assert proc.stdout.strip() == "[]"
+    assert "Traceback" not in proc.stderr
+    assert "deploy a stack with `pulumi up --stack STACK`" in proc.stderr and "dynamo-lab COMMAND" in proc.stderr
+
+
+def test_python_m_infra_lab_is_the_lab_command_line():
+    proc = subprocess.run([sys.executable, "-m", "infra.lab", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: dynamo-lab")

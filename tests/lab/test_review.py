@@ -39,7 +39,7 @@ def project_repo(tmp_path):
 
 
 def _diff(repo, *args):
-    return subprocess.run([sys.executable, "-m", "infra", "diff", *args], cwd=repo, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "infra.lab", "diff", *args], cwd=repo, capture_output=True,
                           text=True, check=False, timeout=300)
 
 
