@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.helpers import ROOT, unavailable
@@ -84,4 +87,164 @@ def test_live_preview_uses_pulumi_actions_with_pr_comments_and_skips_visibly():
     (pulumi,) = [s for s in live["steps"] if s.get("uses", "").startswith("pulumi/actions@")]
     assert pulumi["with"]["command"] == "preview"
     assert pulumi["with"]["comment-on-pr"] is True
-    assert "::notice title=Live preview skipped::" in live["steps"][0]["run"]
+    (check,) = [s for s in live["steps"] if s.get("id") == "secrets"]
+    assert "::notice title=Live preview skipped::" in check["run"]
+
+
+# --- The live preview: only approved, only in the protected environment -------------------------
+
+def _workflow(name: str) -> dict:
+    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+
+
+def test_the_live_preview_runs_only_in_the_protected_environment_for_this_repositorys_branches():
+    live = _workflow("preview.yml")["jobs"]["live-preview"]
+    assert live["environment"] == "live-preview"
+    assert live["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
+    names = [s.get("name") or s["uses"].split("@")[0] for s in live["steps"]]
+    # The environment's protection is checked before the pull request's code is checked out.
+    assert names.index("Check that the environment requires an approval") < names.index("actions/checkout")
+    assert live["steps"][-1]["if"] == "always()" and "rm -f" in live["steps"][-1]["run"]
+
+
+def test_secrets_other_than_the_token_are_read_only_inside_the_protected_environment():
+    for wf in WORKFLOWS:
+        for name, job in yaml.safe_load(wf.read_text())["jobs"].items():
+            used = set(re.findall(r"secrets\.([A-Z_]+)", json.dumps(job))) - {"GITHUB_TOKEN"}
+            assert not used or job.get("environment") == "live-preview", (wf.name, name, used)
+
+
+def test_the_workflow_says_the_kubeconfig_is_read_only_get_list_watch():
+    text = (ROOT / ".github" / "workflows" / "preview.yml").read_text()
+    assert "KUBECONFIG_DATA is read-only" in text and "verbs [get, list, watch]" in text
+    assert "ephemeral" in text
+
+
+# The workflows' github-script steps, run under node with a stand-in for the GitHub API.
+GITHUB_SCRIPT = r"""
+const fs = require('fs');
+const [scriptPath, fixturePath] = process.argv.slice(2);
+const fx = JSON.parse(fs.readFileSync(fixturePath, 'utf8'));
+const calls = [], outputs = {};
+const call = (name, data) => async (p) => { calls.push([name, p]); return { data }; };
+const github = {
+  paginate: async (fn, params) => (await fn(params)).data,
+  rest: {
+    pulls: { list: call('pulls.list', fx.pulls || []) },
+    issues: { listComments: call('issues.listComments', fx.comments || []),
+              updateComment: call('issues.updateComment', {}),
+              createComment: call('issues.createComment', {}) },
+    repos: { getEnvironment: call('repos.getEnvironment', fx.environment || {}) },
+  },
+};
+const core = { setOutput: (k, v) => { outputs[k] = v; }, setFailed: (m) => { outputs.failed = m; },
+               notice: (m) => { outputs.notice = m; }, info: () => {}, warning: () => {} };
+const context = { repo: { owner: 'lab', repo: 'dynamo-lab' } };
+const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor;
+new AsyncFunction('require', 'github', 'context', 'core', fs.readFileSync(scriptPath, 'utf8'))(
+  require, github, context, core)
+  .then(() => console.log(JSON.stringify({ calls, outputs })))
+  .catch((e) => { console.error(e); process.exit(1); });
+"""
+MARKER = "<!-- dynamo-lab-offline-diff -->"
+SHA = "a" * 40
+FIND = ("preview-comment.yml", "comment", "Find the pull request whose head is the run's commit")
+POST = ("preview-comment.yml", "comment", "Post or update the comment")
+LIVE = ("preview.yml", "live-preview", "Check that the environment requires an approval")
+RUN_HEAD = {"HEAD_SHA": SHA, "HEAD_REPO": "mallory/dynamo-lab", "HEAD_BRANCH": "feature"}
+
+
+def _step(workflow: str, job: str, name: str) -> dict:
+    return next(s for s in _workflow(workflow)["jobs"][job]["steps"] if s.get("name") == name)
+
+
+def _github_script(tmp_path: Path, step: dict, fixture: dict, env: dict) -> dict:
+    node = shutil.which("node")
+    if not node:
+        unavailable("no node: the workflows' github-script steps are tested under node")
+    (tmp_path / "harness.js").write_text(GITHUB_SCRIPT)
+    (tmp_path / "script.js").write_text(step["with"]["script"])
+    (tmp_path / "fixture.json").write_text(json.dumps(fixture))
+    proc = subprocess.run([node, "harness.js", "script.js", "fixture.json"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=False, env={"PATH": "/usr/bin:/bin", **env})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _pull(number: int, sha: str, repo: str) -> dict:
+    return {"number": number, "head": {"sha": sha, "repo": {"full_name": repo}}}
+
+
+def test_the_comment_finds_its_pull_request_from_the_runs_head_through_the_api(tmp_path):
+    step = _step(*FIND)
+    assert step["env"] == {"HEAD_SHA": "${{ github.event.workflow_run.head_sha }}",
+                           "HEAD_REPO": "${{ github.event.workflow_run.head_repository.full_name }}",
+                           "HEAD_BRANCH": "${{ github.event.workflow_run.head_branch }}"}
+    pulls = [_pull(8, "b" * 40, "mallory/dynamo-lab"), _pull(7, SHA, "mallory/dynamo-lab"),
+             _pull(9, SHA, "someone/dynamo-lab")]
+    done = _github_script(tmp_path, step, {"pulls": pulls}, RUN_HEAD)
+    assert done["outputs"] == {"number": "7"}
+    ((_, query),) = done["calls"]
+    assert (query["head"], query["state"]) == ("mallory:feature", "open")
+    moved_on = _github_script(tmp_path, step, {"pulls": pulls[:1]}, RUN_HEAD)
+    assert moved_on["outputs"]["number"] == ""
+    # Nothing the pull request's own run wrote decides where the comment goes.
+    for name in ("preview.yml", "preview-comment.yml"):
+        assert "pr-number" not in (ROOT / ".github" / "workflows" / name).read_text()
+    assert _step(*POST)["env"] == {"PR_NUMBER": "${{ steps.pr.outputs.number }}"}
+
+
+def _artifact(tmp_path: Path, diff: str) -> None:
+    (tmp_path / "preview").mkdir(exist_ok=True)
+    (tmp_path / "preview" / "diff.txt").write_text(diff)
+    (tmp_path / "preview" / "exit-code").write_text("1\n")
+    (tmp_path / "preview" / "pr-number").write_text("999\n")  # what a PR's code could write: ignored
+
+
+def _comment(cid: int, login: str, body: str) -> dict:
+    return {"id": cid, "user": {"login": login, "type": "Bot" if login.endswith("[bot]") else "User"}, "body": body}
+
+
+def test_the_comment_edits_only_its_own_bot_comment(tmp_path):
+    _artifact(tmp_path, "+ a\n")
+    others = [_comment(1, "mallory", f"{MARKER}\nfake"), _comment(2, "github-actions[bot]", "another bot comment"),
+              _comment(4, "other-app[bot]", f"{MARKER}\nnot ours either")]
+    ours = _comment(3, "github-actions[bot]", f"{MARKER}\nold")
+    done = _github_script(tmp_path, _step(*POST), {"comments": [*others, ours]}, {"PR_NUMBER": "7"})
+    (listed, (kind, args)) = done["calls"]
+    assert listed[1]["issue_number"] == 7
+    assert kind == "issues.updateComment" and args["comment_id"] == 3
+    done = _github_script(tmp_path, _step(*POST), {"comments": others}, {"PR_NUMBER": "7"})
+    (kind, args) = done["calls"][-1]
+    assert kind == "issues.createComment" and args["issue_number"] == 7
+
+
+@pytest.mark.parametrize("diff", [
+    "+ a\n```\n## injected heading\n[click](https://example.invalid)\n```\n",
+    "+ x = '``````````'\n````\n<img src=x>\n",
+    "no backticks at all\n",
+])
+def test_the_diff_cannot_close_the_code_fence(tmp_path, diff):
+    _artifact(tmp_path, diff)
+    done = _github_script(tmp_path, _step(*POST), {"comments": []}, {"PR_NUMBER": "7"})
+    lines = done["calls"][-1][1]["body"].split("\n")
+    opening = next(i for i, line in enumerate(lines) if line.startswith("```"))
+    fence = re.match(r"`+", lines[opening]).group()
+    assert lines[opening] == fence + "diff"
+    # CommonMark: a fence is closed by a line of at least as many backticks (after up to 3 spaces).
+    closing = [i for i in range(opening + 1, len(lines)) if re.fullmatch(rf" {{0,3}}`{{{len(fence)},}}\s*", lines[i])]
+    assert closing == [len(lines) - 1], lines
+    assert "\n".join(lines[opening + 1:-1]) == diff
+
+
+@pytest.mark.parametrize("rules, ok", [
+    ([], False),
+    ([{"type": "wait_timer", "wait_timer": 5}], False),
+    ([{"type": "required_reviewers", "reviewers": [], "prevent_self_review": True}], False),
+    ([{"type": "required_reviewers", "reviewers": [{"type": "User"}], "prevent_self_review": False}], False),
+    ([{"type": "required_reviewers", "reviewers": [{"type": "Team"}], "prevent_self_review": True}], True),
+])
+def test_the_live_preview_fails_unless_its_environment_requires_another_reviewer(tmp_path, rules, ok):
+    done = _github_script(tmp_path, _step(*LIVE), {"environment": {"protection_rules": rules}}, {})
+    assert ("failed" not in done["outputs"]) == ok, done
+    assert done["calls"][0][1]["environment_name"] == "live-preview"

@@ -1,11 +1,16 @@
-"""The pinned Dynamo release's own data files (the graph CRD, the platform chart's values and
-Chart.yaml), for the conformance checks. Never copied into this repository; found, in this order:
+"""The pinned Dynamo data files (the graph CRD, the platform chart's values and Chart.yaml), for
+the conformance checks. Never copied into this repository; what is committed is each file's
+sha256 (SHA256 below), and every file is checked against it wherever it comes from, in this order:
 
 1. the directory named by $DYNAMO_LAB_UPSTREAM_DIR (same layout as below);
 2. `../shared/upstream/dynamo/` beside the project, where a team workspace keeps reference copies;
-3. a cache, `$XDG_CACHE_HOME/dynamo-lab/upstream/<tag>/` (default `~/.cache/...`), filled by
-   downloading each file from the upstream repository at the pinned tag. The first download
-   records each file's sha256 in the cache's SHA256SUMS; every later use checks the file against it.
+3. a cache, `$XDG_CACHE_HOME/dynamo-lab/upstream/<REF>/` (default `~/.cache/...`), filled by
+   downloading each file from the upstream repository at the pinned commit REF.
+
+A file that differs from its pinned sha256 is refused (UpstreamUnavailable), a download before it
+is written: a changed upstream file, a tampered mirror or an edited copy fails the same way on
+every machine and in CI, which downloads afresh each run. To move the pin, point REF at the new
+upstream commit and set SHA256 to the new files' `sha256sum` (reviewed like any change).
 
 Layout: `crds/nvidia.com_dynamographdeployments.yaml`, `helm/platform/values.yaml`,
 `helm/platform/Chart.yaml`.
@@ -24,9 +29,13 @@ from infra.config.models import Platform
 from infra.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
-# The chart version the stacks install is the release whose files we check against.
+# The chart version the stacks install (for messages).
 TAG = f"v{Platform().version}"
 REPOSITORY = "https://raw.githubusercontent.com/ai-dynamo/dynamo"
+# The upstream commit the pinned files are from: ai-dynamo/dynamo main of 2026-08-21 (#13625), whose
+# chart is 1.5.0, the newest the team's reference copies (../shared/upstream/dynamo/README.md) have;
+# no v1.6.x tag's files were found to pin.
+REF = "2a6da14c83617f5412caba5777dbf0e2399e9c5f"
 # Local name -> path in the upstream repository.
 FILES = {
     "crds/nvidia.com_dynamographdeployments.yaml":
@@ -34,9 +43,14 @@ FILES = {
     "helm/platform/values.yaml": "deploy/helm/charts/platform/values.yaml",
     "helm/platform/Chart.yaml": "deploy/helm/charts/platform/Chart.yaml",
 }
-SUMS = "SHA256SUMS"
-HOW = (f"set DYNAMO_LAB_UPSTREAM_DIR to a directory holding {' and '.join(FILES)} from Dynamo {TAG}, "
-       f"or let the tests download them from {REPOSITORY}/{TAG}/")
+# Local name -> the sha256 of the file at REF: what every copy and download must match.
+SHA256 = {
+    "crds/nvidia.com_dynamographdeployments.yaml": "055d7331cfbf1cca6864ee9005239de7e869dd79d69418126a52634d009c55d8",
+    "helm/platform/values.yaml": "dc006cfad407f57bb10e7280e161c6b17cffdaa935b485afdef35dd669cb7244",
+    "helm/platform/Chart.yaml": "1fa573a13b7971742d4aca5d4bf1458df5704542bab884366d642d913a10f074",
+}
+HOW = (f"set DYNAMO_LAB_UPSTREAM_DIR to a directory holding {' and '.join(FILES)} from Dynamo at {REF[:12]} "
+       f"(sha256 pinned in infra/lab/upstream.py), or let the tests download them from {REPOSITORY}/{REF}/")
 
 
 class UpstreamUnavailable(UserError):
@@ -55,58 +69,60 @@ def _complete(directory: Path) -> bool:
     return all((directory / name).is_file() for name in FILES)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def cache_dir() -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "dynamo-lab" / "upstream" / TAG
+    return base / "dynamo-lab" / "upstream" / REF
 
 
-def _verified_cache(directory: Path) -> bool:
-    """True when the cache holds every file and each matches the sha256 recorded at download."""
-    sums_file = directory / SUMS
-    if not (_complete(directory) and sums_file.is_file()):
-        return False
-    sums = dict(line.split("  ", 1)[::-1] for line in sums_file.read_text().splitlines() if line)
+def _verified(directory: Path, fix: str) -> Upstream:
+    """The directory, if each file matches its pinned sha256; UpstreamUnavailable naming the first that does not."""
     for name in FILES:
-        if sums.get(name) != _sha256(directory / name):
-            raise UpstreamUnavailable(f"{directory / name} no longer matches the sha256 recorded when it was "
-                                      f"downloaded; delete {directory} to download it again")
-    return True
+        actual = _sha256((directory / name).read_bytes())
+        if actual != SHA256[name]:
+            raise UpstreamUnavailable(f"{directory / name} has sha256 {actual}, not the {SHA256[name]} pinned in "
+                                      f"infra/lab/upstream.py for {FILES[name]} at {REF[:12]}; {fix}")
+    return Upstream(directory)
 
 
 def _download(directory: Path, base_url: str) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    lines = []
+    """Each file at REF, checked against its pinned sha256 before it is written."""
+    fetched = {}
     for name, upstream_path in FILES.items():
-        url = f"{base_url}/{TAG}/{upstream_path}"
+        url = f"{base_url}/{REF}/{upstream_path}"
         try:
             with urllib.request.urlopen(url, timeout=20) as resp:
                 data = resp.read()
         except (urllib.error.URLError, OSError) as exc:
             raise UpstreamUnavailable(f"could not download {url} ({getattr(exc, 'reason', exc)})") from None
+        if _sha256(data) != SHA256[name]:
+            raise UpstreamUnavailable(f"{url} has sha256 {_sha256(data)}, not the {SHA256[name]} pinned in "
+                                      "infra/lab/upstream.py: refused (the file changed upstream, or the "
+                                      "download is not what it claims)")
+        fetched[name] = data
+    for name, data in fetched.items():
         target = directory / name
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(target.suffix + ".part")
         partial.write_bytes(data)
         partial.replace(target)
-        lines.append(f"{hashlib.sha256(data).hexdigest()}  {name}")
-    (directory / SUMS).write_text("\n".join(lines) + "\n")
 
 
 def locate() -> Upstream:
-    """The upstream files, from the first place that has them all; UpstreamUnavailable otherwise."""
+    """The upstream files, from the first place that has them all, each matching its pinned sha256;
+    UpstreamUnavailable otherwise."""
     named = os.environ.get("DYNAMO_LAB_UPSTREAM_DIR")
     if named:
         if not _complete(Path(named)):
             raise UpstreamUnavailable(f"DYNAMO_LAB_UPSTREAM_DIR={named} lacks some of {', '.join(FILES)}")
-        return Upstream(Path(named))
+        return _verified(Path(named), "put the pinned files there, or unset DYNAMO_LAB_UPSTREAM_DIR")
     workspace = ROOT.parent / "shared" / "upstream" / "dynamo"
     if _complete(workspace):
-        return Upstream(workspace)
+        return _verified(workspace, f"the workspace copy in {workspace} is not the pinned one")
     cache = cache_dir()
-    if not _verified_cache(cache):
+    if not _complete(cache):
         _download(cache, os.environ.get("DYNAMO_LAB_UPSTREAM_URL", REPOSITORY))
-    return Upstream(cache)
+    return _verified(cache, f"delete {cache} to download it again")

@@ -1,10 +1,13 @@
 """Where the conformance data comes from: a named directory, the workspace copy, or a download at
-the pinned tag into a cache that is checked by hash (served here from loopback, never the internet)."""
+the pinned commit into a cache (served here from loopback, never the internet); and, wherever it
+comes from, each file must match the sha256 committed in infra/lab/upstream.py."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
+import re
 import threading
 from pathlib import Path
 
@@ -12,15 +15,21 @@ import pytest
 
 from infra.lab import upstream
 
+WORKSPACE = upstream.ROOT.parent / "shared" / "upstream" / "dynamo"
+
+
+def _content(name: str) -> bytes:
+    return f"# {name}\nkind: test\n".encode()
+
 
 @pytest.fixture
 def mirror(tmp_path):
-    """A loopback HTTP server laid out like the upstream repository at the pinned tag."""
+    """A loopback HTTP server laid out like the upstream repository at the pinned commit."""
     root = tmp_path / "mirror"
     for name, path in upstream.FILES.items():
-        f = root / upstream.TAG / path
+        f = root / upstream.REF / path
         f.parent.mkdir(parents=True, exist_ok=True)  # two files share helm/platform/
-        f.write_text(f"# {name}\nkind: test\n")
+        f.write_bytes(_content(name))
     requests: list[str] = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -29,10 +38,17 @@ def mirror(tmp_path):
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
     server.requests = requests  # type: ignore[attr-defined]
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
     server.shutdown()
+
+
+@pytest.fixture
+def pinned_to_the_test_files(monkeypatch):
+    """The pins as they would be for the test files the mirror serves and the tests write."""
+    monkeypatch.setattr(upstream, "SHA256", {n: hashlib.sha256(_content(n)).hexdigest() for n in upstream.FILES})
 
 
 @pytest.fixture
@@ -43,24 +59,52 @@ def nowhere_but(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
-def test_downloads_at_the_pinned_tag_then_uses_the_checked_cache(nowhere_but, mirror, monkeypatch):
-    monkeypatch.setenv("DYNAMO_LAB_UPSTREAM_URL", f"http://127.0.0.1:{mirror.server_address[1]}")
+def _write(directory: Path) -> Path:
+    for name in upstream.FILES:
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(_content(name))
+    return directory
+
+
+def test_every_pinned_file_has_a_committed_sha256():
+    assert set(upstream.SHA256) == set(upstream.FILES)
+    assert all(re.fullmatch(r"[0-9a-f]{64}", h) for h in upstream.SHA256.values())
+    assert re.fullmatch(r"[0-9a-f]{40}", upstream.REF)  # a commit: a tag can move
+
+
+def test_the_workspace_copy_is_the_pinned_one():
+    if not all((WORKSPACE / name).is_file() for name in upstream.FILES):
+        pytest.skip(f"no workspace copy in {WORKSPACE}")
+    assert {n: hashlib.sha256((WORKSPACE / n).read_bytes()).hexdigest() for n in upstream.FILES} == upstream.SHA256
+
+
+def test_a_download_that_differs_from_the_pin_is_refused_and_not_kept(nowhere_but, mirror, monkeypatch):
+    # The mirror serves other bytes than the committed sha256 says: the first download must not be trusted.
+    monkeypatch.setenv("DYNAMO_LAB_UPSTREAM_URL", mirror.url)
+    with pytest.raises(upstream.UpstreamUnavailable, match="not the [0-9a-f]{64} pinned in infra/lab/upstream.py"):
+        upstream.locate()
+    assert not any(upstream.cache_dir().rglob("*.yaml"))
+    with pytest.raises(upstream.UpstreamUnavailable, match="pinned in infra/lab/upstream.py"):
+        upstream.locate()  # and again: nothing of it was cached as good
+
+
+def test_downloads_at_the_pinned_commit_then_uses_the_checked_cache(nowhere_but, mirror, monkeypatch,
+                                                                    pinned_to_the_test_files):
+    monkeypatch.setenv("DYNAMO_LAB_UPSTREAM_URL", mirror.url)
     first = upstream.locate()
     assert first.directory == upstream.cache_dir()
-    assert sorted(mirror.requests) == sorted(f"/{upstream.TAG}/{p}" for p in upstream.FILES.values())
-    sums = (first.directory / upstream.SUMS).read_text()
-    assert all(name in sums for name in upstream.FILES)
+    assert sorted(mirror.requests) == sorted(f"/{upstream.REF}/{p}" for p in upstream.FILES.values())
     mirror.requests.clear()
     again = upstream.locate()
     assert again.directory == first.directory and mirror.requests == []  # from the cache
 
 
-def test_a_cached_file_that_changed_is_refused(nowhere_but, mirror, monkeypatch):
-    monkeypatch.setenv("DYNAMO_LAB_UPSTREAM_URL", f"http://127.0.0.1:{mirror.server_address[1]}")
+def test_a_cached_file_that_changed_is_refused(nowhere_but, mirror, monkeypatch, pinned_to_the_test_files):
+    monkeypatch.setenv("DYNAMO_LAB_UPSTREAM_URL", mirror.url)
     found = upstream.locate()
     crd = found.file("crds/nvidia.com_dynamographdeployments.yaml")
     crd.write_text(crd.read_text() + "tampered: true\n")
-    with pytest.raises(upstream.UpstreamUnavailable, match="no longer matches the sha256 recorded"):
+    with pytest.raises(upstream.UpstreamUnavailable, match="pinned in infra/lab/upstream.py.*delete .* to download"):
         upstream.locate()
 
 
@@ -70,22 +114,23 @@ def test_no_source_at_all_says_what_failed(nowhere_but, monkeypatch):
         upstream.locate()
 
 
-def test_a_named_directory_comes_first_and_must_be_complete(nowhere_but, monkeypatch, tmp_path):
-    named = tmp_path / "named"
-    for name in upstream.FILES:
-        (named / name).parent.mkdir(parents=True, exist_ok=True)
-        (named / name).write_text("kind: test\n")
+def test_a_named_directory_comes_first_and_must_be_complete_and_pinned(nowhere_but, monkeypatch, tmp_path,
+                                                                      pinned_to_the_test_files):
+    named = _write(tmp_path / "named")
     monkeypatch.setenv("DYNAMO_LAB_UPSTREAM_DIR", str(named))
     assert upstream.locate().directory == named
+    (named / "helm/platform/Chart.yaml").write_text("version: 9.9.9\n")
+    with pytest.raises(upstream.UpstreamUnavailable, match="Chart.yaml has sha256 .* pinned"):
+        upstream.locate()
     (named / "helm/platform/values.yaml").unlink()
     with pytest.raises(upstream.UpstreamUnavailable, match="lacks some of"):
         upstream.locate()
 
 
-def test_the_workspace_copy_is_used_when_present(nowhere_but, tmp_path):
-    workspace = tmp_path / "shared" / "upstream" / "dynamo"
-    for name in upstream.FILES:
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_text("kind: test\n")
+def test_the_workspace_copy_is_used_when_present_and_pinned(nowhere_but, tmp_path, pinned_to_the_test_files):
+    workspace = _write(tmp_path / "shared" / "upstream" / "dynamo")
     assert upstream.locate().directory == workspace
     assert isinstance(upstream.locate().directory, Path)
+    (workspace / "helm/platform/values.yaml").write_text("edited: true\n")
+    with pytest.raises(upstream.UpstreamUnavailable, match="values.yaml has sha256 .* workspace copy"):
+        upstream.locate()
