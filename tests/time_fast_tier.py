@@ -22,9 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 GOAL_SECONDS = 30
 
 
+def _positive_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: write a positive integer")
+    return int(text)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=_positive_int, default=3)
     p.add_argument("pytest_args", nargs="*", help="passed to pytest after the fast-tier selection")
     args = p.parse_args(argv)
     cmd = [sys.executable, "-m", "pytest", "-q", *FAST_TIER, *args.pytest_args]

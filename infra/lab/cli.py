@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from infra.errors import UserError
+from infra.lab import procs
 from infra.units import parse_memory
 
 
@@ -24,9 +25,19 @@ def _positive_bytes(text: str) -> int:
 
 
 def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0:
+    if not (text.isascii() and text.isdigit()) or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: write a positive integer")
     return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: write a positive number of seconds")
+    return value
 
 
 def _int_list(text: str) -> list[int]:
@@ -136,7 +147,15 @@ def _preflight(args: argparse.Namespace) -> int:
 
     cfg, sizing = _stack(args.stack)
     data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(cfg.cluster)
-    report = check(cfg, sizing, args.stack, data)
+    try:
+        report = check(cfg, sizing, args.stack, data)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        if not args.source:
+            raise
+        # read_file checks the shape of every field the checks read; this is the net under it.
+        raise cluster_data.ClusterUnreadable(
+            f"{data.source}: an object in it has a shape preflight cannot read ({type(exc).__name__}: {exc}); "
+            f"{cluster_data.RESAVE}") from None
     print(text.to_json(report) if args.json else text.text(report))
     return 0 if report.fits else 1
 
@@ -210,18 +229,19 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--tokens", type=_positive_int, help="with --stack: move this many tokens' KV (default: "
                      "workload.inputTokens, one average request; e.g. 371, a warm request's unique tokens)")
     loc.add_argument("--op", type=str.upper, choices=["READ", "WRITE"],
-                     help="read or write (default: the stack's kvTransfer.connector: NixlConnector and "
-                     "NixlPullConnector READ, NixlPushConnector WRITE; without a stack READ)")
+                     help="READ (default): the decode side pulls, as NixlConnector does; WRITE: the prefill "
+                     "side pushes, vLLM's NixlPushConnector, which no worker takes through Dynamo 1.6 (for "
+                     "measuring only)")
     loc.add_argument("--pattern", choices=["blocks", "contiguous"], default="blocks",
                      help="blocks: one descriptor per layer per KV block, scattered in pools like the "
                      "workers' (default); contiguous: one descriptor")
-    loc.add_argument("--repeats", type=int, default=5, help="timed transfers after the warm-up (default 5)")
-    loc.add_argument("--timeout", type=float, default=120, help="seconds before giving up (default 120)")
+    loc.add_argument("--repeats", type=_positive_int, default=5, help="timed transfers after the warm-up (default 5)")
+    loc.add_argument("--timeout", type=_positive_seconds, default=120, help="seconds before giving up (default 120)")
     loc.add_argument("--json", action="store_true")
     loc.set_defaults(func=_probe_local)
     tw = sub.add_parser("twin", help="run a local twin of a stack (Dynamo frontend + mocker workers)")
     tw.add_argument("stack")
-    tw.add_argument("--seconds", type=float, default=0, help="stop after this long (default: until Ctrl-C)")
+    tw.add_argument("--seconds", type=_positive_seconds, help="stop after this long (default: until Ctrl-C)")
     tw.set_defaults(func=_twin)
     be = sub.add_parser("bench", help="run the benchmark sweep against a twin, or print the in-cluster steps")
     be.add_argument("stack")
@@ -230,7 +250,7 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--out", default="bench-out", help="results directory (default bench-out)")
     be.add_argument("--prefix-types", type=_int_list, help="override the matrix, e.g. 2,24")
     be.add_argument("--concurrency", type=_int_list, help="override the matrix, e.g. 4,8")
-    be.add_argument("--runs", type=int, help="override runs per point")
+    be.add_argument("--runs", type=_positive_int, help="override runs per point")
     be.set_defaults(func=_bench)
     pf = sub.add_parser("preflight", help="will this stack fit its cluster? read-only; exit 0 fits, 1 does not, "
                         "2 cluster unreadable")
@@ -261,6 +281,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parser().parse_args(argv)
+    procs.forget()
     try:
         return args.func(args)
     except UserError as exc:
@@ -269,6 +290,6 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         print(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted; the processes and namespaces it started were removed", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C; SIGTERM and SIGHUP where a command handles them (procs)
+        print(procs.interrupted_message(), file=sys.stderr)
+        return 128 + getattr(exc, "signum", 2)

@@ -5,8 +5,10 @@ by default the stack's connector op over the workers' block pattern and pools.
 `--link loopback`: target and initiator on this host (the same-server path).
 `--link RATE` (e.g. 1gbit): two network namespaces joined by a veth pair, both ends shaped with
 `tc tbf` to RATE (the cross-server path). Needs root. The namespaces are always removed: on
-success, on failure, on Ctrl-C and on SIGTERM. Addresses are TEST-NET-1 (192.0.2.0/30), which
-exist only inside the two namespaces.
+success, on failure, on Ctrl-C, SIGTERM and SIGHUP, from the first `ip netns add` on; those a run
+could not remove (SIGKILL, a crash) are found by their name, `dlprobe<pid>i|t` of a process that
+no longer runs, and removed when the next shaped probe starts. Addresses are TEST-NET-1
+(192.0.2.0/30), which exist only inside the two namespaces.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,13 +26,16 @@ from typing import Iterator, Optional
 from infra import payloads, units
 from infra.config.models import KvTransfer, Model, Probe, SizingParameters, StackConfig
 from infra.errors import UserError
-from infra.lab.procs import free_port, sigterm_as_interrupt
+from infra.lab import procs as _procs
+from infra.lab.procs import free_port, signals_as_interrupt, signals_held
 from infra.manifests.graph import ucx_env
 from infra.manifests.transfer_probe import ProbePlan, groups, plan_for, stack_plan
 from infra.sizing import StackSizing, path_throughput
 
 PROBE = payloads.path("kv_probe.py")
 NS_PREFIX = "dlprobe"
+# A namespace this probe made: the prefix, the pid of the probe that made it, i(nitiator) or t(arget).
+_OURS = re.compile(rf"^{NS_PREFIX}(\d+)[it]$")
 TARGET_ADDR, INITIATOR_ADDR = "192.0.2.2", "192.0.2.1"
 
 
@@ -56,6 +62,31 @@ def remove_namespaces(names: list[str]) -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False, timeout=30)
 
 
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # gone, or a number no pid reaches
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True
+
+
+def leftovers() -> list[str]:
+    """Namespaces an earlier shaped probe made and could not remove: named by a process that is gone."""
+    return [n for n in namespaces() if (m := _OURS.match(n)) and not _running(int(m.group(1)))]
+
+
+def _remove_leftovers() -> None:
+    found = leftovers()
+    if found:
+        remove_namespaces(found)
+        still = [n for n in found if n in namespaces()]
+        print(f"probe: removed network namespaces an earlier probe left behind: "
+              f"{', '.join(n for n in found if n not in still) or 'none'}"
+              + (f"; could not remove {', '.join(still)}" if still else ""), file=sys.stderr, flush=True)
+
+
 def _check_root() -> None:
     if os.geteuid() != 0:
         raise ProbeError("a shaped link needs root: the probe creates two network namespaces and a "
@@ -69,7 +100,8 @@ def _check_root() -> None:
 def shaped_pair(rate_bits: int) -> Iterator[tuple[str, str]]:
     """Two namespaces (initiator, target) joined by a veth pair shaped to `rate_bits` each way."""
     _check_root()
-    tag = f"{os.getpid() % 100000}"
+    _remove_leftovers()
+    tag = str(os.getpid())  # veth names stay within 15 characters: dlp + at most 7 digits + i
     ns_i, ns_t = f"{NS_PREFIX}{tag}i", f"{NS_PREFIX}{tag}t"
     veth_i, veth_t = f"dlp{tag}i", f"dlp{tag}t"
     # tbf needs a bucket of at least rate/HZ; 4 ms of the rate is ample and keeps bursts small.
@@ -87,7 +119,21 @@ def shaped_pair(rate_bits: int) -> Iterator[tuple[str, str]]:
         _wait_link_up([(ns_i, veth_i), (ns_t, veth_t)])
         yield ns_i, ns_t
     finally:
-        remove_namespaces([ns_i, ns_t])
+        # Signals are held until the namespaces are gone and recorded: a second Ctrl-C, or the
+        # SIGINT the terminal also sent the `ip` children, takes effect after.
+        with signals_held():
+            existing = namespaces()
+            made = [n for n in (ns_i, ns_t) if n in existing]
+            remove_namespaces(made)
+            existing = namespaces()
+            left = [n for n in made if n in existing]
+            if set(made) - set(left):
+                _procs.cleaned(f"removed network namespaces {', '.join(n for n in made if n not in left)}")
+            for name in left:
+                _procs.left_behind(f"network namespace {name} (as root: ip netns del {name})")
+            if left:
+                print(f"probe: could not remove network namespaces {', '.join(left)}; as root: "
+                      + "; ".join(f"ip netns del {n}" for n in left), file=sys.stderr, flush=True)
 
 
 def _wait_link_up(links: list[tuple[str, str]], seconds: float = 10) -> None:
@@ -134,7 +180,7 @@ def measure(link: str, plan: ProbePlan, repeats: int, timeout: float, kv: KvTran
                      _python() + ["initiator", "--connect", f"127.0.0.1:{port}"],
                      port, args, repeats, timeout, env)
     rate = units.parse_rate_bits(link)
-    with shaped_pair(rate) as (ns_i, ns_t):
+    with signals_as_interrupt(), shaped_pair(rate) as (ns_i, ns_t):
         return _pair(["ip", "netns", "exec", ns_t] + _python() + ["target", "--bind", TARGET_ADDR],
                      ["ip", "netns", "exec", ns_i] + _python() + ["initiator", "--connect", f"{TARGET_ADDR}:5555"],
                      5555, args, repeats, timeout, env)
@@ -155,7 +201,7 @@ def _pinned(cpu: Optional[int]):
 def _pair(target_cmd, initiator_cmd, port, args, repeats, timeout, env) -> dict:
     procs: list[subprocess.Popen] = []
     pins = cores()
-    with sigterm_as_interrupt():
+    with signals_as_interrupt():
         try:
             procs.append(subprocess.Popen(target_cmd + ["--port", str(port)] + args["target"], env=env,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -173,14 +219,18 @@ def _pair(target_cmd, initiator_cmd, port, args, repeats, timeout, env) -> dict:
                 raise ProbeError(f"probe initiator failed:\n{_tail(err)}\n{_tail(target_err)}".strip())
             return {**json.loads(out.strip().splitlines()[-1]), "cpus": pins}
         finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+            with signals_held():
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.terminate()
+                        try:
+                            proc.wait(timeout=10)
+                        except subprocess.TimeoutExpired:
+                            proc.kill()
+                            proc.wait()
+                if procs:
+                    _procs.cleaned(f"stopped the probe's {' and '.join(('target', 'initiator')[:len(procs)])} "
+                                   f"process{'es' if len(procs) > 1 else ''}")
 
 
 def _tail(text: str, lines: int = 15) -> str:

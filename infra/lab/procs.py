@@ -7,6 +7,22 @@ import signal
 import socket
 from typing import Iterator
 
+# The signals that end a command: Ctrl-C, `kill`, and a closed terminal or SSH session.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# What the command's cleanup stopped or removed ("stopped the probe's 2 processes"), and what it
+# could not, in order, for the message on Ctrl-C (cli.main): both empty when it started nothing.
+_cleaned: list[str] = []
+_left: list[str] = []
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C's KeyboardInterrupt so that `finally` cleanup runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
 
 def free_port() -> int:
     """A TCP port free on loopback right now (the kernel picks it)."""
@@ -16,12 +32,56 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt, so `finally` cleanup also runs when we are terminated."""
+def signals_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into KeyboardInterrupt (Stopped), as SIGINT already is, so that
+    `finally` cleanup also runs when we are terminated or our terminal goes away."""
     def handler(signum, frame):
-        raise KeyboardInterrupt
-    previous = signal.signal(signal.SIGTERM, handler)
+        raise Stopped(signum)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler_before in previous.items():
+            signal.signal(sig, handler_before)
+
+
+sigterm_as_interrupt = signals_as_interrupt  # its former name (the twin's runner)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold the stop signals while cleanup runs, so a second Ctrl-C cannot cut it short; one that
+    came meanwhile is delivered when it ends."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def cleaned(what: str) -> None:
+    """Record what cleanup stopped or removed ("removed network namespaces a, b"), for the message
+    the command ends with if interrupted."""
+    if what not in _cleaned:
+        _cleaned.append(what)
+
+
+def left_behind(what: str) -> None:
+    """Record what cleanup could not remove, and how to ("network namespace a: `ip netns del a`")."""
+    if what not in _left:
+        _left.append(what)
+
+
+def forget() -> None:
+    """Start a command with nothing recorded (cli.main; tests run many commands in one process)."""
+    _cleaned.clear()
+    _left.clear()
+
+
+def interrupted_message() -> str:
+    """What the command did about what it had started, said after Ctrl-C (or SIGTERM, SIGHUP)."""
+    if not (_cleaned or _left):
+        return "interrupted; it had started nothing, so nothing was left running"
+    done = f"; {'; '.join(_cleaned)}" if _cleaned else ""
+    left = f"; NOT removed: {'; '.join(_left)}" if _left else "; nothing it started is left running"
+    return f"interrupted{done}{left}"

@@ -8,6 +8,7 @@ DIR/results.jsonl. `--quick` reduces the matrix to prefix types 2 x concurrency 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -52,16 +53,19 @@ def run_twin(cfg: StackConfig, sizing: StackSizing, stack: str, out: Path, quick
 
 
 def cluster_steps(stack: str, cfg: StackConfig, out: Path) -> str:
-    ns = cfg.graph.namespace
+    """The in-cluster steps as shell lines, each of which runs as printed (`eval` runs benchLogs,
+    a command with a pipe)."""
+    ns, q = cfg.graph.namespace, shlex.quote
+    results = q(str(out / "results.jsonl"))
     return "\n".join([
         f"# The benchmark runs as a Job next to the graph of stack {stack}:",
-        f"pulumi config set --path benchmark.enabled true --stack {stack}",
-        f"pulumi up --stack {stack}",
-        "# Follow it (the stack output benchLogs names the Job); each finished run prints one JSON line:",
-        f'kubectl logs -n {ns} -f "job/$(pulumi stack output benchJob --stack {stack})"',
-        "# Collect the lines into the same results format the twin writes:",
-        f"mkdir -p {out} && $(pulumi stack output benchLogs --stack {stack}) > {out}/results.jsonl",
-        f"python3 dev.py report {out}/results.jsonl",
+        f"pulumi config set --path benchmark.enabled true --stack {q(stack)}",
+        f"pulumi up --stack {q(stack)}",
+        "# Follow it (the stack output benchJob names the Job); each finished run prints one JSON line:",
+        f'kubectl logs -n {q(ns)} -f "job/$(pulumi stack output benchJob --stack {q(stack)})"',
+        "# Collect the lines into the same results format the twin writes (benchLogs is a shell command):",
+        f'mkdir -p {q(str(out))} && eval "$(pulumi stack output benchLogs --stack {q(stack)})" > {results}',
+        f"python3 dev.py report {results}",
     ])
 
 

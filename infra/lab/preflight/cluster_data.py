@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -35,6 +36,12 @@ RESOURCES = {
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
 }
 READ_TIMEOUT_S = 20
+# --from reads at most this much: saved data of a lab cluster is a few MB (CRDs are most of it);
+# more is not kubectl's output of one (or it is /dev/zero), and is refused instead of read whole.
+MAX_SAVED_BYTES = 128 * 1024 * 1024
+# How to make a file --from reads: the fix of every "this is not saved cluster data" error.
+RESAVE = ("save it again, unedited, with `kubectl version -o json` followed by `kubectl get "
+          f"{','.join(RESOURCES)} -A -o json` (README, 'Preflight')")
 
 
 class ClusterUnreadable(UserError):
@@ -86,14 +93,78 @@ def _node(obj: dict[str, Any], source: str) -> Node:
                 unschedulable=bool(spec.get("unschedulable")), taints=taints)
 
 
+# The shape of every field the checks read, per kind ("*": every object): a dotted path ("[]" is
+# each element of a list, "{}" each value of a map) and the JSON type it must have where present
+# (null counts as absent, as the checks read it). Kubernetes and kubectl always write these so.
+_STR, _OBJ, _LIST = (str,), (dict,), (list,)
+SHAPES: dict[str, list[tuple[str, tuple[type, ...]]]] = {
+    "*": [("metadata", _OBJ), ("metadata.name", _STR), ("metadata.namespace", _STR),
+          ("metadata.labels", _OBJ), ("metadata.labels.{}", _STR),
+          ("metadata.annotations", _OBJ), ("metadata.annotations.{}", _STR)],
+    "Node": [("spec", _OBJ), ("spec.taints", _LIST), ("spec.taints[]", _OBJ), ("spec.taints[].key", _STR),
+             ("spec.taints[].value", _STR), ("spec.taints[].effect", _STR), ("status", _OBJ),
+             ("status.allocatable", _OBJ), ("status.allocatable.{}", (str, int, float))],
+    "Namespace": [("status", _OBJ), ("status.phase", _STR)],
+    "Deployment": [],
+    "CustomResourceDefinition": [
+        ("spec", _OBJ), ("spec.group", _STR), ("spec.names", _OBJ), ("spec.names.kind", _STR),
+        ("spec.conversion", _OBJ), ("spec.conversion.webhook", _OBJ), ("spec.conversion.webhook.clientConfig", _OBJ),
+        ("spec.conversion.webhook.clientConfig.service", _OBJ),
+        ("spec.conversion.webhook.clientConfig.service.namespace", _STR)],
+    **{kind: [("webhooks", _LIST), ("webhooks[]", _OBJ), ("webhooks[].rules", _LIST), ("webhooks[].rules[]", _OBJ),
+              ("webhooks[].rules[].apiGroups", _LIST), ("webhooks[].rules[].apiGroups[]", _STR),
+              ("webhooks[].rules[].resources", _LIST), ("webhooks[].rules[].resources[]", _STR),
+              ("webhooks[].clientConfig", _OBJ), ("webhooks[].clientConfig.service", _OBJ),
+              ("webhooks[].clientConfig.service.namespace", _STR)]
+       for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")},
+}
+_JSON_TYPE = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
+              bool: "true or false", type(None): "null"}
+
+
+def _values(value: Any, path: str) -> list[tuple[str, Any]]:
+    """(path, value) of everything at the dotted `path` under `value` (absent or null: nothing)."""
+    found = [("", value)]
+    for part in re.findall(r"\[\]|\{\}|[^.\[\]{}]+", path):
+        step = []
+        for at, v in found:
+            if part == "[]":  # a list's elements (its own type was checked before)
+                step += [(f"{at}[{i}]", e) for i, e in enumerate(v)] if isinstance(v, list) else []
+            elif part == "{}":
+                step += [(f"{at}.{k}", e) for k, e in v.items()] if isinstance(v, dict) else []
+            elif isinstance(v, dict) and v.get(part) is not None:
+                step.append((f"{at}.{part}" if at else part, v[part]))
+        found = step
+    return found
+
+
+def shape_problem(obj: dict[str, Any]) -> Optional[str]:
+    """What is wrong with the shape of an object the checks read ("metadata.labels.app is a list, not
+    a string"), or None."""
+    if not isinstance(obj.get("metadata"), dict) or not isinstance(obj["metadata"].get("name"), str):
+        return "has no metadata.name"
+    for path, types in SHAPES["*"] + SHAPES.get(obj.get("kind"), []):
+        for at, value in _values(obj, path):
+            if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+                want = " or ".join(dict.fromkeys(_JSON_TYPE[t] for t in types))
+                return f"{at} is {_JSON_TYPE.get(type(value), type(value).__name__)}, not {want}"
+    return None
+
+
 def from_objects(version: dict[str, Any], items: list[dict[str, Any]], source: str) -> ClusterData:
     """ClusterData from a /version object and a list of objects of the RESOURCES kinds (others ignored)."""
-    git_version = version.get("gitVersion")
+    git_version = version.get("gitVersion") if isinstance(version, dict) else None
     if not isinstance(git_version, str):
         raise ClusterUnreadable(f"{source}: no server version (gitVersion) in it")
     by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in RESOURCES.values()}
-    for obj in items:
-        if isinstance(obj, dict) and obj.get("kind") in by_kind:
+    for number, obj in enumerate(items, 1):
+        if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and obj["kind"] in by_kind:
+            problem = shape_problem(obj)
+            if problem:
+                name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+                what = (f"{obj['kind']} {name}" if isinstance(name, str)
+                        else f"the {obj['kind']} that is object {number}")
+                raise ClusterUnreadable(f"{source}: {what}: {problem}; this is not what kubectl saves: {RESAVE}")
             by_kind[obj["kind"]].append(obj)
     for kind in ("Node", "Namespace"):  # every cluster has some: none means they were not saved
         if not by_kind[kind]:
@@ -119,6 +190,8 @@ def documents(text: str, source: str) -> list[Any]:
         except json.JSONDecodeError as exc:
             raise ClusterUnreadable(f"{source}: not JSON at line {exc.lineno} ({exc.msg}); save it with "
                                     "kubectl's `-o json`") from None
+        except RecursionError:
+            raise ClusterUnreadable(f"{source}: JSON nested deeper than Python reads; {RESAVE}") from None
         docs.append(doc)
 
 
@@ -131,10 +204,16 @@ def from_saved(text: str, source: str) -> ClusterData:
         if not isinstance(doc, dict):
             continue
         if "serverVersion" in doc or "clientVersion" in doc:
-            version = doc.get("serverVersion") or version
+            server = doc.get("serverVersion")
+            if server is not None and not isinstance(server, dict):
+                raise ClusterUnreadable(f"{source}: serverVersion is {_JSON_TYPE.get(type(server), 'a value')}, "
+                                        f"not an object; {RESAVE}")
+            version = server or version
         elif "gitVersion" in doc:
             version = doc
-        elif isinstance(doc.get("items"), list):
+        elif "items" in doc:
+            if not isinstance(doc["items"], list):
+                raise ClusterUnreadable(f"{source}: a List whose items are not a list; {RESAVE}")
             items += doc["items"]
         else:
             items.append(doc)
@@ -144,12 +223,26 @@ def from_saved(text: str, source: str) -> ClusterData:
     return from_objects(version, items, source)
 
 
-def read_file(path: str) -> ClusterData:
+def read_file(path: str, limit: int = MAX_SAVED_BYTES) -> ClusterData:
+    """Saved cluster data from a file ('-': stdin), at most `limit` bytes of UTF-8 JSON."""
+    source = "stdin" if path == "-" else path
     try:
-        text = Path(path).read_text() if path != "-" else sys.stdin.read()
-    except (OSError, UnicodeDecodeError) as exc:
+        if path == "-":
+            stdin = getattr(sys.stdin, "buffer", None)
+            data = stdin.read(limit + 1) if stdin else sys.stdin.read(limit + 1).encode()
+        else:
+            with open(path, "rb") as f:
+                data = f.read(limit + 1)
+    except OSError as exc:
         raise ClusterUnreadable(f"cannot read {path}: {exc}") from None
-    return from_saved(text, "stdin" if path == "-" else path)
+    if len(data) > limit:
+        raise ClusterUnreadable(f"{source}: more than {limit // 2**20} MiB, more than saved cluster data "
+                                f"is; is it the right file? {RESAVE[0].upper()}{RESAVE[1:]}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ClusterUnreadable(f"{source}: not UTF-8 text (byte {exc.start}); {RESAVE}") from None
+    return from_saved(text, source)
 
 
 def kubeconfig_path(cluster: ClusterTarget) -> str:

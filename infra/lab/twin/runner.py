@@ -30,7 +30,7 @@ from typing import Optional
 from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.errors import UserError
-from infra.lab.procs import free_port, sigterm_as_interrupt
+from infra.lab.procs import cleaned, free_port, sigterm_as_interrupt
 from infra.lab.twin import model_dir as model_dir_script
 from infra.payloads.aiperf_sweep import model_listed
 from infra.sizing import StackSizing
@@ -185,6 +185,8 @@ class Twin:
                 p.wait()
             _signal_group(p, signal.SIGKILL)  # anything the process left in its group
             p.log_file.close()
+        if self.procs:
+            cleaned(f"stopped the twin's {len(self.procs)} processes (frontend and mocker workers)")
         self.procs = []
         self._signals.close()
         shutil.rmtree(self.dir, ignore_errors=True)
