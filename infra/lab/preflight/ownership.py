@@ -239,9 +239,35 @@ def _namespace(name: str, key: str, stack: str, data: ClusterData, report: Repor
     report.problems.append(Problem(key, "namespace", problem, fix))
 
 
+def _operator_removal(cfg: StackConfig, stack: str, data: ClusterData, report: Report) -> None:
+    """platform.manage turned off in the stack that installed the platform: `pulumi up` uninstalls the
+    operator, and the graphs of other stacks that rely on it could no longer be deleted (the operator
+    removes a DynamoGraphDeployment's finalizer), their namespaces left hanging in Terminating."""
+    p = cfg.platform
+    ns = data.namespaces.get(p.namespace)
+    if p.manage or ns is None or (_meta(ns).get("labels") or {}).get(STACK_LABEL) != stack:
+        return
+    others = sorted((owner, name) for name, n in data.namespaces.items()
+                    if name != p.namespace and (owner := (_meta(n).get("labels") or {}).get(STACK_LABEL))
+                    and owner != stack)
+    if not others:
+        return
+    where = ", ".join(f"{name} (stack {owner})" for owner, name in others)
+    report.problems.append(Problem(
+        "platform", "dynamo operator removal",
+        f"this stack installed the platform in {p.namespace} ({STACK_LABEL}={stack}) and platform.manage is now "
+        f"false, so `pulumi up` would uninstall the operator while other stacks' graph namespaces remain: {where}. "
+        "Their DynamoGraphDeployments could then never be deleted (the operator removes their finalizer) and "
+        "the namespaces would hang in Terminating",
+        "Destroy those stacks first (" + "; ".join(f"`pulumi destroy --stack {o}`" for o in
+                                                   dict.fromkeys(o for o, _ in others))
+        + f"), or keep the platform here: `pulumi config set --path platform.manage true --stack {stack}`"))
+
+
 def cluster_checks(cfg: StackConfig, stack: str, data: ClusterData, report: Report) -> None:
     _version(data, report)
     _operators(cfg, stack, data, report)
+    _operator_removal(cfg, stack, data, report)
     if cfg.platform.manage:
         _namespace(cfg.platform.namespace, "platform.namespace", stack, data, report)
     _namespace(cfg.graph.namespace, "graph.namespace", stack, data, report)

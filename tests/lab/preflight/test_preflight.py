@@ -355,6 +355,25 @@ def test_a_platform_namespace_another_stack_owns_points_at_platform_manage(tmp_p
                                   "set --path platform.manage false --stack cross-server`")
 
 
+def test_turning_platform_management_off_under_other_stacks_graphs_is_refused(tmp_path):
+    # cross-server installed the platform; kv-routing's graph relies on it. Uninstalling the operator
+    # now would leave kv-routing's DynamoGraphDeployment with a finalizer nobody removes.
+    def edit(version, items):
+        _namespace("dynamo-system", {"dynamo-lab/stack": "cross-server"})(version, items)
+        _namespace("dynamo-lab-kv-routing", {"dynamo-lab/stack": "kv-routing"})(version, items)
+    path = saved(tmp_path, edit)
+    off = {"platform": {"manage": False}}
+    problem = next(p for p in report_for("cross-server", path, lambda c: c.update(off)).problems
+                   if p.check == "dynamo operator removal")
+    assert "`pulumi up` would uninstall the operator while other stacks' graph namespaces remain: " \
+           "dynamo-lab-kv-routing (stack kv-routing)" in problem.problem
+    assert problem.fix.startswith("Destroy those stacks first (`pulumi destroy --stack kv-routing`)")
+    # Without another stack's graph there is nothing to strand.
+    alone = saved(tmp_path, _namespace("dynamo-system", {"dynamo-lab/stack": "cross-server"}))
+    assert all(p.check != "dynamo operator removal"
+               for p in report_for("cross-server", alone, lambda c: c.update(off)).problems)
+
+
 def test_a_terminating_namespace_must_be_gone_first(tmp_path):
     gone = _namespace("dynamo-lab-cross-server", {"dynamo-lab/stack": "cross-server"}, "Terminating")
     (problem,) = report_for("cross-server", saved(tmp_path, gone)).problems
