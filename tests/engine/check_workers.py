@@ -1,0 +1,193 @@
+"""Runs in the engine tier's own environment (.venv-engine, tests/engine/requirements.txt), never in
+.venv: each rendered worker command through Dynamo 1.6.1's and vLLM 0.31.0's own code, on a CPU.
+
+    .venv-engine/bin/python tests/engine/check_workers.py REQUEST.json REPORT.json
+
+request: {"workers": [{"id": "...", "argv": [...]}, ...]}, each argv what a worker container runs after
+`python3 -m dynamo.vllm`, its --model a local directory holding the model's config.json.
+report: {"versions": {...}, "workers": [{"id", "ok", "stage", "error", "max_model_len", ...}, ...]}.
+
+Whose code runs, step by step (the steps a worker takes before it serves, in its order):
+  1. Dynamo: `dynamo.vllm.args.parse_args(argv)`, the worker's own parser (Dynamo's flags and vLLM's
+     `AsyncEngineArgs`); its `.engine_args`.
+  2. vLLM: `engine_args.create_engine_config(UsageContext.OPENAI_API_SERVER)`, as dynamo/vllm/main.py
+     calls it, then Dynamo's `disable_hybrid_kv_cache_manager_for_incompatible_pd_connector`, as
+     main.py does next. VLLM_TARGET_DEVICE=cpu: with no GPU, vLLM takes its CPU platform (otherwise
+     "Failed to infer device type"). One CPU-platform difference matters: without --block-size the
+     CPU platform picks 128 where a GPU's platform asks its attention backend; so for a worker with
+     no --block-size, vLLM's `Platform._preferred_block_size_for_backends` is asked instead, as
+     `update_block_size_for_backend` does on a GPU, for FlashAttention (ours, see below).
+     `block_size_given` says whether the block size is the worker's own flag's.
+  3. vLLM: the connector class by name (`KVConnectorFactory.get_connector_class`, a lookup that
+     builds nothing); Dynamo: `make_kv_connector_protocol(vllm_config)`, what Dynamo's prefill handler
+     calls for each disaggregated request ("Unsupported kv_connector" for a name it has no protocol for).
+  4. vLLM: the KV pool's admission. The pool a pinned worker gets is its --kv-cache-memory-bytes
+     (`Worker.determine_available_memory` returns it through `reserve_mm_ipc_gpu_memory`, called here
+     the same way); then what `EngineCore._initialize_kv_caches` calls: `resolve_kv_cache_layout` and
+     `get_kv_cache_configs` (it fits --max-model-len -1 to the pool and refuses a pool that cannot
+     hold one max_model_len sequence); then `check_enough_kv_cache_memory`, that admission on its own.
+OURS, not theirs: the per-layer KV spec. On a GPU each attention layer builds it
+(`Attention.get_kv_cache_spec`, which needs the model built on a device); here it is that method's
+full-attention branch with the same inputs, all read from vLLM's parsed config: one
+`FullAttentionSpec` per layer (block size, KV heads, head size, KV cache dtype). Right for
+Qwen3-0.6B, whose config.json has no sliding window and no hybrid layers. Also ours: the attention
+backend, FlashAttention, whose block-size preference and KV cache layouts vLLM's functions are given
+(on a GPU the CUDA platform picks the backend on the device); the layout shapes the tensors, not the
+pool's capacity. And this script's glue: the steps' order, and what is reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+os.environ["VLLM_TARGET_DEVICE"] = "cpu"  # before vLLM is imported: its platform is chosen then
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing from a hub: the model is a local directory
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
+def _message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def check(argv: list[str]) -> dict[str, Any]:
+    from dynamo.vllm.args import parse_args
+    from dynamo.vllm.kv_connector_protocols import (
+        disable_hybrid_kv_cache_manager_for_incompatible_pd_connector,
+        make_kv_connector_protocol,
+    )
+    from vllm.config.cache import CacheConfig
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+    from vllm.multimodal.gpu_ipc_memory import reserve_mm_ipc_gpu_memory
+    from vllm.platforms.interface import Platform
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_utils import check_enough_kv_cache_memory, get_kv_cache_configs
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, get_kv_quant_mode
+
+    out: dict[str, Any] = {"ok": False, "stage": None, "error": None}
+
+    def refused(stage: str, exc: BaseException, detail: str = "") -> dict[str, Any]:
+        out.update(stage=stage, error=(detail or _message(exc)).strip())
+        return out
+
+    # 1. Dynamo's parser. argparse reports a bad flag on stderr and exits: keep what it said.
+    os.environ.pop("VLLM_NIXL_SIDE_CHANNEL_HOST", None)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            config = parse_args(argv)
+    except SystemExit as exc:
+        lines = said.getvalue().strip().splitlines()
+        return refused("dynamo.vllm.args.parse_args", exc, lines[-1] if lines else f"exit {exc.code}")
+    except Exception as exc:
+        return refused("dynamo.vllm.args.parse_args", exc)
+    engine_args = config.engine_args
+    out["parsed"] = {"max_model_len": engine_args.max_model_len, "block_size": engine_args.block_size,
+                     "kv_cache_memory_bytes": engine_args.kv_cache_memory_bytes,
+                     "disaggregation_mode": str(getattr(config, "disaggregation_mode", None))}
+    # Dynamo sets the NIXL side-channel host only for the literal NixlConnector (dynamo/vllm/args.py).
+    out["nixl_side_channel_host_set"] = "VLLM_NIXL_SIDE_CHANNEL_HOST" in os.environ
+
+    # 2. vLLM's engine config, as Dynamo's worker builds it.
+    try:
+        vllm_config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+        disable_hybrid_kv_cache_manager_for_incompatible_pd_connector(vllm_config)
+    except Exception as exc:
+        return refused("vllm EngineArgs.create_engine_config", exc)
+    model, cache, parallel = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
+    kv = vllm_config.kv_transfer_config
+    if not cache.user_specified_block_size:
+        # No --block-size: the CPU platform took 128. A GPU's platform takes its attention backend's
+        # preference (Platform.update_block_size_for_backend): that step, vLLM's own, for the backend
+        # we assume, FlashAttention (OURS: a GPU's is the CUDA platform's pick on the device).
+        cache.block_size = Platform._preferred_block_size_for_backends(
+            [FlashAttentionBackend], CacheConfig.DEFAULT_BLOCK_SIZE, vllm_config)
+    out.update(max_model_len=model.max_model_len, block_size=cache.block_size,
+               block_size_given=bool(cache.user_specified_block_size), pool_bytes=cache.kv_cache_memory_bytes,
+               connector=kv.kv_connector if kv else None, kv_role=kv.kv_role if kv else None,
+               kv_buffer_device=kv.kv_buffer_device if kv else None)
+
+    # 3. The connector: vLLM has the class, Dynamo has a protocol for it.
+    if kv is not None:
+        try:
+            KVConnectorFactory.get_connector_class(kv)
+        except Exception as exc:
+            return refused("vllm KVConnectorFactory.get_connector_class", exc)
+    try:
+        make_kv_connector_protocol(vllm_config)
+    except Exception as exc:
+        return refused("dynamo.vllm.kv_connector_protocols.make_kv_connector_protocol", exc)
+
+    # 4. The KV pool. Unpinned, it is what profiling a GPU leaves: nothing a CPU can tell (ours).
+    if cache.kv_cache_memory_bytes is None:
+        out.update(stage="ours: pool", error="no --kv-cache-memory-bytes: the pool is what profiling the GPU "
+                                             "leaves, which this check cannot know")
+        return out
+    # OURS: Attention.get_kv_cache_spec's full-attention branch, its inputs from vLLM's config.
+    spec = FullAttentionSpec(
+        block_size=cache.block_size,
+        num_kv_heads=model.get_num_kv_heads(parallel),
+        head_size=model.get_head_size(),
+        dtype=kv_cache_dtype_str_to_dtype(cache.cache_dtype, model),
+        kv_quant_mode=get_kv_quant_mode(cache.cache_dtype),
+    )
+    specs = {f"model.layers.{i}.self_attn.attn": spec for i in range(model.get_num_layers(parallel))}
+    out.update(layers=len(specs), page_bytes=spec.page_size_bytes)
+    available = reserve_mm_ipc_gpu_memory(cache.kv_cache_memory_bytes, model.multimodal_config,
+                                          getattr(parallel, "_api_process_count", 1))
+    failures = []
+    try:
+        # As EngineCore._initialize_kv_caches does first: one KV cache layout, from what the workers'
+        # attention backends support; then the KV cache configs, the pool's admission among them.
+        supported = [layout.name for layout in get_supported_kv_cache_layouts([FlashAttentionBackend])]
+        resolve_kv_cache_layout(vllm_config, [supported], specs.values())
+        (kv_cache_config,) = get_kv_cache_configs(vllm_config, [specs], [available])
+        out.update(num_blocks=kv_cache_config.num_blocks, max_model_len=model.max_model_len,
+                   kv_cache_layout=cache.kv_cache_layout)
+    except Exception as exc:
+        failures.append(("vllm.v1.core.kv_cache_utils.get_kv_cache_configs", exc))
+    # The admission on its own, whatever the step above said: its message is reported either way.
+    try:
+        check_enough_kv_cache_memory(vllm_config, specs, available)
+        out["check_enough_kv_cache_memory"] = "passed"
+    except Exception as exc:
+        out["check_enough_kv_cache_memory"] = _message(exc)
+        failures.append(("vllm.v1.core.kv_cache_utils.check_enough_kv_cache_memory", exc))
+    if failures:
+        return refused(*failures[0])
+    out["ok"] = True
+    return out
+
+
+def main(request_path: str, report_path: str) -> int:
+    with open(request_path) as f:
+        request = json.load(f)
+    from importlib.metadata import version
+
+    report: dict[str, Any] = {
+        "versions": {name: version(name) for name in ("ai-dynamo", "ai-dynamo-runtime", "vllm", "torch")},
+        "workers": [],
+    }
+    for worker in request["workers"]:
+        try:
+            result = check(list(worker["argv"]))
+        except Exception:  # a failure of this script, not a refusal: say where
+            result = {"ok": False, "stage": "check_workers.py", "error": traceback.format_exc()}
+        report["workers"].append({"id": worker["id"], **result})
+    # A file, not stdout: vLLM logs to stdout.
+    with open(report_path, "w") as f:
+        json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
