@@ -13,11 +13,12 @@ from typing import Any, Callable, NoReturn, Optional
 
 import pytest
 
-from infra.config import PROJECT, load
+from infra.config import PROJECT
 from infra.config.models import StackConfig
 from infra.errors import ConfigError
 from infra.lab import cli, mockrun
-from infra.sizing import StackSizing, size
+from infra.plan import Stack, load_stack
+from infra.sizing import StackSizing
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = mockrun.stacks_in(ROOT)
@@ -43,10 +44,15 @@ def raw_config(stack: str, edit: Optional[Callable[[dict[str, Any]], None]] = No
     return raw
 
 
+def loaded(stack: str, edit=None) -> Stack:
+    """The stack file (edited by `edit`), loaded and sized as the program loads it."""
+    return load_stack(stack, raw_config(stack, edit))
+
+
 def sized(stack: str, edit=None) -> tuple[StackConfig, StackSizing]:
     """The stack's validated config (edited by `edit`) and its sizing."""
-    cfg = load(raw_config(stack, edit), stack)
-    return cfg, size(cfg, stack)
+    s = loaded(stack, edit)
+    return s.config, s.sizing
 
 
 def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:

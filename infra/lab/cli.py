@@ -51,14 +51,10 @@ def _int_list(text: str) -> list[int]:
 
 
 def _stack(name: str):
-    """A stack's validated config and its sizing (ConfigError when the stack file is wrong)."""
-    from infra.config import load
+    """The stack file, loaded and sized: a Stack (ConfigError when the stack file is wrong)."""
     from infra.lab import mockrun
-    from infra.sizing import size
 
-    raw, secrets = mockrun.stack_config(name)
-    cfg = load(raw, name, secret_keys=secrets)
-    return cfg, size(cfg, name)
+    return mockrun.load(name)
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -72,7 +68,7 @@ def _render(args: argparse.Namespace) -> int:
 def _sizing(args: argparse.Namespace) -> int:
     from infra.lab import sizing_text
 
-    _, sizing = _stack(args.stack)
+    sizing = _stack(args.stack).sizing
     print(json.dumps(sizing.as_dict(), indent=2) if args.json else sizing_text.table(sizing))
     return 0
 
@@ -96,8 +92,9 @@ def _probe_local(args: argparse.Namespace) -> int:
     from infra.lab import probe_runner
 
     if args.stack:
-        cfg, sizing = _stack(args.stack)
-        plan = probe_runner.plan_from_stack(cfg, sizing, args.op, args.pattern, args.tokens)
+        stack = _stack(args.stack)
+        cfg = stack.config
+        plan = probe_runner.plan_from_stack(cfg, stack.sizing, args.op, args.pattern, args.tokens)
         params, kv = cfg.sizing, probe_runner.stack_kv(cfg)
     else:
         if args.tokens is not None:
@@ -116,9 +113,9 @@ def _twin(args: argparse.Namespace) -> int:
 
     from infra.lab.twin.runner import Twin
 
-    cfg, sizing = _stack(args.stack)
+    stack = _stack(args.stack)
     try:
-        with Twin(cfg, sizing, log=lambda m: print(m, file=sys.stderr, flush=True)) as twin:
+        with Twin(stack.config, stack.sizing, log=lambda m: print(m, file=sys.stderr, flush=True)) as twin:
             print(f"twin of {args.stack} ready: {twin.url}/v1/chat/completions (Ctrl-C stops it)", flush=True)
             deadline = time.monotonic() + args.seconds if args.seconds else None
             while deadline is None or time.monotonic() < deadline:
@@ -131,7 +128,8 @@ def _twin(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from infra.lab.bench import sweep
 
-    cfg, sizing = _stack(args.stack)
+    stack = _stack(args.stack)
+    cfg, sizing = stack.config, stack.sizing
     out = Path(args.out)
     if args.target == "cluster":
         print(sweep.cluster_steps(args.stack, cfg, out))
@@ -145,10 +143,10 @@ def _preflight(args: argparse.Namespace) -> int:
     from infra.lab.preflight import cluster_data, text
     from infra.lab.preflight.checks import check
 
-    cfg, sizing = _stack(args.stack)
-    data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(cfg.cluster)
+    stack = _stack(args.stack)
+    data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(stack.config.cluster)
     try:
-        report = check(cfg, sizing, args.stack, data)
+        report = check(stack, data)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         if not args.source:
             raise
@@ -166,7 +164,7 @@ def _predict(args: argparse.Namespace) -> int:
     from infra.lab.predict.params import LAB
 
     if args.calibrate or args.validate:
-        stacks = {name: _stack(name) for name in sorted(published.TABLE)}
+        stacks = {name: (s.config, s.sizing) for name in sorted(published.TABLE) for s in [_stack(name)]}
         if args.calibrate:
             fit, loss = calibrate.calibrate({n: stacks[n] for n in validate.TABLE_STACKS}, LAB,
                                             log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -177,7 +175,8 @@ def _predict(args: argparse.Namespace) -> int:
         return 0
     if not args.stack:
         raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
-    cfg, sizing = _stack(args.stack)
+    stack = _stack(args.stack)
+    cfg, sizing = stack.config, stack.sizing
     rows = cells.predict(cfg, sizing)
     if args.json:
         print(json.dumps({"stack": args.stack, "rows": [r.__dict__ for r in rows],
@@ -195,7 +194,8 @@ def _report(args: argparse.Namespace) -> int:
         from infra.lab.predict import cells
 
         def predictor(stack: str, prefix_types: int, concurrency: int) -> tuple[float, float]:
-            row = cells.predict_cell(*_stack(stack), prefix_types, concurrency)
+            s = _stack(stack)
+            row = cells.predict_cell(s.config, s.sizing, prefix_types, concurrency)
             return row.ttft_p50_ms, row.requests_per_s
     print(table.main(args.results, args.baseline, args.plot, args.published, predictor))
     return 0

@@ -20,6 +20,7 @@ from infra.errors import UserError
 # Pulumi (and gRPC) are slow to import: only run() needs them, not the tools that only read stack files
 # (sizing, probe, preflight, predict).
 if TYPE_CHECKING:
+    from infra.plan import Stack
     from infra.pulumi_runtime import Registration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +73,14 @@ def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
         raise StackFileError(f"{path.name}: `config` must be a map of keys to values, as Pulumi writes it")
     return config_from_doc(doc.get("config") or {})
+
+
+def load(stack: str, root: Optional[Path] = None) -> "Stack":
+    """Read, validate and size Pulumi.<stack>.yaml: the Stack the program would plan."""
+    from infra.plan import load_stack
+
+    raw, secrets = stack_config(stack, root)
+    return load_stack(stack, raw, secrets)
 
 
 def config_from_doc(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:

@@ -1,5 +1,5 @@
-"""What a stack places in the cluster, per pod: read from the manifests the program itself builds
-(infra/manifests), so preflight counts exactly the requests and node affinity `pulumi up` deploys.
+"""What a stack places in the cluster, per pod: read from the stack's plan (infra/plan.py), the one
+`pulumi up` registers, so preflight counts exactly the requests and node affinity it deploys.
 
 Counted: the frontend and every worker group (the DynamoGraphDeployment's components), and the
 probe and benchmark Jobs when the stack enables them. A pod requests the sum of its containers'
@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Optional
 
-from infra.config.models import StackConfig
-from infra.manifests import benchmark, graph, transfer_probe
-from infra.sizing import StackSizing
+from infra.manifests import graph
+from infra.plan import StackPlan
 from infra.units import parse_quantity
 
 
@@ -47,29 +46,28 @@ def _requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
     return total
 
 
-def _job(name: str, job: dict[str, Any], gpu_class: Optional[str] = None) -> Workload:
-    pod = job["spec"]["template"]["spec"]
-    return Workload(name, "job", 1, _requests(pod), expressions(pod), gpu_class)
-
-
-def workloads(cfg: StackConfig, sizing: StackSizing, stack: str) -> list[Workload]:
-    """Every pod the stack creates, grouped as the manifests declare them (replicas > 0 only)."""
+def workloads(planned: StackPlan) -> list[Workload]:
+    """Every pod the stack's plan creates that runs beside the workers (replicas > 0 only): the graph's
+    components, and the Jobs the plan titles (the probe and benchmark Jobs). The pre-pull Jobs finish
+    before any worker starts, so they are not counted."""
+    cfg = planned.stack.config
     classes = {g.name: g.gpu_class for g in cfg.workers}
+    selectors = {name: graph.match_expressions(c.node_selector) for name, c in cfg.gpu_classes.items()}
     out = []
-    for component in graph.deployment(cfg, sizing)["spec"]["components"]:
-        if component["replicas"] <= 0:
+    for dgd in planned.of_kind(graph.KIND):
+        for component in dgd.manifest["spec"]["components"]:
+            if component["replicas"] <= 0:
+                continue
+            pod = component["podTemplate"]["spec"]
+            kind = "frontend" if component["type"] == "frontend" else "worker"
+            out.append(Workload(component["name"], kind, component["replicas"], _requests(pod), expressions(pod),
+                                classes.get(component["name"])))
+    for job in planned.of_kind("Job"):
+        if job.title is None:
             continue
-        pod = component["podTemplate"]["spec"]
-        kind = "frontend" if component["type"] == "frontend" else "worker"
-        out.append(Workload(component["name"], kind, component["replicas"], _requests(pod), expressions(pod),
-                            classes.get(component["name"])))
-    if cfg.probe.enabled:
-        probe = transfer_probe.manifests(cfg, sizing)
-        plan = transfer_probe.stack_plan(cfg, sizing)
-        src, dst = transfer_probe.groups(cfg)
-        side_group = {"source": src, "destination": dst}
-        out += [_job("probe target Job", probe["target"], side_group[plan.target].gpu_class),
-                _job("probe initiator Job", probe["initiator"], side_group[plan.initiator].gpu_class)]
-    if cfg.benchmark.enabled:
-        out.append(_job("benchmark Job", benchmark.manifests(cfg, stack)["job"]))
+        pod = job.manifest["spec"]["template"]["spec"]
+        affinity = expressions(pod)
+        # A Job placed like a worker group (the probe's) counts on that group's GPU class's node.
+        gpu_class = next((name for name, sel in selectors.items() if affinity is not None and sel == affinity), None)
+        out.append(Workload(job.title, "job", 1, _requests(pod), affinity, gpu_class))
     return out

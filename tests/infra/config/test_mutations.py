@@ -13,11 +13,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.config import load
 from infra.errors import ConfigError
 from infra.lab import mockrun
-from infra.manifests import benchmark, graph, platform, transfer_probe
-from infra.sizing import size
+from infra.plan import load_stack, plan
 from tests.helpers import ROOT, STACKS, run_cli
 
 DOCS = {s: yaml.safe_load((ROOT / f"Pulumi.{s}.yaml").read_text()) for s in STACKS}
@@ -89,18 +87,18 @@ def test_a_mutated_stack_is_sized_and_built_or_refused_with_file_and_key(case):
     stack, config = case
     raw, secrets = mockrun.config_from_doc(config)
     try:
-        cfg = load(raw, stack, secret_keys=secrets)
-        sizing = size(cfg, stack)
+        loaded = load_stack(stack, raw, secret_keys=secrets)
     except ConfigError as err:
         _assert_refusal_names_file_and_keys(err, stack)
         return
-    # Accepted: every builder the program would call works on it.
-    assert graph.deployment(cfg, sizing)["spec"]["components"]
-    platform.release(cfg.platform)
-    if cfg.probe.enabled:
-        transfer_probe.manifests(cfg, sizing)
-    if cfg.benchmark.enabled:
-        benchmark.manifests(cfg, stack)
+    # Accepted: the plan the program registers is made, whole, and in an order it can be created in.
+    planned = plan(loaded)
+    assert planned.of_kind("DynamoGraphDeployment") and planned.of_kind("Namespace")
+    seen: set[str] = set()
+    for o in planned.objects:
+        assert set(o.after) <= seen, f"{o.name} waits for an object planned after it"
+        seen.add(o.name)
+    assert len(seen) == len(planned.objects), "two planned objects share a name"
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 import json
 
-from infra.lab import cli
 from infra.lab.predict import text, validate
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, run_cli, sized
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,6 +46,6 @@ def test_cross_server_never_beats_its_shared_link():
 
 
 def test_the_readme_shows_the_current_validation():
-    stacks = {name: cli._stack(name) for name in ("cross-server", "kv-routing", "same-server")}
+    stacks = {name: sized(name) for name in ("cross-server", "kv-routing", "same-server")}
     table = text.validation(validate.validate(stacks))
     assert table in (ROOT / "README.md").read_text(), "README's predictor table is stale: paste predict --validate"

@@ -16,7 +16,7 @@ from infra.config.models import ClusterTarget
 from infra.lab.cli import main
 from infra.lab.preflight import cluster_data, text
 from infra.lab.preflight.checks import check
-from tests.helpers import ROOT, everything_on, sized
+from tests.helpers import ROOT, everything_on, loaded
 
 DATA = ROOT / "tests" / "data" / "preflight"
 LAB = DATA / "lab.json"
@@ -74,7 +74,7 @@ def host(name: str) -> dict:
 
 
 def report_for(stack: str, path: str, edit=None):
-    return check(*sized(stack, edit), stack, cluster_data.read_file(path))
+    return check(loaded(stack, edit), cluster_data.read_file(path))
 
 
 # --- The lab: everything fits -------------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_without_time_slicing_the_workers_sharing_a_gpu_would_stay_pending(capsy
 def test_the_readmes_example_is_current(tmp_path):
     path = saved(tmp_path, _no_time_slicing)
     data = cluster_data.from_saved(Path(path).read_text(), "cluster.json")
-    example = text.text(check(*sized("kv-routing"), "kv-routing", data))
+    example = text.text(check(loaded("kv-routing"), data))
     assert example in (ROOT / "README.md").read_text(), "README's preflight example is stale"
 
 
