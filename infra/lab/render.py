@@ -38,12 +38,21 @@ def ordered(value: Any) -> Any:
     return value
 
 
+# The key Pulumi marks a secret value with in serialized inputs (its "secret envelope"), as the
+# mocks hand it over: {SECRET_SIG: SECRET_SIG_VALUE, "value": <the value>}.
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
 def _redact(type_token: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """A Secret's values as <redacted>, under their own keys (a secret envelope is opened first)."""
     if type_token == "kubernetes:core/v1:Secret":
         inputs = dict(inputs)
         for key in ("data", "stringData"):
-            if isinstance(inputs.get(key), dict):
-                inputs[key] = {k: REDACTED for k in inputs[key]}
+            value = inputs.get(key)
+            if isinstance(value, dict) and SECRET_SIG in value:
+                value = value.get("value") or {}
+            if isinstance(value, dict):
+                inputs[key] = {k: REDACTED for k in value}
     return inputs
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -23,18 +24,46 @@ class ReviewError(UserError):
     pass
 
 
-def render_yaml(stack: str, root: Optional[Path] = None) -> str:
-    return render.to_yaml(mockrun.run(stack, root=root))
+# Goldens of every stack with every optional part on (the probe where there is a KV transfer, the
+# benchmark, NetworkPolicies, a token Secret), in each model cache mode: a change to any builder
+# shows in a pull request's golden diff, not only a change to what the shipped stacks use.
+VARIANTS = {"everything-on": "hostPath", "everything-on-pvc": "pvc", "everything-on-off": "off"}
+
+
+def _everything_on(stack: str, root: Optional[Path], cache_mode: str) -> tuple[dict[str, str], list[str]]:
+    raw, secrets = mockrun.stack_config(stack, root)
+    config = {k: json.loads(v) if v[:1] in "[{" else v for k, v in raw.items() if k not in secrets}
+    project = mockrun.PROJECT + ":"
+    graph = {**config.get(project + "graph", {}), "networkPolicy": True}
+    config.update({project + "benchmark": {"enabled": True}, project + "graph": graph,
+                   project + "modelCache": {"mode": cache_mode},
+                   project + "hfToken": {"secure": "not-a-token"}})
+    workers = config.get(project + "workers", [])
+    if any(w.get("role") == "prefill" for w in workers):
+        config[project + "probe"] = {"enabled": True}
+    return mockrun.config_from_doc(config)
+
+
+def render_yaml(stack: str, root: Optional[Path] = None, variant: Optional[str] = None) -> str:
+    if variant is None:
+        return render.to_yaml(mockrun.run(stack, root=root))
+    raw, secrets = _everything_on(stack, root, VARIANTS[variant])
+    return render.to_yaml(mockrun.run(stack, raw, secrets, root=root))
+
+
+def golden_path(root: Path, stack: str, variant: Optional[str] = None) -> Path:
+    return root / GOLDEN_DIR / (f"{stack}.yaml" if variant is None else f"{stack}.{variant}.yaml")
 
 
 def write_golden(root: Path, stacks: Optional[list[str]] = None) -> list[Path]:
-    """`dynamo-lab golden`: re-render tests/golden/<stack>.yaml for every shipped stack."""
+    """`dynamo-lab golden`: re-render tests/golden/<stack>[.<variant>].yaml for every shipped stack."""
     out = []
     (root / GOLDEN_DIR).mkdir(parents=True, exist_ok=True)
     for stack in stacks or mockrun.stacks_in(root):
-        path = root / GOLDEN_DIR / f"{stack}.yaml"
-        path.write_text(render_yaml(stack, root))
-        out.append(path)
+        for variant in (None, *VARIANTS):
+            path = golden_path(root, stack, variant)
+            path.write_text(render_yaml(stack, root, variant))
+            out.append(path)
     return out
 
 

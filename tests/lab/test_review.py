@@ -13,10 +13,11 @@ from tests.helpers import ROOT, STACKS
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_golden_render_is_current(stack):
-    golden = ROOT / "tests" / "golden" / f"{stack}.yaml"
+@pytest.mark.parametrize("variant", [None, *review.VARIANTS])
+def test_golden_render_is_current(stack, variant):
+    golden = review.golden_path(ROOT, stack, variant)
     assert golden.is_file(), "run: python3 dev.py golden"
-    assert review.render_yaml(stack) == golden.read_text(), (
+    assert review.render_yaml(stack, variant=variant) == golden.read_text(), (
         f"{golden.name} is stale: run `python3 dev.py golden`, review the diff, commit it")
 
 
