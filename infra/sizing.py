@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional
 
 from infra import prefix_cache, units
+from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
 from infra.config.models import (
-    SAME_NODE_BYTES_PER_SECOND,
     ContextSource,
     GpuClass,
     Link,

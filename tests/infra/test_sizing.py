@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra import units
-from infra.config.models import SAME_NODE_BYTES_PER_SECOND
+from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
 from infra.errors import ConfigError
 from infra.lab.sizing_text import verdict
 from infra.sizing import host_memory_floor, kv_bytes_per_token, largest_pool_for_limit

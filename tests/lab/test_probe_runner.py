@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from infra.config.models import SAME_NODE_BYTES_PER_SECOND
+from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
 from infra.lab import cli, probe_runner
 from tests.helpers import ROOT, sized, unavailable
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from infra.config.models import GPU_MEMORY_LABEL, GpuClass, StackConfig
+from infra.catalogue import GPU_MEMORY_LABEL
+from infra.config.models import GpuClass, StackConfig
 from infra.lab.preflight import selectors
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import ClassRow, Problem, Report

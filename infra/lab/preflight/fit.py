@@ -20,7 +20,8 @@ from fractions import Fraction
 from typing import Optional
 
 from infra import units
-from infra.config.models import GPU_MEMORY_LABEL, StackConfig
+from infra.catalogue import GPU_MEMORY_LABEL
+from infra.config.models import StackConfig
 from infra.lab.preflight import classes, selectors
 from infra.lab.preflight.classes import NVIDIA_SMI_MEMORY
 from infra.lab.preflight.cluster_data import ClusterData, Node

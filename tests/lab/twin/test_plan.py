@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config.models import SAME_NODE_BYTES_PER_SECOND
+from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
 from infra.lab.twin import runner as twin
 from tests.helpers import sized
 
