@@ -162,11 +162,18 @@ def test_without_time_slicing_the_workers_sharing_a_gpu_would_stay_pending(capsy
     assert does_not_fit(out, "kv-routing", 2)
 
 
-def test_the_readmes_example_is_current(tmp_path):
-    path = saved(tmp_path, _no_time_slicing)
-    data = cluster_data.from_saved(Path(path).read_text(), "cluster.json")
-    example = text.text(check(loaded("kv-routing"), data))
-    assert example in (ROOT / "README.md").read_text(), "README's preflight example is stale"
+NO_TIME_SLICING = "tests/data/preflight/lab-no-time-slicing.json"
+
+
+def test_the_shipped_example_is_the_lab_without_time_slicing(tmp_path):
+    assert (ROOT / NO_TIME_SLICING).read_text() == Path(saved(tmp_path, _no_time_slicing)).read_text()
+
+
+def test_the_readmes_example_is_what_preflight_prints_for_the_shipped_file(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, out, _ = preflight(capsys, "kv-routing", NO_TIME_SLICING)
+    assert code == 1
+    assert out.rstrip() in (ROOT / "README.md").read_text(), "README's preflight example is stale"
 
 
 def test_a_renamed_shared_resource_is_named_in_the_fix(capsys, tmp_path):
