@@ -14,7 +14,7 @@ import pytest
 
 from infra.config.models import ClusterTarget
 from infra.lab.cli import main
-from infra.lab.preflight import cluster_data, text
+from infra.lab.preflight import cluster_data
 from infra.lab.preflight.checks import check
 from tests.helpers import ROOT, everything_on, loaded
 
