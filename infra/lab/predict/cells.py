@@ -16,7 +16,7 @@ from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.lab import published
 from infra.lab.predict.params import LAB, LabParams
-from infra.lab.predict.sim import Graph, Stats, Timing, WorkerSpec, Workload
+from infra.lab.predict.sim import Graph, Load, Stats, Timing, WorkerSpec
 from infra.sizing import StackSizing, link_bytes_per_second
 
 
@@ -80,16 +80,16 @@ RUNS_PER_GRAPH = 5
 STREAM = 2371
 
 
-def _workload(cfg: StackConfig, sizing: StackSizing, prefix_types: int) -> Workload:
+def _load(cfg: StackConfig, sizing: StackSizing, prefix_types: int) -> Load:
     b = cfg.benchmark
-    return Workload(prefix_types, b.prefix_tokens, b.prefix_tokens + b.unique_tokens, b.output_tokens,
+    return Load(prefix_types, b.prefix_tokens, b.prefix_tokens + b.unique_tokens, b.output_tokens,
                     sizing.kv_bytes_per_token)
 
 
 def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int,
                  lab: LabParams = LAB, pool_scale: float = 1.0) -> Row:
     specs, paths = topology(cfg, sizing, lab, pool_scale)
-    load = _workload(cfg, sizing, prefix_types)
+    load = _load(cfg, sizing, prefix_types)
     n = cfg.benchmark.requests_per_concurrency * concurrency
     p50s, p99s, rates = [], [], []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
@@ -112,7 +112,7 @@ def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, con
     """TTFT (ms) of the first `count` requests to complete on freshly started workers (cold caches),
     median over simulated graphs: what the write-up saw of cross-server before its OOM."""
     specs, paths = topology(cfg, sizing, lab)
-    load = _workload(cfg, sizing, prefix_types)
+    load = _load(cfg, sizing, prefix_types)
     per_graph = []
     for g in range(SIMULATED_GRAPHS * RUNS_PER_GRAPH):
         graph = Graph(specs, paths, timing(lab), load, stream=STREAM + g)

@@ -165,7 +165,7 @@ class WorkerSpec:
 
 
 @dataclass(frozen=True)
-class Workload:
+class Load:
     prefix_types: int
     prefix_tokens: int
     input_tokens: int
@@ -194,7 +194,7 @@ class Graph:
     """The workers, GPUs and transfer paths of one stack, under one closed-loop load."""
 
     def __init__(self, specs: list[WorkerSpec], paths: dict[tuple[str, str], float], timing: Timing,
-                 load: Workload, stream: int) -> None:
+                 load: Load, stream: int) -> None:
         self.sim = Sim()
         self.timing, self.load = timing, load
         self.rng = random.Random(stream)  # one numbered random stream per simulated graph

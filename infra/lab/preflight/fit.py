@@ -26,7 +26,7 @@ from infra.lab.preflight import classes, selectors
 from infra.lab.preflight.classes import NVIDIA_SMI_MEMORY
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import GpuMemory, Need, NodeRow, Placed, Problem, Report
-from infra.lab.preflight.workloads import Workload
+from infra.lab.preflight.workloads import PodGroup
 from infra.manifests.graph import describe_term
 from infra.sizing import StackSizing, gpu_budget
 
@@ -74,7 +74,7 @@ def _gpu_units_fix(node: Node, resource: str, need: Fraction, has: Fraction, gpu
 
 
 def _short(node: Node, resource: str, need: Fraction, has: Fraction, bound_need: Fraction,
-           parts: list[str], bound: list[Workload], gpu_class: Optional[str], stack: str) -> Problem:
+           parts: list[str], bound: list[PodGroup], gpu_class: Optional[str], stack: str) -> Problem:
     what = f"needs {fmt(resource, need)} {resource} ({' + '.join(parts)}), allocatable {fmt(resource, has)}"
     if resource not in ("memory", "cpu"):
         return Problem(f"node {node.name}", "gpu units",
@@ -131,10 +131,10 @@ def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: st
     return GpuMemory(gpu_class, fits.planned_bytes, mib, budget, ok)
 
 
-def _bind(work: list[Workload], data: ClusterData, class_node: dict[str, Node], report: Report):
+def _bind(work: list[PodGroup], data: ClusterData, class_node: dict[str, Node], report: Report):
     """Workloads bound to one node, and those that may land on several (with their candidates)."""
-    bound: dict[str, list[Workload]] = defaultdict(list)
-    floating: list[tuple[Workload, list[Node]]] = []
+    bound: dict[str, list[PodGroup]] = defaultdict(list)
+    floating: list[tuple[PodGroup, list[Node]]] = []
     for w in work:
         if w.gpu_class is not None and w.gpu_class not in class_node:
             continue  # its class's problem says why it has no node
@@ -154,7 +154,7 @@ def _bind(work: list[Workload], data: ClusterData, class_node: dict[str, Node], 
     return bound, floating
 
 
-def _totals(pods: list[Workload]) -> tuple[dict[str, Fraction], dict[str, list[str]]]:
+def _totals(pods: list[PodGroup]) -> tuple[dict[str, Fraction], dict[str, list[str]]]:
     total: dict[str, Fraction] = defaultdict(Fraction)
     parts: dict[str, list[str]] = defaultdict(list)
     for w in pods:
@@ -165,7 +165,7 @@ def _totals(pods: list[Workload]) -> tuple[dict[str, Fraction], dict[str, list[s
     return total, parts
 
 
-def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, work: list[Workload],
+def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, work: list[PodGroup],
                       report: Report) -> None:
     class_node = classes.place(cfg, sizing, data, report)
     bound, floating = _bind(work, data, class_node, report)
@@ -202,7 +202,7 @@ def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, 
     _floating_room(floating, bound_totals, report)
 
 
-def _floating_room(floating: list[tuple[Workload, list[Node]]], bound_totals: dict[str, dict[str, Fraction]],
+def _floating_room(floating: list[tuple[PodGroup, list[Node]]], bound_totals: dict[str, dict[str, Fraction]],
                    report: Report) -> None:
     """Each pod without a node of its own needs room on at least one node where what is bound fits."""
     for w, candidates in floating:

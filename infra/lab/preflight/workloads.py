@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from infra.manifests import graph
 from infra.plan import StackPlan
@@ -19,9 +19,9 @@ from infra.units import parse_quantity
 
 
 @dataclass(frozen=True)
-class Workload:
+class PodGroup:
     name: str  # as the report shows it: "decode", "frontend", "probe target Job"
-    kind: str  # "worker", "frontend" or "job"
+    kind: Literal["worker", "frontend", "job"]
     replicas: int
     requests: dict[str, Fraction]  # per pod
     # The required node affinity's matchExpressions; None: no affinity, any node.
@@ -46,7 +46,7 @@ def _requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
     return total
 
 
-def workloads(planned: StackPlan) -> list[Workload]:
+def workloads(planned: StackPlan) -> list[PodGroup]:
     """Every pod the stack's plan creates that runs beside the workers (replicas > 0 only): the graph's
     components, and the Jobs the plan titles (the probe and benchmark Jobs). The pre-pull Jobs finish
     before any worker starts, so they are not counted."""
@@ -60,7 +60,7 @@ def workloads(planned: StackPlan) -> list[Workload]:
                 continue
             pod = component["podTemplate"]["spec"]
             kind = "frontend" if component["type"] == "frontend" else "worker"
-            out.append(Workload(component["name"], kind, component["replicas"], _requests(pod), expressions(pod),
+            out.append(PodGroup(component["name"], kind, component["replicas"], _requests(pod), expressions(pod),
                                 classes.get(component["name"])))
     for job in planned.of_kind("Job"):
         if job.title is None:
@@ -69,5 +69,5 @@ def workloads(planned: StackPlan) -> list[Workload]:
         affinity = expressions(pod)
         # A Job placed like a worker group (the probe's) counts on that group's GPU class's node.
         gpu_class = next((name for name, sel in selectors.items() if affinity is not None and sel == affinity), None)
-        out.append(Workload(job.title, "job", 1, _requests(pod), affinity, gpu_class))
+        out.append(PodGroup(job.title, "job", 1, _requests(pod), affinity, gpu_class))
     return out

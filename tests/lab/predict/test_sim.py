@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.lab.predict.sim import Cache, Graph, Sharing, Sim, Timing, WorkerSpec, Workload
+from infra.lab.predict.sim import Cache, Graph, Load, Sharing, Sim, Timing, WorkerSpec
 
 
 def test_processor_sharing_splits_capacity_among_jobs():
@@ -35,7 +35,7 @@ def test_a_cache_evicts_the_least_recently_used_and_never_pinned_blocks():
 def _graph(specs, paths, **timing):
     t = dict(frontend_s=0.0, step_cpu_s=0.0, decode_gpu_s=0.001, decode_per_request_gpu_s=0.0, transfer_s=0.0)
     t.update(timing)
-    return Graph(specs, paths, Timing(**t), Workload(2, 2000, 2371, 4, 114_688), stream=1)
+    return Graph(specs, paths, Timing(**t), Load(2, 2000, 2371, 4, 114_688), stream=1)
 
 
 def test_disaggregated_transfers_on_a_shared_link_slow_each_other():
@@ -54,7 +54,7 @@ def test_a_warm_decode_worker_pulls_only_the_tail():
              WorkerSpec("d", "decode", "g", "n", 1e9, 1.0, 10_000)]
     graph = _graph(specs, {("n", "n"): 115e6})
     cold = graph.run(concurrency=1, requests=1)[0]
-    graph.load = Workload(1, 2000, 2371, 4, 114_688)  # the same prefix every time from here on
+    graph.load = Load(1, 2000, 2371, 4, 114_688)  # the same prefix every time from here on
     graph.run(concurrency=1, requests=1)
     warm = graph.run(concurrency=1, requests=1)[0]
     assert (cold.first_token - cold.sent) / (warm.first_token - warm.sent) == pytest.approx(2371 / 371, rel=0.05)
@@ -64,7 +64,7 @@ def test_a_warm_decode_worker_pulls_only_the_tail():
 def test_the_kv_router_sends_a_prefix_back_to_the_worker_that_holds_it():
     specs = [WorkerSpec(f"w{i}", "agg", "g", "n", 1e6, 1.0, 10_000) for i in range(3)]
     graph = _graph(specs, {})
-    graph.load = Workload(1, 2000, 2371, 2, 114_688)
+    graph.load = Load(1, 2000, 2371, 2, 114_688)
     graph.run(concurrency=1, requests=5)
     holders = [w.name for w in graph.workers if 0 in w.cache.items]
     assert len(holders) == 1  # one worker computed the prefix; every later request went back to it
