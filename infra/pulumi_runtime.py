@@ -99,7 +99,7 @@ class _RecordingMonitor(MockMonitor):
         if request.type != "pulumi:pulumi:Stack":
             state = self.resources[response.urn].state if response.urn in self.resources else {}
             self.record.append(Registration(
-                type=request.type, name=request.name, inputs=state, urn=response.urn,
+                type=request.type, name=request.name, inputs=normalize(state), urn=response.urn,
                 parent=request.parent, dependencies=list(request.dependencies), custom=request.custom,
                 provider=request.provider))
         return response
@@ -115,6 +115,18 @@ def _offline_kube_env() -> Iterator[None]:
         yield
     finally:
         os.environ.update(saved)
+
+
+def normalize(value: Any) -> Any:
+    """The mocks hand back ints inside untyped maps as floats (docs/sources.md): make them ints
+    again, once, as each registration is recorded."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: normalize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalize(v) for v in value]
+    return value
 
 
 async def _resolve(value: Any) -> Any:

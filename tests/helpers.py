@@ -55,6 +55,16 @@ def sized(stack: str, edit=None) -> tuple[StackConfig, StackSizing]:
     return s.config, s.sizing
 
 
+def run_program(stack: str, program: Callable[[], Any]) -> mockrun.Run:
+    """`program` (not the project's) under the same mocks, as stack `stack` with no config."""
+    return mockrun.run(stack, {}, [], program=program)
+
+
+def encoded(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """A stack file's `config:` map as the Pulumi CLI hands it to a program, and its secret keys."""
+    return mockrun.config_from_doc(config)
+
+
 def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:
     return mockrun.run(stack, raw_config(stack, edit), secret_keys or [])
 

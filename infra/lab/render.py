@@ -13,17 +13,6 @@ RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 REDACTED = "<redacted>"
 
 
-def normalize(value: Any) -> Any:
-    """Mocks hand back ints inside untyped maps as floats (docs/sources.md); print them as ints."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: normalize(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalize(v) for v in value]
-    return value
-
-
 _FIRST = ("apiVersion", "kind", "metadata", "name", "namespace", "type", "replicas")
 
 
@@ -58,7 +47,7 @@ def _redact(type_token: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 def registrations(run: Run) -> list[dict[str, Any]]:
     """`render --json`: every registration in order, Secret values redacted."""
-    return [{"type": r.type, "name": r.name, "inputs": ordered(normalize(_redact(r.type, r.inputs)))}
+    return [{"type": r.type, "name": r.name, "inputs": ordered(_redact(r.type, r.inputs))}
             for r in run.resources]
 
 
@@ -67,7 +56,7 @@ def _release_doc(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"helmRelease": {
         "name": inputs.get("name"), "chart": inputs.get("chart"), "repository": repo,
         "version": inputs.get("version"), "namespace": inputs.get("namespace"),
-        "values": ordered(normalize(inputs.get("values") or {})),
+        "values": ordered(inputs.get("values") or {}),
     }}
 
 
@@ -99,7 +88,7 @@ def manifests(run: Run) -> list[dict[str, Any]]:
         if r.type == RELEASE_TYPE:
             docs.append(_release_doc(r.inputs))
         else:
-            docs.append(ordered(normalize(_redact(r.type, r.inputs))))
+            docs.append(ordered(_redact(r.type, r.inputs)))
     return sorted(docs, key=_doc_key)
 
 

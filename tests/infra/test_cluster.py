@@ -6,8 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.errors import ConfigError
-from infra.lab import mockrun, render
-from tests.helpers import everything_on, refused, run_stack
+from tests.helpers import everything_on, refused, run_program, run_stack
 
 PROVIDER = "pulumi:providers:kubernetes"
 F = "Pulumi.cross-server.yaml"
@@ -35,16 +34,10 @@ def test_the_check_would_see_a_resource_on_the_default_provider():
         k8s.core.v1.Namespace("on-explicit", opts=pulumi.ResourceOptions(provider=explicit))
         k8s.core.v1.Namespace("on-default")
         return {}
-    run = mockrun.run("same-server", {}, [], program=program)
+    run = run_program("same-server", program)
     (provider,) = run.of_type(PROVIDER)
     on = {r.name: r.provider.startswith(provider.urn + "::") for r in run.resources if r.type.startswith("kubernetes:")}
     assert on == {"on-explicit": True, "on-default": False}
-
-
-def test_render_names_the_cluster_at_the_top():
-    text = render.to_yaml(run_stack("kv-routing", lambda c: c.update({"kubernetes:context": "lab-admin@lab",
-                                                                      "kubernetes:kubeconfig": "/etc/lab/kubeconfig"})))
-    assert text.splitlines()[1] == "# cluster: context 'lab-admin@lab' of /etc/lab/kubeconfig"
 
 
 def test_a_stack_without_a_context_is_refused_with_the_command():

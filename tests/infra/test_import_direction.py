@@ -11,7 +11,6 @@ import pytest
 from tests.helpers import ROOT
 
 INFRA = ROOT / "infra"
-# The Pulumi entry hands `python -m infra` to the lab's command line: the one sanctioned reference.
 ENTRY = INFRA / "__main__.py"
 
 
@@ -32,12 +31,22 @@ def _imports(path: Path) -> set[str]:
 
 
 def _program_modules() -> list[Path]:
-    return sorted(p for p in INFRA.rglob("*.py") if "lab" not in p.relative_to(INFRA).parts and p != ENTRY)
+    return sorted(p for p in INFRA.rglob("*.py") if "lab" not in p.relative_to(INFRA).parts)
 
 
 def test_the_program_never_imports_the_lab():
     offenders = {str(p.relative_to(ROOT)): sorted(i for i in _imports(p) if i.startswith("infra.lab"))
                  for p in _program_modules()}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_no_program_test_imports_the_lab():
+    # A program test tests the program: the lab's tools are tested under tests/lab/. (This file and
+    # test_entry.py name infra.lab only to check that the program does not import it.)
+    tests = sorted(p for p in (ROOT / "tests" / "infra").rglob("*.py")
+                   if p.name not in ("test_import_direction.py", "test_entry.py"))
+    offenders = {str(p.relative_to(ROOT)): sorted(i for i in _imports(p) if i.startswith("infra.lab"))
+                 for p in tests}
     assert {k: v for k, v in offenders.items() if v} == {}
 
 

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from infra.lab.render import normalize
 from tests.helpers import DGD, JOB, RELEASE, STACKS, components, flag, main_container, run_stack
 
 IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
@@ -34,7 +33,7 @@ def test_shipped_stacks_are_the_three_variants():
 def test_every_stack_installs_the_pinned_chart_with_grove_and_kai_off(stack):
     run = run_stack(stack)
     (release,) = run.of_type(RELEASE)
-    inputs = normalize(release.inputs)
+    inputs = release.inputs
     assert inputs["chart"] == "dynamo-platform"
     assert inputs["version"] == "1.6.2"
     assert inputs["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
@@ -86,8 +85,8 @@ def test_cross_server_places_prefill_on_8gb_and_decode_on_24gb():
     comps = components(run)
     assert sorted(comps) == ["decode", "frontend", "prefill"]
     prefill, decode = comps["prefill"], comps["decode"]
-    assert (prefill["type"], normalize(prefill["replicas"])) == ("prefill", 1)
-    assert (decode["type"], normalize(decode["replicas"])) == ("decode", 2)
+    assert (prefill["type"], prefill["replicas"]) == ("prefill", 1)
+    assert (decode["type"], decode["replicas"]) == ("decode", 2)
     assert _affinity(prefill) == [GPU_8]
     assert _affinity(decode) == [GPU_24]
 
@@ -118,7 +117,7 @@ def test_disaggregated_workers_use_nixl_over_tcp_with_cpu_buffers(stack_name):
 
 def test_same_server_runs_two_plus_two_on_the_24gb_node():
     comps = components(run_stack("same-server"))
-    assert {n: (c["type"], normalize(c["replicas"])) for n, c in comps.items() if n != "frontend"} == {
+    assert {n: (c["type"], c["replicas"]) for n, c in comps.items() if n != "frontend"} == {
         "prefill": ("prefill", 2), "decode": ("decode", 2)}
     assert _affinity(comps["prefill"]) == _affinity(comps["decode"]) == [GPU_24]
     for name in ("prefill", "decode"):
@@ -129,9 +128,9 @@ def test_kv_routing_runs_six_aggregated_workers_four_plus_two():
     comps = components(run_stack("kv-routing"))
     workers = {n: c for n, c in comps.items() if n != "frontend"}
     assert {c["type"] for c in workers.values()} == {"worker"}
-    assert sum(normalize(c["replicas"]) for c in workers.values()) == 6
-    assert normalize(workers["worker-24gb"]["replicas"]) == 4
-    assert normalize(workers["worker-8gb"]["replicas"]) == 2
+    assert sum(c["replicas"] for c in workers.values()) == 6
+    assert workers["worker-24gb"]["replicas"] == 4
+    assert workers["worker-8gb"]["replicas"] == 2
     assert _affinity(workers["worker-24gb"]) == [GPU_24]
     assert _affinity(workers["worker-8gb"]) == [GPU_8]
     for comp in workers.values():

@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.errors import ConfigError
-from infra.lab import mockrun
 from infra.plan import load_stack, plan
-from tests.helpers import ROOT, STACKS, run_cli
+from tests.helpers import ROOT, STACKS, encoded, run_cli
 
 DOCS = {s: yaml.safe_load((ROOT / f"Pulumi.{s}.yaml").read_text()) for s in STACKS}
 ODD_VALUES = [None, True, 0, -1, 1.5, 10**12, 10**30, 1e400, "1e400", "1e999999999", "9" * 60, "", "x", "-3",
@@ -85,7 +84,7 @@ def _assert_refusal_names_file_and_keys(err: ConfigError, stack: str) -> None:
 @given(case=mutated())
 def test_a_mutated_stack_is_sized_and_built_or_refused_with_file_and_key(case):
     stack, config = case
-    raw, secrets = mockrun.config_from_doc(config)
+    raw, secrets = encoded(config)
     try:
         loaded = load_stack(stack, raw, secret_keys=secrets)
     except ConfigError as err:

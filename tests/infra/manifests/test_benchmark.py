@@ -7,15 +7,14 @@ import json
 import pytest
 
 from infra import payloads
-from infra.lab.render import normalize
 from tests.helpers import CONFIGMAP, DGD, JOB, ROOT, STACKS, run_stack
 
 ENABLE = {"benchmark": {"enabled": True}}
 
 
 def _job(run):
-    (job,) = [normalize(r.inputs) for r in run.of_type(JOB) if r.name == "bench-job"]
-    (cm,) = [normalize(r.inputs) for r in run.of_type(CONFIGMAP)]
+    (job,) = [r.inputs for r in run.of_type(JOB) if r.name == "bench-job"]
+    (cm,) = [r.inputs for r in run.of_type(CONFIGMAP)]
     return job, cm
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from infra.lab.render import normalize
 from tests.helpers import DGD, JOB, ROOT, components, main_container, refused, run_stack
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -33,7 +32,7 @@ def _run(stack, cache=None, **more):
 
 
 def _pulls(run):
-    return {r.name: normalize(r.inputs) for r in run.of_type(JOB) if r.name.startswith("graph-model-cache-pull")}
+    return {r.name: r.inputs for r in run.of_type(JOB) if r.name.startswith("graph-model-cache-pull")}
 
 
 def _expr(job):
@@ -194,7 +193,7 @@ def test_off_mounts_nothing_and_pulls_nothing(mode):
 def test_a_new_claim_is_created_filled_once_and_mounted_everywhere():
     run = _run("kv-routing", {"mode": "pvc", "pvc": {"storageClass": "nfs-client", "size": "20Gi"}})
     (claim,) = run.of_type(PVC)
-    assert normalize(claim.inputs) == {
+    assert claim.inputs == {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": "kv-routing-model-cache", "namespace": "dynamo-lab-kv-routing"},
         "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "20480Mi"}},

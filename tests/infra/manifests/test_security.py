@@ -10,7 +10,6 @@ from typing import Any, Iterator
 
 import pytest
 
-from infra.lab.render import normalize
 from tests.helpers import DGD, JOB, STACKS, everything_on, refused, run_stack
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -24,10 +23,10 @@ PVC = {"mode": "pvc", "pvc": {"storageClass": "nfs-client"}}
 def _pods(run) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, pod spec) of every pod the stack declares: the graph's components and every Job."""
     (dgd,) = run.of_type(DGD)
-    for comp in normalize(dgd.inputs)["spec"]["components"]:
+    for comp in dgd.inputs["spec"]["components"]:
         yield f"component {comp['name']}", comp["podTemplate"]["spec"]
     for job in run.of_type(JOB):
-        yield f"Job {job.name}", normalize(job.inputs)["spec"]["template"]["spec"]
+        yield f"Job {job.name}", job.inputs["spec"]["template"]["spec"]
 
 
 def restricted_violations(pod: dict[str, Any]) -> list[str]:
@@ -139,7 +138,7 @@ NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 def test_network_policies_are_opt_in_and_let_in_only_the_namespace_and_the_frontend_port(stack):
     assert run_stack(stack).of_type(NETPOL) == []
     run = run_stack(stack, lambda c: c.update(graph={"networkPolicy": True}))
-    policies = {r.inputs["metadata"]["name"]: normalize(r.inputs)["spec"] for r in run.of_type(NETPOL)}
+    policies = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in run.of_type(NETPOL)}
     assert policies == {
         f"{stack}-deny-ingress": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": []},
         f"{stack}-within-namespace": {"podSelector": {}, "policyTypes": ["Ingress"],

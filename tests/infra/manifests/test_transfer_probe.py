@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
-
 from infra import payloads
-from infra.errors import ConfigError
-from infra.lab import mockrun
-from infra.lab.render import normalize
 from infra.manifests.transfer_probe import stack_plan
-from tests.helpers import CONFIGMAP, JOB, raw_config, run_stack, sized
+from tests.helpers import CONFIGMAP, JOB, refused, run_stack, sized
 
 ENABLE = {"probe": {"enabled": True}}
 
 
 def _jobs(run):
-    jobs = {r.name: normalize(r.inputs) for r in run.of_type(JOB)}
+    jobs = {r.name: r.inputs for r in run.of_type(JOB)}
     return jobs["probe-initiator"], jobs["probe-target"]
 
 
@@ -44,7 +39,7 @@ def test_default_probe_reads_from_the_decode_side_like_nixl_connector():
     initiator, target = _jobs(run)
     # NixlConnector pulls: the decode worker (gpu-24gb) READs from the prefill worker (gpu-8gb).
     assert _expr(initiator) == GPU_24 and _expr(target) == GPU_8
-    (cm,) = [normalize(r.inputs) for r in run.of_type(CONFIGMAP)]
+    (cm,) = [r.inputs for r in run.of_type(CONFIGMAP)]
     for job in (initiator, target):
         pod = job["spec"]["template"]["spec"]
         c = _container(job)
@@ -88,7 +83,7 @@ def test_a_cap_below_one_transfer_still_registers_one_transfer():
 def test_a_changed_probe_script_or_argument_names_new_jobs(monkeypatch):
     def names(edit=None):
         run = run_stack("cross-server", lambda c: (c.update(ENABLE), edit and edit(c)))
-        return sorted(normalize(r.inputs)["metadata"]["name"] for r in run.resources if r.custom
+        return sorted(r.inputs["metadata"]["name"] for r in run.resources if r.custom
                       and r.type in (JOB, CONFIGMAP, "kubernetes:core/v1:Service") and r.name.startswith("probe"))
 
     first = names()
@@ -108,11 +103,9 @@ def test_probe_is_off_by_default():
 
 
 def test_probe_on_an_aggregated_stack_is_refused():
-    with pytest.raises(ConfigError, match="probe.enabled: this graph is aggregated"):
-        mockrun.run("kv-routing", raw_config("kv-routing", lambda c: c.update(ENABLE)), [])
+    assert "probe.enabled: this graph is aggregated" in str(refused("kv-routing", lambda c: c.update(ENABLE)))
 
 
 def test_probe_group_must_be_of_the_right_role():
-    with pytest.raises(ConfigError, match="probe.fromGroup: 'decode' is a decode group, not a prefill group"):
-        mockrun.run("cross-server", raw_config("cross-server", lambda c: c.update(
-            probe={"enabled": True, "fromGroup": "decode"})), [])
+    err = refused("cross-server", lambda c: c.update(probe={"enabled": True, "fromGroup": "decode"}))
+    assert "probe.fromGroup: 'decode' is a decode group, not a prefill group" in str(err)

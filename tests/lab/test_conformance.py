@@ -19,7 +19,6 @@ import yaml
 
 from infra.lab import upstream
 from infra.lab.preflight import versions
-from infra.lab.render import normalize
 from tests.helpers import DGD, RELEASE, STACKS, everything_on, run_stack
 
 REMOVED = ["grove.enabled", "nats.enabled", "etcd.enabled", "kai-scheduler.enabled"]
@@ -51,7 +50,7 @@ def _crd_validator(path: str) -> jsonschema.protocols.Validator:
 
 def _graph(stack: str, edit=None) -> dict:
     (dgd,) = run_stack(stack, edit).of_type(DGD)
-    return normalize(dgd.inputs)
+    return dgd.inputs
 
 
 # The shipped stacks mount a hostPath model cache; these graphs mount a claim, or nothing.
@@ -83,7 +82,7 @@ def _validated_core_kinds(run) -> set[str]:
     core = [r for r in run.resources if r.custom and r.type.startswith(
         ("kubernetes:core/", "kubernetes:batch/", "kubernetes:networking.k8s.io/"))]
     for r in core:
-        assert kubernetes_validate.validate(normalize(r.inputs), "1.34", strict=True) == "1.34"
+        assert kubernetes_validate.validate(r.inputs, "1.34", strict=True) == "1.34"
     return {r.inputs["kind"] for r in core}
 
 
@@ -128,7 +127,7 @@ def _has_path(values: dict, path: str) -> bool:
 @pytest.mark.parametrize("stack", STACKS)
 def test_helm_values_exist_in_the_upstream_chart_and_avoid_removed_keys(stack, dynamo):
     (release,) = run_stack(stack).of_type(RELEASE)
-    values = normalize(release.inputs["values"])
+    values = release.inputs["values"]
     chart = yaml.safe_load(dynamo.file(VALUES).read_text())
     paths = _leaf_paths(values)
     assert paths

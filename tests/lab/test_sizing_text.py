@@ -1,0 +1,28 @@
+"""The sizing report in words: its verdicts, and the README's sample, printed by the tool itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.errors import ConfigError
+from infra.lab.sizing_text import table, verdict
+from tests.helpers import ROOT, sized
+
+
+def test_the_cross_server_verdict_says_it_does_not_pay_and_where_the_link_caps_it():
+    (t,) = sized("cross-server")[1].transfers
+    assert "does not pay" in verdict(t) and "expected case" in verdict(t)
+    assert f"at most {t.link_max_requests_per_s:.2f} requests/s" in verdict(t)
+
+
+def test_readme_sizing_section_is_what_the_tool_prints():
+    readme = (ROOT / "README.md").read_text()
+    assert table(sized("cross-server")[1]) in readme, "README's cross-server sizing report is stale"
+    with pytest.raises(ConfigError) as info:
+        sized("cross-server", lambda c: c["workers"][0].update(memoryLimit="3584Mi"))
+    assert str(info.value) in readme, "README's 3584Mi example error is stale"
+
+
+def test_the_same_node_default_is_labelled_an_estimate():
+    assert "Same-node throughput: an ESTIMATE from a development machine" in table(sized("same-server")[1])
+    assert "Same-node throughput" not in table(sized("cross-server")[1])
