@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -24,13 +25,16 @@ import time
 from typing import Iterator, Optional
 
 from infra import payloads, units
-from infra.config.models import KvTransfer, Model, Probe, SizingParameters, StackConfig
+from infra.config.models import KvTransfer, Model, SizingParameters, StackConfig
 from infra.errors import UserError
 from infra.lab import procs as _procs
 from infra.lab.procs import free_port, signals_as_interrupt, signals_held
 from infra.manifests.graph import ucx_env
-from infra.manifests.transfer_probe import ProbePlan, groups, plan_for, stack_plan
-from infra.sizing import StackSizing, path_throughput
+from infra.manifests.transfer_probe import ProbePlan, groups, stack_plan
+from infra.sizing import StackSizing, kv_block_bytes, path_throughput
+
+# The pools of a probe run without a stack: this many transfers' blocks per side.
+POOL_TRANSFERS_WITHOUT_STACK = 4
 
 PROBE = payloads.path("kv_probe.py")
 NS_PREFIX = "dlprobe"
@@ -161,7 +165,12 @@ def plan_from_stack(cfg: StackConfig, sizing: StackSizing, op: Optional[str], pa
 
 def plan_from_bytes(nbytes: int, op: Optional[str], pattern: str) -> ProbePlan:
     """No stack: the default connector's op (NixlConnector: READ) and the default model's geometry."""
-    return plan_for(op or KvTransfer().op, pattern, nbytes, Model(), None, Probe().max_pool_bytes)
+    model = Model()
+    per_block = model.layers * kv_block_bytes(model)
+    count = POOL_TRANSFERS_WITHOUT_STACK * math.ceil(nbytes / per_block)
+    return ProbePlan(op or KvTransfer().op, pattern, nbytes, model.layers, kv_block_bytes(model),
+                     {"source": count, "destination": count},
+                     f"{POOL_TRANSFERS_WITHOUT_STACK} transfers' blocks per side, no stack given")
 
 
 def stack_kv(cfg: StackConfig) -> KvTransfer:

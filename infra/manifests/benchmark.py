@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Optional
+from typing import Any
 
 from infra import payloads
 from infra.config.models import Benchmark, StackConfig
@@ -21,12 +21,10 @@ MOUNT = "/bench"
 READY_WAIT_SECONDS = 1800  # workers may still be loading the model when the Job starts
 HOME = "/home/aiperf"  # an emptyDir: pip's --user install and the tokenizer cache
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-# `--quick`: one cell of the matrix, one run.
-QUICK = {"prefix_types": [2], "concurrency": [4], "runs": 1}
 
 
 def sweep_plan(benchmark: Benchmark, model: str, stack: str, target: str, url: str, tokenizer: str,
-               out_dir: str, quick: bool = False, overrides: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+               out_dir: str) -> dict[str, Any]:
     """What `aiperf_sweep.py --plan` reads: the matrix, each run's load, and where to send it."""
     b = benchmark
     plan = {"stack": stack, "target": target, "url": url, "model": model, "tokenizer": tokenizer,
@@ -34,9 +32,6 @@ def sweep_plan(benchmark: Benchmark, model: str, stack: str, target: str, url: s
             "prefix_tokens": b.prefix_tokens, "unique_tokens": b.unique_tokens,
             "output_tokens": b.output_tokens, "requests_per_concurrency": b.requests_per_concurrency,
             "out_dir": out_dir}
-    if quick:
-        plan.update(QUICK)
-    plan.update(overrides or {})
     return plan
 
 

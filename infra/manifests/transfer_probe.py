@@ -36,8 +36,6 @@ def groups(cfg: StackConfig) -> tuple[WorkerGroup, WorkerGroup]:
     return pick(cfg.probe.from_group, "prefill"), pick(cfg.probe.to_group, "decode")
 
 
-# The pools of a probe run without a stack: this many transfers' blocks per side.
-POOL_TRANSFERS_WITHOUT_STACK = 4
 HEADROOM = units.GI  # Job memory above the registered pool: NIXL/UCX, Python and numpy
 
 
@@ -71,17 +69,13 @@ class ProbePlan:
                 "--pool-blocks", str(self.pool_blocks[side])]
 
 
-def plan_for(op: str, pattern: str, nbytes: int, model: Model, pools: Optional[dict[str, tuple[str, int]]],
+def plan_for(op: str, pattern: str, nbytes: int, model: Model, pools: dict[str, tuple[str, int]],
              max_pool: int) -> ProbePlan:
     """Each side's pool: its worker's (`pools`: side -> (group, bytes)) up to `max_pool`, never below
-    one transfer; without workers, POOL_TRANSFERS_WITHOUT_STACK transfers' blocks."""
+    one transfer."""
     block = kv_block_bytes(model)
     per_block = model.layers * block
     blocks = math.ceil(nbytes / per_block)
-    if pools is None:
-        count = POOL_TRANSFERS_WITHOUT_STACK * blocks
-        return ProbePlan(op, pattern, nbytes, model.layers, block, {"source": count, "destination": count},
-                         f"{POOL_TRANSFERS_WITHOUT_STACK} transfers' blocks per side, no stack given")
     sized = {side: max(blocks, min(size, max_pool) // per_block) for side, (_, size) in pools.items()}
     basis = "the workers' pools: " + " and ".join(f"{group}'s" for group, _ in pools.values())
     if any(size > max_pool for _, size in pools.values()):

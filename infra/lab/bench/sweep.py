@@ -27,13 +27,18 @@ def aiperf_executable() -> list[str]:
     return [str(exe)]
 
 
+# `--quick`: one cell of the matrix, one run (the twin sweep's; the cluster Job runs the stack's matrix).
+QUICK = {"prefix_types": [2], "concurrency": [4], "runs": 1}
+
+
 def run_twin(cfg: StackConfig, sizing: StackSizing, stack: str, out: Path, quick: bool, log=print,
              overrides: Optional[dict] = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     aiperf = aiperf_executable()
     # The twin's URL and tokenizer are known only once each fresh twin runs; filled in per run.
-    base = benchmark.sweep_plan(cfg.benchmark, cfg.model.name, stack, "twin", "", "", str(out), quick, overrides)
+    base = {**benchmark.sweep_plan(cfg.benchmark, cfg.model.name, stack, "twin", "", "", str(out)),
+            **(QUICK if quick else {}), **(overrides or {})}
     grid = list(aiperf_sweep.points(base))
     lines = []
     for n, (prefix_types, concurrency, run) in enumerate(grid, start=1):
