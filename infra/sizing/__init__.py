@@ -1,0 +1,193 @@
+"""What a configuration costs before it deploys: KV bytes, GPU fit, host memory, transfer time.
+
+Pure arithmetic over a validated StackConfig; no Pulumi here, and no report prose (the lab's
+`sizing_text` words it). A stack that cannot fit raises ConfigError with the numbers and the fix.
+The rules come from the lab's OOM (docs/lab.md) and vLLM's source (docs/sources.md):
+- KV bytes per token = 2 (K and V) x layers x KV heads x head_dim x dtype bytes.
+- Every worker pins its KV pool with --kv-cache-memory-bytes, so GPU and host figures are exact.
+- Every worker gets --block-size 16 and a bounded context (--max-model-len): vLLM refuses to
+  start unless its pool holds one sequence that long (vllm/v1/core/kv_cache_utils.py,
+  `check_enough_kv_cache_memory`), and its block pool keeps one block back as the null block.
+- With kv_buffer_device=cpu each prefill AND decode worker allocates a host mirror of its WHOLE
+  KV pool, resident request by request: host floor = vLLM base + pool x (1 + headroom).
+- A KV transfer moves the prompt blocks the decode worker lacks (cold: all; warm: the unique
+  tail) at the throughput of its path and NIXL op (the connector's: READ by decode, or WRITE by
+  prefill): host TCP on one node, measured per op; link rate x efficiency across nodes, where the
+  link decides; or what the user measured (`path_throughput`).
+- A model cache holds the checkpoint's parameters x dtype bytes plus the config and tokenizer files.
+Assumption, stated in the README: one node, with one GPU, per GPU class.
+"""
+
+from __future__ import annotations
+
+import math
+
+from infra import prefix_cache, units
+from infra.config.models import StackConfig, WorkerGroup
+from infra.errors import ConfigError, stack_file
+from infra.sizing.checks import gpu_overplanned, memory, short_pool, small_claim
+from infra.sizing.formulas import (
+    SAME_NODE_DEFAULT,
+    blocks_for_sequence,
+    gpu_budget,
+    host_memory_floor,
+    kv_block_bytes,
+    kv_bytes_per_token,
+    kv_layout,
+    largest_pool_for_limit,
+    link_basis,
+    link_bytes_per_second,
+    path_throughput,
+    prefill_seconds_estimate,
+    transfer_seconds,
+)
+from infra.sizing.report import GpuFit, GroupSizing, KvLayout, ModelCacheSizing, StackSizing, TransferSizing
+
+__all__ = [
+    "SAME_NODE_DEFAULT", "GpuFit", "GroupSizing", "KvLayout", "ModelCacheSizing", "StackSizing", "TransferSizing",
+    "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_bytes_per_token", "kv_layout",
+    "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
+    "prefill_seconds_estimate", "size", "transfer_seconds",
+]
+
+
+def _workers_by_class(cfg: StackConfig) -> dict[str, list[WorkerGroup]]:
+    by_class: dict[str, list[WorkerGroup]] = {}
+    for g in cfg.workers:
+        if g.replicas > 0:
+            by_class.setdefault(g.gpu_class, []).append(g)
+    return by_class
+
+
+def _pools(cfg: StackConfig, weights: int) -> dict[str, int]:
+    """KV pool per worker: as configured, or what the GPU's budget leaves shared evenly."""
+    overhead = cfg.sizing.gpu_overhead_per_worker
+    pools: dict[str, int] = {g.name: g.kv_cache_bytes for g in cfg.workers if g.kv_cache_bytes is not None}
+    for cls_name, groups in _workers_by_class(cfg).items():
+        cls = cfg.gpu_classes[cls_name]
+        budget = gpu_budget(cls)
+        workers = sum(g.replicas for g in groups)
+        fixed = sum(g.replicas * g.kv_cache_bytes for g in groups if g.kv_cache_bytes is not None)
+        derived = [g for g in groups if g.kv_cache_bytes is None]
+        if not derived:
+            continue
+        n = sum(g.replicas for g in derived)
+        left = budget - workers * (weights + overhead) - fixed
+        pool = max(0, math.floor(left / n / units.MI) * units.MI)
+        for g in derived:
+            pools[g.name] = pool
+    return pools
+
+
+def _decode_hit_probability(cfg: StackConfig, decode_pool: int, per_token: int) -> float:
+    """The chance a decode worker holds a request's prefix, requests spread evenly over all decode workers."""
+    w = cfg.workload
+    decoders = sum(g.replicas for g in cfg.workers if g.role == "decode")
+    return prefix_cache.steady_state_hit_probability(
+        w.prefix_types, w.prefix_tokens, w.input_tokens, w.output_tokens,
+        prefix_cache.pool_blocks(decode_pool, per_token), w.concurrency / max(decoders, 1))
+
+
+def _transfers(cfg: StackConfig, per_token: int, pools: dict[str, int]) -> list[TransferSizing]:
+    s, w = cfg.sizing, cfg.workload
+    cold = per_token * w.input_tokens
+    warm = per_token * (w.input_tokens - prefix_cache.reusable_prefix_tokens(w.prefix_tokens))
+    active = [g for g in cfg.workers if g.replicas > 0]
+    measured = {(m.from_group, m.to_group): m.bytes_per_second for m in s.measured}
+    # What a transfer to a decode group carries (its prefix hits) and the prefill it saves depend
+    # on that group alone, whichever prefill group sends.
+    decodes = []
+    for d in (g for g in active if g.role == "decode"):
+        hit = _decode_hit_probability(cfg, pools[d.name], per_token)
+        saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
+                                         cfg.gpu_classes[d.gpu_class].effective_tflops)
+        decodes.append((d, hit, hit * warm + (1 - hit) * cold, saved))
+    out = []
+    for p in (g for g in active if g.role == "prefill"):
+        for d, hit, expected, saved in decodes:
+            same = p.gpu_class == d.gpu_class
+            path = "same-node" if same else "cross-node"
+            op = p.kv_transfer.op
+            if (p.name, d.name) in measured:
+                bps, source = float(measured[(p.name, d.name)]), "measured (sizing.measured)"
+            else:
+                bps, source = path_throughput(s, path, op)
+            expected_seconds = transfer_seconds(expected, bps)
+            out.append(TransferSizing(
+                from_group=p.name, to_group=d.name, path=path, op=op, throughput_bytes_per_s=bps,
+                throughput_source=source, cold_bytes=cold, warm_bytes=warm, decode_prefix_hit_probability=hit,
+                expected_bytes=expected, cold_seconds=transfer_seconds(cold, bps),
+                warm_seconds=transfer_seconds(warm, bps), expected_seconds=expected_seconds,
+                prefill_seconds_estimate=saved, in_flight_bytes=w.concurrency * cold,
+                link_max_requests_per_s=None if same else bps / expected,
+                transfer_over_prefill=expected_seconds / saved))
+    return out
+
+
+def model_cache(cfg: StackConfig, problems: list) -> ModelCacheSizing:
+    """Disk for the model's files in one cache; refuses a claim dynamo-lab would create too small for them."""
+    m, mc = cfg.model, cfg.model_cache
+    weights = m.stored_parameters * m.dtype_bytes
+    need = weights + m.tokenizer_bytes
+    claim = mc.pvc.size if cfg.creates_model_cache_claim else None
+    if claim is not None and claim < need:
+        problems.append(("modelCache.pvc.size", small_claim(m, claim, weights, need)))
+    pods = sum(g.replicas for g in cfg.workers)
+    locations = {"off": [], "hostPath": cfg.worker_nodes,
+                 "pvc": [cfg.model_cache_claim]}[mc.mode]
+    return ModelCacheSizing(mode=mc.mode, stored_parameters=m.stored_parameters, weights_bytes=weights,
+                            tokenizer_bytes=m.tokenizer_bytes, bytes_per_cache=need, locations=locations,
+                            claim_bytes=claim, downloads=len(locations) if locations else pods)
+
+
+def size(cfg: StackConfig, stack: str) -> StackSizing:
+    """Size every worker group; raises ConfigError if a worker cannot fit its GPU or its memory limit."""
+    m = cfg.model
+    per_token = kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)
+    per_request = per_token * cfg.workload.input_tokens
+    weights = m.parameters * m.dtype_bytes
+    overhead = cfg.sizing.gpu_overhead_per_worker
+    problems: list[tuple[str, str]] = []
+    pools = _pools(cfg, weights)
+    layout = kv_layout(m, cfg.workload.input_tokens)
+
+    groups = []
+    for g in cfg.workers:
+        pool = pools.get(g.name, 0)
+        cls = cfg.gpu_classes[g.gpu_class]
+        per_worker = weights + pool + overhead
+        util = math.ceil(per_worker / cls.memory * 100) / 100
+        floor, limit, request, source = memory(cfg, g, pool, per_request, problems)
+        context, context_source = cfg.context_length(g)
+        # A group with no replicas and no pool of its own starts no worker: nothing to hold.
+        if (g.replicas or g.kv_cache_bytes is not None) and pool // layout.block_bytes < blocks_for_sequence(context):
+            problems.append((f"workers.{g.name}.kvCacheBytes",
+                             short_pool(cfg, g, pool, layout.block_bytes, context, context_source)))
+        groups.append(GroupSizing(
+            name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas,
+            kv_cache_bytes=pool, kv_cache_source="config" if g.kv_cache_bytes is not None else "derived",
+            max_model_len=context, max_model_len_source=context_source,
+            pool_blocks=pool // layout.block_bytes, blocks_for_max_len=blocks_for_sequence(context),
+            weights_bytes=weights, gpu_overhead_bytes=overhead, gpu_bytes_per_worker=per_worker,
+            gpu_memory_utilization=util, cpu_buffers=g.cpu_buffers, host_memory_floor_bytes=floor,
+            memory_limit_bytes=limit, memory_request_bytes=request, memory_source=source,
+            steady_state_bytes=cfg.workload.concurrency * per_request if g.cpu_buffers else 0,
+            requests_in_pool=pool / per_request))
+
+    gpus = []
+    for cls_name in _workers_by_class(cfg):
+        cls = cfg.gpu_classes[cls_name]
+        budget = gpu_budget(cls)
+        sized = [s for s in groups if s.gpu_class == cls_name and s.replicas > 0]
+        planned = sum(s.replicas * s.gpu_bytes_per_worker for s in sized)
+        gpus.append(GpuFit(cls_name, sum(s.replicas for s in sized), cls.memory, budget, planned))
+        if planned > budget:
+            problems.append((f"gpuClasses.{cls_name}", gpu_overplanned(cls, budget, planned, sized)))
+    cache = model_cache(cfg, problems)
+    if problems:
+        raise ConfigError(stack_file(stack), problems)
+    return StackSizing(stack=stack, model=m.name, kv_bytes_per_token=per_token,
+                  kv_bytes_per_request=per_request, kv_layout=layout, input_tokens=cfg.workload.input_tokens,
+                  concurrency=cfg.workload.concurrency, prefix_types=cfg.workload.prefix_types,
+                  groups=groups, gpus=gpus,
+                  transfers=_transfers(cfg, per_token, pools), model_cache=cache)
