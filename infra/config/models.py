@@ -4,6 +4,12 @@ A stack file holds only what differs from these defaults. Keys are camelCase, as
 keys usually are (`dynamo-lab:workers`, `memoryLimit`, ...); unknown keys are errors, never ignored.
 Checks that need one value live on the models; checks across keys live in `config.checks`, and
 `config.load` turns raw Pulumi config into a `StackConfig` or a `ConfigError`.
+
+Each field's `description` is what the key means to a user, and its `json_schema_extra` says what
+the type cannot: `accepts` (the values taken, where the type and its constraints say less) and
+`default_text` (a default filled per stack or by the code, in words). The README's configuration
+reference is generated from them (`python3 dev.py config-reference`, infra/lab/config_reference.py);
+the `#` comments say why, for whoever changes the code.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from infra.catalogue import (
     DEFAULT_GPU_CLASSES,
     DEFAULT_MODEL,
     DYNAMO_RELEASE,
+    SAME_NODE_BYTES_PER_SECOND,
     SERVING_IMAGE,
 )
 from infra.config.fields import (
@@ -61,9 +68,13 @@ class _Model(BaseModel):
 class NodeRequirement(_Model):
     """One `matchExpressions` entry of a required node affinity term (ANDed with the others)."""
 
-    key: LabelKey
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-    values: list[str] = []
+    key: LabelKey = Field(description="the node label the requirement tests",
+                          json_schema_extra={"accepts": "a label key (`[prefix/]name`, e.g. `nvidia.com/gpu.memory`)"})
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"] = Field(
+        description="how the label is tested, as in a node affinity's `matchExpressions`")
+    values: list[str] = Field([], description="the values the operator compares the label with", json_schema_extra={
+        "accepts": "label values: at least one for `In`/`NotIn`, none for `Exists`/`DoesNotExist`, exactly one "
+                   "integer for `Gt`/`Lt` (e.g. `[\"20000\"]`)"})
 
     @model_validator(mode="after")
     def _values_fit_operator(self) -> "NodeRequirement":
@@ -86,15 +97,22 @@ class NodeRequirement(_Model):
 class GpuClass(_Model):
     """A kind of GPU node. The lab has one node with one GPU per class; all workers of a class share it."""
 
-    memory: Bytes
+    memory: Bytes = Field(description="the GPU memory one card of this class has (as GPU feature discovery "
+                          "reports it)")
     # With one physical GPU and several workers, the NVIDIA device plugin must advertise
     # time-sliced replicas of this resource (docs/sources.md, "Several workers on one GPU").
-    resource: ResourceName = "nvidia.com/gpu"
-    node_selector: list[NodeRequirement] = Field(min_length=1)
+    resource: ResourceName = Field("nvidia.com/gpu", description="the extended resource each worker requests one "
+                                   "unit of", json_schema_extra={"accepts": "an extended resource name (e.g. "
+                                   "`nvidia.com/gpu.shared` for renamed time-sliced replicas)"})
+    node_selector: list[NodeRequirement] = Field(min_length=1, description="the nodes of this class: a required node "
+                                                 "affinity, its requirements ANDed", json_schema_extra={
+                                                     "accepts": "a list of node requirements (below), at least one"})
     # Fraction of GPU memory no worker may plan to use (driver, display, fragmentation).
-    memory_reserve: float = Field(0.10, ge=0.0, lt=1.0)
+    memory_reserve: float = Field(0.10, ge=0.0, lt=1.0, description="the fraction of GPU memory no worker may plan "
+                                  "to use (driver, display, fragmentation)")
     # ESTIMATE: sustained prefill TFLOP/s of one worker; only used for the prefill-time estimate.
-    effective_tflops: float = Field(gt=0)
+    effective_tflops: float = Field(gt=0, description="ESTIMATE: sustained prefill TFLOP/s of one worker; only the "
+                                    "prefill-time estimate uses it")
 
 
 # --- Platform, model, image, frontend -----------------------------------------------------------
@@ -109,17 +127,22 @@ REMOVED_CHART_KEYS = {
 
 
 class Platform(_Model):
-    manage: bool = True
-    chart: str = "dynamo-platform"
-    chart_repo: str = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
+    manage: bool = Field(True, description="install the Dynamo platform chart in this stack")
+    chart: str = Field("dynamo-platform", description="the platform chart's name",
+                       json_schema_extra={"accepts": "a chart name"})
+    chart_repo: str = Field("https://helm.ngc.nvidia.com/nvidia/ai-dynamo", description="the chart's repository",
+                            json_schema_extra={"accepts": "an `https://` or `oci://` URL"})
     # One exact release: a range would let Helm install whatever is newest.
-    version: ExactRelease = DYNAMO_RELEASE
-    namespace: DnsLabel = "dynamo-system"
+    version: ExactRelease = Field(DYNAMO_RELEASE, description="the chart version", json_schema_extra={
+        "accepts": f"one exact release (`{DYNAMO_RELEASE}`); ranges such as `1.6`, `^1.6.2`, `>=1.6.0` are refused"})
+    namespace: DnsLabel = Field("dynamo-system", description="the namespace the platform is installed in")
     # Helm release names are DNS labels of at most 53 characters.
-    release_name: DnsLabel = Field("dynamo-platform", max_length=53)
-    timeout_seconds: int = Field(900, gt=0)
+    release_name: DnsLabel = Field("dynamo-platform", max_length=53, description="the Helm release's name")
+    timeout_seconds: int = Field(900, gt=0, description="how long Helm waits for the platform to be ready")
     # Extra chart values, merged over the ones dynamo-lab sets (which keep Grove and KAI off).
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = Field({}, description="extra chart values (Grove and KAI stay off; the removed "
+                                   "top-level `grove.enabled`, `nats.enabled`, `etcd.enabled`, "
+                                   "`kai-scheduler.enabled` are refused)", json_schema_extra={"accepts": "a map"})
 
     @field_validator("chart_repo")
     @classmethod
@@ -149,23 +172,44 @@ COMMIT_HASH = r"^[0-9a-f]{40}$"
 
 
 class Model(_Model):
-    name: str = DEFAULT_MODEL
-    layers: Optional[int] = Field(None, gt=0)
-    kv_heads: Optional[int] = Field(None, gt=0)
-    head_dim: Optional[int] = Field(None, gt=0)
-    hidden_size: Optional[int] = Field(None, gt=0)
-    attention_heads: Optional[int] = Field(None, gt=0)
-    dtype: Literal["bfloat16", "float16", "float32", "fp8"] = "bfloat16"
-    parameters: Optional[int] = Field(None, gt=0)
+    name: str = Field(DEFAULT_MODEL, description="the served model; one that is not built in also needs `layers`, "
+                      "`kvHeads`, `headDim` and `parameters`", json_schema_extra={"accepts": "a Hugging Face model id"})
+    layers: Optional[int] = Field(None, gt=0, description="the model's layers (config.json `num_hidden_layers`)",
+                                  json_schema_extra={"default_text": "(required)"})
+    kv_heads: Optional[int] = Field(None, gt=0, description="its KV heads (config.json `num_key_value_heads`)",
+                                    json_schema_extra={"default_text": "(required)"})
+    head_dim: Optional[int] = Field(None, gt=0, description="its head dimension (config.json `head_dim`, not "
+                                    "`hidden_size` / `num_attention_heads`)",
+                                    json_schema_extra={"default_text": "(required)"})
+    hidden_size: Optional[int] = Field(None, gt=0, description="its hidden size (config.json `hidden_size`); only "
+                                       "the local twin's model files use it", json_schema_extra={
+                                           "default_text": "`attentionHeads` x `headDim`"})
+    attention_heads: Optional[int] = Field(None, gt=0, description="its attention heads (config.json "
+                                           "`num_attention_heads`); only the local twin's model files use it",
+                                           json_schema_extra={"default_text": "`kvHeads`"})
+    dtype: Literal["bfloat16", "float16", "float32", "fp8"] = Field(
+        "bfloat16", description="the weights' and the KV cache's data type (the sizing's bytes per value)")
+    parameters: Optional[int] = Field(None, gt=0, description="its parameter count",
+                                      json_schema_extra={"default_text": "(required)"})
     # Parameters the checkpoint files hold (tied weights may be stored twice). None: `parameters`.
-    checkpoint_parameters: Optional[int] = Field(None, gt=0)
+    checkpoint_parameters: Optional[int] = Field(
+        None, gt=0, description="the parameters stored in the checkpoint files (tied weights may be stored twice); "
+        "with `tokenizerBytes`, what the model takes on disk, which sizes the model cache",
+        json_schema_extra={"default_text": "`parameters`"})
     # Config and tokenizer files beside the weights. ESTIMATE for models that are not built in.
-    tokenizer_bytes: Bytes = units.parse_memory("64Mi")
+    tokenizer_bytes: Bytes = Field(units.parse_memory("64Mi"), description="the config and tokenizer files beside "
+                                   "the weights (an ESTIMATE for models that are not built in); they size the model "
+                                   "cache")
     # config.json's max_position_embeddings; None: unknown, so a context length is not checked against it.
-    max_position_embeddings: Optional[int] = Field(None, gt=0)
+    max_position_embeddings: Optional[int] = Field(None, gt=0, description="the model's context (config.json "
+                                                   "`max_position_embeddings`); a longer `workload.maxModelLen` or "
+                                                   "`--max-model-len` is refused")
     # The Hub commit the pre-pull downloads and the workers load (vLLM --revision). None: the
     # model's `main` branch, whatever it points at when a pod starts.
-    revision: Optional[str] = None
+    revision: Optional[str] = Field(None, description="the Hub commit the pre-pull downloads and every worker loads "
+                                    "(`--revision`); the built-in figures were read at this commit", json_schema_extra={
+                                        "accepts": "a full 40-character commit hash (a branch or tag can move, and "
+                                                   "is refused)", "default_text": "unset (the `main` branch)"})
 
     @field_validator("revision")
     @classmethod
@@ -212,10 +256,11 @@ class Model(_Model):
 
 
 class Frontend(_Model):
-    router_mode: Literal["kv", "round-robin", "random"] = "kv"
-    replicas: int = Field(1, ge=1)
-    cpu: Cpu = "1"
-    memory: Bytes = units.parse_memory("2Gi")
+    router_mode: Literal["kv", "round-robin", "random"] = Field("kv", description="`DYN_ROUTER_MODE`: how the "
+                                                                "frontend picks a worker")
+    replicas: int = Field(1, ge=1, description="frontend pods")
+    cpu: Cpu = Field("1", description="each frontend pod's CPU")
+    memory: Bytes = Field(units.parse_memory("2Gi"), description="each frontend pod's memory")
 
 
 # The longest name derived from the graph's: `<graph>-kv-probe-initiator-<10 hex>` (a Job, whose
@@ -225,17 +270,24 @@ GRAPH_NAME_MAX = 63 - len("-kv-probe-initiator-") - 10
 
 class Graph(_Model):
     # None: the stack name, so each variant's graph is recognisable in `kubectl get dgd`.
-    name: OptionalDnsLabel = None
+    name: OptionalDnsLabel = Field(None, description="the DynamoGraphDeployment's name", json_schema_extra={
+        "accepts": f"a DNS label starting with a letter, at most {GRAPH_NAME_MAX} characters (names derived from "
+                   "it must fit 63)", "default_text": "the stack name"})
     # None: dynamo-lab-<stack>. One namespace per stack: stacks that share a cluster never
     # declare the same Namespace object.
-    namespace: OptionalDnsLabel = None
+    namespace: OptionalDnsLabel = Field(None, description="its namespace (one per stack, so stacks sharing a "
+                                        "cluster never declare the same object)", json_schema_extra={
+                                            "accepts": "a DNS label, not `platform.namespace`",
+                                            "default_text": "`dynamo-lab-<stack>`"})
     # How long `pulumi up` waits for the graph's Ready condition (every component ready) before it
     # fails. A first deploy pulls the serving image and loads the model on every worker.
-    ready_timeout_seconds: int = Field(1800, gt=0)
+    ready_timeout_seconds: int = Field(1800, gt=0, description="how long `pulumi up` waits for the graph's Ready "
+                                       "condition before it fails (`pulumi.com/timeoutSeconds`)")
     # NetworkPolicies in the graph namespace: deny ingress by default, allow it from the namespace's
     # own pods and to the frontend's HTTP port. Off by default: they take effect only where the
     # cluster's network plugin enforces NetworkPolicy, and the lab's has not been checked.
-    network_policy: bool = False
+    network_policy: bool = Field(False, description="NetworkPolicies: ingress only from the graph namespace and to "
+                                 "the frontend's port 8000 (see \"What a deploy grants\")")
 
     @field_validator("name")
     @classmethod
@@ -275,12 +327,21 @@ def _supported_connector(name: Any) -> Any:
 
 
 class KvTransfer(_Model):
-    connector: Annotated[Literal["NixlConnector"], BeforeValidator(_supported_connector)] = "NixlConnector"
+    connector: Annotated[Literal["NixlConnector"], BeforeValidator(_supported_connector)] = Field(
+        "NixlConnector", description="vLLM's KV connector; prefill/decode only", json_schema_extra={
+            "accepts": "`NixlConnector` only (the decode side READs the KV): Dynamo 1.6's vLLM component refuses "
+                       "vLLM's other names, `NixlPullConnector` and `NixlPushConnector`, at the first request, so "
+                       "they are refused here"})
     # cpu: NIXL moves KV through a host mirror of the KV pool. The only choice over TCP:
     # UCX segfaults copying GPU memory over TCP (uct_tcp_ep_am_bcopy, docs/sources.md).
-    buffer_device: Literal["cpu", "cuda"] = "cpu"
-    ucx_tls: UcxTls = "tcp,self"
-    ucx_rndv_thresh: str = Field("inf", pattern=r"^(inf|auto|\d+[kKmMgG]?[bB]?)$")
+    buffer_device: Literal["cpu", "cuda"] = Field("cpu", description="where NIXL moves the KV from: a host "
+                                                  "mirror of the KV pool, or the GPU; `cuda` over a TCP-only "
+                                                  "`ucxTls` is refused (UCX segfaults); a pair must agree")
+    ucx_tls: UcxTls = Field("tcp,self", description="`UCX_TLS`", json_schema_extra={
+        "accepts": "UCX transport names (`tcp`, `self`, `rc`, `cuda_copy`, ..., `^name` for all but), not empty; a "
+                   "prefill/decode pair must share one that crosses pods"})
+    ucx_rndv_thresh: str = Field("inf", pattern=r"^(inf|auto|\d+[kKmMgG]?[bB]?)$", description="`UCX_RNDV_THRESH`",
+                                 json_schema_extra={"accepts": "`inf`, `auto` or a size"})
 
     @property
     def op(self) -> Literal["READ"]:
@@ -312,20 +373,39 @@ MANAGED_FLAGS = {
 
 
 class WorkerGroup(_Model):
-    name: str = Field(max_length=40)
-    role: Literal["agg", "prefill", "decode"]
-    replicas: int = Field(ge=0)
-    gpu_class: str
-    kv_transfer: KvTransfer = KvTransfer()
+    name: str = Field(max_length=40, description="names the graph component", json_schema_extra={
+        "accepts": "a DNS label of at most 40 characters, unique, not `frontend`; `<graph>-<name>` must fit 63"})
+    role: Literal["agg", "prefill", "decode"] = Field(
+        description="`agg` is component type `worker`; a graph is either all `agg` or has both `prefill` and "
+        "`decode`, and each side needs at least one replica in all")
+    replicas: int = Field(ge=0, description="workers in this group")
+    gpu_class: str = Field(description="where the workers run", json_schema_extra={"accepts": "a key of `gpuClasses`"})
+    kv_transfer: KvTransfer = Field(KvTransfer(), description="how the KV moves between prefill and decode workers")
     # vLLM --kv-cache-memory-bytes. None: the GPU class's memory shared among its workers.
-    kv_cache_bytes: Optional[Bytes] = None
-    cpu_request: Cpu = "2"
-    cpu_limit: Optional[Cpu] = None
+    kv_cache_bytes: Optional[Bytes] = Field(None, description="vLLM `--kv-cache-memory-bytes`", json_schema_extra={
+        "accepts": "memory, at least one sequence of the worker's `--max-model-len` plus the null block (2,448 "
+                   "tokens: 154 blocks of 1.75Mi, 270Mi)",
+        "default_text": "the GPU class's budget shared evenly among its workers"})
+    cpu_request: Cpu = Field("2", description="each worker's CPU request",
+                             json_schema_extra={"accepts": "CPU, at most `cpuLimit`"})
+    cpu_limit: Optional[Cpu] = Field(None, description="each worker's CPU limit", json_schema_extra={
+        "accepts": "CPU, at least `cpuRequest`", "default_text": "none"})
     # None: the host memory floor from the sizing, as request and limit (Guaranteed QoS).
-    memory_limit: Optional[Bytes] = None
+    memory_limit: Optional[Bytes] = Field(None, description="each worker's memory limit; unset: the floor as "
+                                          "request and limit (Guaranteed memory)", json_schema_extra={
+                                              "accepts": "memory, at least the floor",
+                                              "default_text": "the host memory floor (see \"Sizing\")"})
     # None: equal to the limit.
-    memory_request: Optional[Bytes] = None
-    extra_args: list[str] = []
+    memory_request: Optional[Bytes] = Field(None, description="each worker's memory request", json_schema_extra={
+        "accepts": "memory, at most the limit", "default_text": "= limit"})
+    extra_args: list[str] = Field([], description="more `dynamo.vllm` flags; flags dynamo-lab writes itself or "
+                                  "that contradict the sizing (`--block-size`, `--revision`, `--kv-cache-dtype`, "
+                                  "`--tensor-parallel-size`, `--pipeline-parallel-size`, ...) are refused; a "
+                                  "`--max-model-len` here replaces `workload.maxModelLen` for this group and is "
+                                  "checked the same way (a token count, at least `inputTokens` + `outputTokens`, "
+                                  "within the model's context and the pool)",
+                                  json_schema_extra={"accepts": "strings: a flag and its value as two elements, or "
+                                                     "`--flag=value`"})
 
     @field_validator("name")
     @classmethod
@@ -390,20 +470,27 @@ class Workload(_Model):
 
     # 2,371 input tokens on average: a shared prefix of 2,000 (one of `prefix_types` prefixes) and
     # 371 unique tokens.
-    input_tokens: int = Field(2371, gt=0)
-    prefix_tokens: int = Field(2000, ge=0)
+    input_tokens: int = Field(2371, gt=0, description="average input tokens per request (the lab's)")
+    prefix_tokens: int = Field(2000, ge=0, description="the shared prefix within them (the rest is unique per "
+                               "request)", json_schema_extra={"accepts": ">= 0, less than `inputTokens`"})
     # Distinct shared prefixes the requests draw from: the more, the fewer prefix-cache hits. 24 is
     # the lab's hardest cell, so a stack is sized for its worst case.
-    prefix_types: int = Field(24, gt=0)
-    output_tokens: int = Field(64, gt=0)
+    prefix_types: int = Field(24, gt=0, description="distinct prefixes the requests draw from; more means fewer "
+                              "prefix-cache hits (24: the lab's hardest cell)")
+    output_tokens: int = Field(64, gt=0, description="output tokens per request")
     # The concurrency this variant is sized for; the lab ran 4 and 8.
-    concurrency: int = Field(8, gt=0)
+    concurrency: int = Field(8, gt=0, description="the concurrency the variant is sized for (the lab ran 4 and 8)")
     # The longest sequence (prompt + output) a worker serves, vLLM --max-model-len, written for every
     # worker. vLLM refuses to start unless the KV pool holds one sequence this long, and without the
     # flag it is the model's whole context (Qwen3-0.6B: 40,960 tokens, 4.375 GiB of KV, more than any
     # pool here). None: inputTokens + outputTokens rounded up to a 16-token block. A worker's
     # `--max-model-len` in extraArgs is honoured instead, and checked the same way.
-    max_model_len: Optional[int] = Field(None, gt=0)
+    max_model_len: Optional[int] = Field(
+        None, gt=0, description="every worker's `--max-model-len`; each worker's KV pool must hold one sequence "
+        "this long plus vLLM's null block, or vLLM refuses to start (without the flag vLLM takes the model's "
+        "40,960 tokens, 4.375 GiB of KV, more than any shipped pool)", json_schema_extra={
+            "accepts": "at least `inputTokens` + `outputTokens`, at most the model's context",
+            "default_text": "`inputTokens` + `outputTokens`, rounded up to a 16-token block (`2448`)"})
 
     @model_validator(mode="after")
     def _prefix_within_input(self) -> "Workload":
@@ -419,71 +506,108 @@ class Workload(_Model):
 
 
 class Link(_Model):
-    rate: LinkRate = units.parse_rate_bits("1gbit")
+    rate: LinkRate = Field(units.parse_rate_bits("1gbit"), description="the cross-node link's rate")
     # 1GbE carries 110-117 MB/s of payload in practice (docs/lab.md): 0.92 x 125 MB/s = 115 MB/s.
     # The probe over a veth shaped to 1 Gbit/s (2026-11-30) moved the workers' block READs and
     # WRITEs at 118-121 MB/s, one contiguous region at 115-121 MB/s: the link decides, not the op
     # or pattern, and 115 MB/s stays within 5% (docs/measurements.md).
-    efficiency: float = Field(0.92, gt=0, le=1)
+    efficiency: float = Field(0.92, gt=0, le=1, description="the fraction of the link rate KV transfers get: "
+                              "0.92 x 125 MB/s = 115 MB/s")
 
 
 class MeasuredThroughput(_Model):
-    from_group: str
-    to_group: str
-    bytes_per_second: Throughput
+    from_group: str = Field(description="the path's prefill group",
+                            json_schema_extra={"accepts": "a prefill group of `workers`"})
+    to_group: str = Field(description="the path's decode group",
+                          json_schema_extra={"accepts": "a decode group of `workers`"})
+    bytes_per_second: Throughput = Field(description="the throughput measured on that path (e.g. by the probe)")
 
 
 class SizingParameters(_Model):
     # Host RSS of a vLLM worker before any KV mirror: the limit that held for aggregated workers.
-    vllm_base_memory: Bytes = units.parse_memory("3584Mi")
+    vllm_base_memory: Bytes = Field(units.parse_memory("3584Mi"), description="host RSS of a vLLM worker without "
+                                    "a KV mirror")
     # Headroom over the KV host mirror for per-layer copy temporaries and NIXL/UCX internals.
-    host_headroom_percent: float = Field(10, ge=0, le=100)
+    host_headroom_percent: float = Field(10, ge=0, le=100, description="headroom over the KV mirror for copy "
+                                         "temporaries and NIXL/UCX")
     # ESTIMATE: CUDA context, activations and runtime buffers of one vLLM worker beyond weights + KV.
-    gpu_overhead_per_worker: Bytes = units.parse_memory("1536Mi")
+    gpu_overhead_per_worker: Bytes = Field(units.parse_memory("1536Mi"), description="ESTIMATE: CUDA context, "
+                                           "activations, runtime buffers per worker")
     # Same-node transfer throughput. None: SAME_NODE_BYTES_PER_SECOND for the stack's NIXL op (READ
     # or WRITE, from kvTransfer.connector); a value here overrides both.
-    same_node_bytes_per_second: Optional[Throughput] = None
-    link: Link = Link()
-    measured: list[MeasuredThroughput] = []
+    same_node_bytes_per_second: Optional[Throughput] = Field(
+        None, description="same-node KV transfer throughput (NIXL over host TCP); unset, a development machine's "
+        "measurement (an ESTIMATE for the lab; [docs/measurements.md](docs/measurements.md)) until "
+        "`sizing.measured` holds the lab's own", json_schema_extra={
+            "default_text": f"unset: `{units.format_bytes(SAME_NODE_BYTES_PER_SECOND['READ'])}`, the block READ "
+                            "NixlConnector makes"})
+    link: Link = Field(Link(), description="the cross-node link")
+    measured: list[MeasuredThroughput] = Field([], description="a measured throughput replaces the default for "
+                                               "that path", json_schema_extra={
+                                                   "accepts": "`[{fromGroup, toGroup, bytesPerSecond}]`; one entry "
+                                                              "per path"})
 
 
 class Probe(_Model):
     """In-cluster KV-transfer probe (infra/payloads/kv_probe.py) deployed next to the graph; off by default."""
 
-    enabled: bool = False
+    enabled: bool = Field(False, description="deploy the in-cluster KV-transfer probe (see \"Measure your link\")",
+                          json_schema_extra={"accepts": "true/false (disaggregated stacks only)"})
     # None: the first prefill group / the first decode group.
-    from_group: Optional[str] = None
-    to_group: Optional[str] = None
-    repeats: int = Field(5, ge=1)
+    from_group: Optional[str] = Field(None, description="the prefill side of the path the probe measures",
+                                      json_schema_extra={"accepts": "a prefill group of `workers`",
+                                                         "default_text": "the first prefill group"})
+    to_group: Optional[str] = Field(None, description="the decode side of the path the probe measures",
+                                    json_schema_extra={"accepts": "a decode group of `workers`",
+                                                       "default_text": "the first decode group"})
+    repeats: int = Field(5, ge=1, description="timed transfers the probe makes after its warm-up")
     # Each side registers a host pool laid out like its worker's KV pool, this size at most (never
     # less than one transfer); the Job's memory limit is the pool plus 1Gi.
-    max_pool_bytes: Bytes = units.parse_memory("4Gi")
-    port: int = Field(5555, ge=1024, le=65535)
-    timeout_seconds: int = Field(600, gt=0)
+    max_pool_bytes: Bytes = Field(units.parse_memory("4Gi"), description="the largest KV pool each probe side "
+                                  "registers (otherwise its worker's `kvCacheBytes`, and never less than one "
+                                  "request's blocks); each Job's memory is its pool + 1Gi")
+    port: int = Field(5555, ge=1024, le=65535, description="the port the probe's sides talk on")
+    timeout_seconds: int = Field(600, gt=0, description="the probe Jobs' deadline")
 
 
 class Benchmark(_Model):
     """The sweep: defaults are the lab's matrix (prefix types x concurrency, 3 runs per point)."""
 
-    prefix_types: list[int] = Field([2, 7, 12, 24], min_length=1)
-    concurrency: list[int] = Field([4, 8], min_length=1)
-    runs: int = Field(3, ge=1)
+    prefix_types: list[int] = Field([2, 7, 12, 24], min_length=1, description="the sweep's prefix types (the "
+                                    "lab's matrix)", json_schema_extra={"accepts": "a list of positive integers"})
+    concurrency: list[int] = Field([4, 8], min_length=1, description="the sweep's concurrencies (the lab's "
+                                   "matrix)", json_schema_extra={"accepts": "a list of positive integers"})
+    runs: int = Field(3, ge=1, description="measured runs per point of the matrix")
     # Each run's requests: a shared prefix (one of `prefix_types`) + a unique part, and the output.
     # None: the workload's (config.load fills them in), so the sweep measures what the stack is sized for.
-    prefix_tokens: Optional[int] = Field(None, ge=0)
-    unique_tokens: Optional[int] = Field(None, gt=0)
-    output_tokens: Optional[int] = Field(None, gt=0)
+    prefix_tokens: Optional[int] = Field(None, ge=0, description="each run's requests: the shared prefix",
+                                         json_schema_extra={"default_text": "the workload's "
+                                                            "(`{workload.prefixTokens}`)"})
+    unique_tokens: Optional[int] = Field(None, gt=0, description="each run's requests: the unique part",
+                                         json_schema_extra={"default_text": "the workload's, `inputTokens` - "
+                                                            "`prefixTokens` (`{workload.uniqueTokens}`)"})
+    output_tokens: Optional[int] = Field(None, gt=0, description="each run's requests: the output tokens",
+                                         json_schema_extra={"default_text": "the workload's "
+                                                            "(`{workload.outputTokens}`)"})
     # Requests per run = this x concurrency.
-    requests_per_concurrency: int = Field(8, gt=0)
+    requests_per_concurrency: int = Field(8, gt=0, description="requests per run = this x concurrency")
     # In the cluster: a Job running AIPerf against the frontend (opt-in).
-    enabled: bool = False
-    image: str = "python:3.11-slim"
+    enabled: bool = Field(False, description="run the benchmark in the cluster: a Job running AIPerf against the "
+                          "frontend")
+    image: str = Field("python:3.11-slim", description="the benchmark Job's image",
+                       json_schema_extra={"accepts": "an image"})
     # An exact AIPerf release (the Job runs `pip install aiperf==<this>`).
-    aiperf_version: str = Field("0.13.0", pattern=r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+    aiperf_version: str = Field("0.13.0", pattern=r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$",
+                                description="the AIPerf release the Job installs",
+                                json_schema_extra={"accepts": "an exact version"})
     # Where the Job runs (required node affinity); none: anywhere. It requests no GPU.
-    node_selector: list[NodeRequirement] = []
+    node_selector: list[NodeRequirement] = Field([], description="where the benchmark Job runs (a required node "
+                                                 "affinity; it requests no GPU); none: anywhere",
+                                                 json_schema_extra={"accepts": "node requirements (below)"})
     # AIPerf tokenizes with the served model's tokenizer (downloaded in the cluster).
-    tokenizer: Optional[str] = None
+    tokenizer: Optional[str] = Field(None, description="the tokenizer AIPerf counts tokens with (downloaded in the "
+                                     "cluster)", json_schema_extra={"accepts": "a model id",
+                                                                    "default_text": "`model.name`"})
 
     @field_validator("prefix_types", "concurrency")
     @classmethod
@@ -500,13 +624,21 @@ class ModelCacheClaim(_Model):
     """The PersistentVolumeClaim of `modelCache.mode: pvc`: an existing one, or one dynamo-lab creates."""
 
     # An existing claim in the graph namespace: dynamo-lab creates none and cannot see its size.
-    claim_name: OptionalDnsLabel = None
+    claim_name: OptionalDnsLabel = Field(None, description="an existing claim in the graph namespace; unset: "
+                                         "dynamo-lab creates `<graph>-model-cache`")
     # A new claim, named <graph>-model-cache. None: the cluster's default StorageClass.
-    storage_class: Optional[str] = None
-    size: Bytes = units.parse_memory("10Gi")
+    storage_class: Optional[str] = Field(None, description="the StorageClass of the claim dynamo-lab creates",
+                                         json_schema_extra={"accepts": "a name (refused beside `claimName`)",
+                                                            "default_text": "the cluster's default class"})
+    size: Bytes = Field(units.parse_memory("10Gi"), description="the size of the claim dynamo-lab creates",
+                        json_schema_extra={"accepts": "memory, at least the model's disk size (refused beside "
+                                           "`claimName`)"})
     # What the claim allows (for an existing claim: what it was created with). ReadWriteMany is
     # what Dynamo's model-caching guide uses; ReadWriteOnce lets one node mount it.
-    access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
+    access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = Field(
+        "ReadWriteMany", description="the claim's access mode; for an existing claim, the mode it was created "
+        "with", json_schema_extra={"accepts": "`ReadWriteMany`, or `ReadWriteOnce` when all workers run on one "
+                                   "node"})
 
     @model_validator(mode="after")
     def _new_claim_keys_only_for_a_new_claim(self) -> "ModelCacheClaim":
@@ -525,9 +657,10 @@ class ModelCacheClaim(_Model):
 class PrePull(_Model):
     """Job(s) that download the model into the cache, once per cache location, before the workers start."""
 
-    enabled: bool = True
+    enabled: bool = Field(True, description="download the model into each cache with a Job before the workers "
+                          "start")
     # The whole Job, pulling the serving image on the node included.
-    timeout_seconds: int = Field(1800, gt=0)
+    timeout_seconds: int = Field(1800, gt=0, description="the pre-pull Job's deadline, image pull included")
 
 
 class ModelCache(_Model):
@@ -537,12 +670,18 @@ class ModelCache(_Model):
     # its own copy in a directory; it outlives `pulumi destroy`, so switching variants downloads
     # nothing. off: every worker pod downloads the model; pvc: a PersistentVolumeClaim. (YAML 1.1
     # readers turn an unquoted `off` into false: read false as off.)
-    mode: Annotated[Literal["off", "hostPath", "pvc"], BeforeValidator(lambda v: "off" if v is False else v)] = (
-        "hostPath")
+    mode: Annotated[Literal["off", "hostPath", "pvc"], BeforeValidator(lambda v: "off" if v is False else v)] = Field(
+        "hostPath", description="where the workers' Hugging Face cache lives: a directory on each GPU node, a "
+        "PersistentVolumeClaim, or nowhere (each pod downloads the model); see \"Model cache\"",
+        json_schema_extra={"accepts": "`hostPath`, `pvc`, `off` (or `false`)"})
     # The directory on every GPU node that runs workers (absolute).
-    host_path: str = "/var/lib/dynamo-lab/hf-cache"
-    pvc: ModelCacheClaim = ModelCacheClaim()
-    pre_pull: PrePull = PrePull()
+    host_path: str = Field("/var/lib/dynamo-lab/hf-cache", description="the directory on each GPU node under which "
+                           "each stack keeps its own cache, `<hostPath>/<graph namespace>`", json_schema_extra={
+                               "accepts": "an absolute path without `..`, not a system directory (`/`, `/etc`, "
+                                          "`/usr`, `/var/lib/kubelet`, `/root`, `/proc`, `/sys`, ... are refused "
+                                          "with the reason)"})
+    pvc: ModelCacheClaim = Field(ModelCacheClaim(), description="the claim of `mode: pvc`")
+    pre_pull: PrePull = Field(PrePull(), description="the Job(s) that download the model into the cache")
 
 
 # --- The cluster --------------------------------------------------------------------------------
@@ -553,9 +692,13 @@ class ClusterTarget(_Model):
     `kubernetes:kubeconfig` (not `dynamo-lab:*`): every Kubernetes resource and the Helm release
     use one explicit provider built from them, never the default provider."""
 
-    context: str = Field(min_length=1)
+    context: str = Field(min_length=1, description="the kubeconfig context of the cluster this stack deploys to",
+                         json_schema_extra={"accepts": "a context name"})
     # A kubeconfig file; None: the usual lookup (KUBECONFIG, then ~/.kube/config).
-    kubeconfig: Optional[str] = None
+    kubeconfig: Optional[str] = Field(None, description="the kubeconfig file to read it from; its contents are "
+                                      "refused", json_schema_extra={
+                                          "accepts": "a file path",
+                                          "default_text": "the usual lookup (`KUBECONFIG`, then `~/.kube/config`)"})
 
     @field_validator("kubeconfig")
     @classmethod
@@ -574,22 +717,30 @@ ContextSource = Literal["extraArgs", "workload.maxModelLen", "derived"]
 
 class StackConfig(_Model):
     gpu_classes: dict[str, GpuClass] = Field(
-        default_factory=lambda: {k: GpuClass.model_validate(v) for k, v in DEFAULT_GPU_CLASSES.items()}
+        default_factory=lambda: {k: GpuClass.model_validate(v) for k, v in DEFAULT_GPU_CLASSES.items()},
+        description="the kinds of GPU node, by name; replaces the defaults (\"GPU classes and node placement\") "
+        "when set", json_schema_extra={"accepts": "a map of name to a GPU class"},
     )
-    platform: Platform = Platform()
-    model: Model = Model()
-    image: OperatorImage = SERVING_IMAGE
-    frontend: Frontend = Frontend()
-    graph: Graph = Graph()
-    workers: list[WorkerGroup] = Field(min_length=1)
-    workload: Workload = Workload()
-    sizing: SizingParameters = SizingParameters()
-    probe: Probe = Probe()
-    benchmark: Benchmark = Benchmark()
-    model_cache: ModelCache = ModelCache()
-    hf_token: Optional[SecretStr] = None
+    platform: Platform = Field(Platform(), description="the Dynamo platform chart")
+    model: Model = Field(Model(), description="the served model")
+    image: OperatorImage = Field(SERVING_IMAGE, description="every container's image", json_schema_extra={
+        "accepts": "an image whose tag is a semantic version, with an optional leading `v` (the Dynamo operator's "
+                   "rule)"})
+    frontend: Frontend = Field(Frontend(), description="the frontend pods")
+    graph: Graph = Field(Graph(), description="the DynamoGraphDeployment")
+    workers: list[WorkerGroup] = Field(min_length=1, description="the worker groups",
+                                       json_schema_extra={"accepts": "a list of worker groups (below)"})
+    workload: Workload = Field(Workload(), description="the requests the variant is sized for")
+    sizing: SizingParameters = Field(SizingParameters(), description="the sizing's parameters")
+    probe: Probe = Field(Probe(), description="the in-cluster KV-transfer probe")
+    benchmark: Benchmark = Field(Benchmark(), description="the benchmark sweep")
+    model_cache: ModelCache = Field(ModelCache(), description="the workers' Hugging Face cache")
+    hf_token: Optional[SecretStr] = Field(None, description="Hugging Face token", json_schema_extra={
+        "accepts": "a Pulumi secret only: `pulumi config set --secret hfToken ...`; a plain-text token is refused "
+                   "(and never shown)"})
     # Filled by config.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).
-    cluster: Optional[ClusterTarget] = None
+    cluster: Optional[ClusterTarget] = Field(None, description="the cluster the stack deploys to, from the "
+                                             "`kubernetes:*` keys")
 
     @property
     def worker_nodes(self) -> list[str]:

@@ -201,6 +201,14 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_reference(args: argparse.Namespace) -> int:
+    from infra.lab import config_reference
+
+    changed = config_reference.write()
+    print(f"{config_reference.README.name}: configuration reference {'rewritten' if changed else 'already current'}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dynamo-lab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -276,6 +284,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--predicted", action="store_true",
                     help="add the predictor's figures for each stack as configured (docs/predictor.md)")
     rp.set_defaults(func=_report)
+    cr = sub.add_parser("config-reference", help="rewrite README.md's configuration reference from the schema "
+                        "(infra/config/models.py)")
+    cr.set_defaults(func=_config_reference)
     return p
 
 
