@@ -210,7 +210,9 @@ def _config_reference(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dynamo-lab", description=__doc__)
+    p = argparse.ArgumentParser(prog="dynamo-lab", description=__doc__,
+                                epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
+                                       "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("render", help="print what a stack declares, from its stack file, under Pulumi mocks")
     r.add_argument("stack", help="stack name: the STACK of Pulumi.STACK.yaml")
@@ -291,6 +293,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cluster"]:  # the local lab cluster has a command line of its own
+        from infra.lab.cluster.__main__ import main as cluster_main
+
+        return cluster_main(argv[1:])
     args = parser().parse_args(argv)
     procs.forget()
     try:

@@ -1,0 +1,413 @@
+"""`python3 dev.py cluster-tools`: the cluster tier's binaries, pinned, found or built from Go modules.
+
+Every tool is pinned to one release. A tool the user already has is used as it is: `pulumi` (and
+`kwok`) on PATH at the pinned version, or a directory of Kubernetes test binaries (etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler; the layout of KUBEBUILDER_ASSETS) named by
+DYNAMO_LAB_K8S_BIN or KUBEBUILDER_ASSETS. Anything else is built with `go build` from a small
+wrapper module in tools/cluster/<tool>/ (its go.mod requires the tool's module, its go.sum pins
+every module by hash), into a cache outside the clone:
+
+    ${DYNAMO_LAB_CACHE:-${XDG_CACHE_HOME:-~/.cache}/dynamo-lab}/cluster-tools/<tool>-<version>/bin/
+
+A stamp file there (stamp.json) records what was built from which go.sum; a later run whose stamp
+matches reuses the binaries. Builds run one at a time (a kube-apiserver link takes GBs of memory).
+
+Some pinned tools cannot be had from the Go module proxy this project reaches (it serves a chosen
+set of modules): those are listed with the reason and reported as unavailable, never replaced by
+another version.
+
+Standard library only: dev.py runs this with the Python that runs dev.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[3]
+WRAPPERS = ROOT / "tools" / "cluster"
+STAMP = "stamp.json"
+# Bumped when the layout of a cache entry or the stamp changes: older entries are rebuilt.
+STAMP_FORMAT = 1
+
+KUBERNETES = "v1.34.4"
+PULUMI = "v3.274.1"
+
+
+def _k8s_ldflags(version: str) -> tuple[str, ...]:
+    """The version the binaries report (without them the server says v0.0.0, which breaks Helm's
+    kubeVersion check, preflight's version check and the provider's version-gated awaits)."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}",
+                  f"-X {pkg}.gitMinor={minor}", f"-X {pkg}.gitTreeState=clean",
+                  f"-X {pkg}.buildDate=1970-01-01T00:00:00Z"]
+    return tuple(flags)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tool:
+    name: str                        # the wrapper's directory (tools/cluster/<name>) and cache key
+    version: str                     # the pinned release, as its project names it
+    module: str                      # the Go module that holds its main package(s)
+    module_version: str              # the version of `module` the wrapper requires
+    binaries: tuple[str, ...]        # what the build writes into bin/
+    packages: tuple[str, ...] = ()   # the main packages to build
+    ldflags: tuple[str, ...] = ()
+    pgo_off: bool = False
+    version_args: tuple[str, ...] = ("--version",)
+    accept: str = ""                 # regex the --version output of a found binary must match
+    found_in: str = ""               # "path": look on PATH; "k8s-dir": the test-binaries directory
+    unavailable: str = ""            # why it cannot be built here; empty when it can
+    order: int = 0                   # build order: the most valuable first
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        name="kubernetes", version=KUBERNETES, module="k8s.io/kubernetes", module_version=KUBERNETES,
+        binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+        packages=tuple(f"k8s.io/kubernetes/cmd/{b}" for b in
+                       ("kube-apiserver", "kube-controller-manager", "kube-scheduler")),
+        ldflags=_k8s_ldflags(KUBERNETES), pgo_off=True,
+        accept=r"^Kubernetes v1\.34\.\d+$", found_in="k8s-dir", order=1),
+    Tool(
+        name="etcd", version="v3.6.16", module="go.etcd.io/etcd/server/v3", module_version="v3.6.16",
+        binaries=("etcd",), packages=("go.etcd.io/etcd/server/v3",), pgo_off=True,
+        accept=r"etcd Version: 3\.6\.\d+", found_in="k8s-dir", order=2),
+    Tool(
+        name="kwok", version="v0.8.0", module="sigs.k8s.io/kwok", module_version="v0.8.0",
+        binaries=("kwok",), packages=("sigs.k8s.io/kwok/cmd/kwok",),
+        ldflags=("-X sigs.k8s.io/kwok/pkg/consts.Version=v0.8.0",),
+        accept=r"\bv?0\.8\.0\b", found_in="path", order=3),
+    Tool(
+        name="pulumi", version=PULUMI, module="github.com/pulumi/pulumi/pkg/v3", module_version=PULUMI,
+        binaries=("pulumi",), packages=("github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",),
+        ldflags=(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={PULUMI}",),
+        version_args=("version",), accept=rf"^{re.escape(PULUMI)}$", found_in="path", order=4),
+    Tool(
+        name="pulumi-language-python", version=PULUMI,
+        module="github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3", module_version="",
+        binaries=("pulumi-language-python",), order=5,
+        unavailable="the Go module proxy serves no version of this module (its version list and "
+                    "every query answer 'This module version is not available.'), so the "
+                    "pseudo-version of the v3.274.1 release commit cannot be resolved or fetched"),
+    Tool(
+        name="pulumi-resource-kubernetes", version="v4.34.2",
+        module="github.com/pulumi/pulumi-kubernetes/provider/v4", module_version="",
+        binaries=("pulumi-resource-kubernetes",), order=6,
+        unavailable="the Go module proxy serves one pseudo-version of this module, "
+                    "v4.0.0-20260115033456-f47bc2d6f199 (a January 2026 commit, before v4.26.0), "
+                    "and none of the v4.34.2 release commit"),
+    Tool(
+        name="dynamo-operator", version="v1.6.2", module="github.com/ai-dynamo/dynamo/deploy/operator",
+        module_version="", binaries=("dynamo-operator",), order=7,
+        unavailable="the Go module proxy serves no version of this module (nor of "
+                    "github.com/ai-dynamo/dynamo), so neither the operator of the v1.6.2 release "
+                    "commit nor its CRDs (config/crd/bases/ in the module zip) can be fetched"),
+)
+BY_NAME = {t.name: t for t in TOOLS}
+# The Stage objects kwok needs (in its module zip under kustomize/stage/), kept in its cache entry.
+KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat/node-heartbeat.yaml",
+               "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
+
+
+# ---- pure parts: where a tool lives, what its stamp says, whether to build ----
+
+def cache_root(env: Mapping[str, str]) -> Path:
+    """The cache of built tools, outside the clone, shared by every clone of the machine's user."""
+    if env.get("DYNAMO_LAB_CACHE"):
+        return Path(env["DYNAMO_LAB_CACHE"]) / "cluster-tools"
+    xdg = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(xdg) / "dynamo-lab" / "cluster-tools"
+
+
+def entry_dir(tool: Tool, root: Path) -> Path:
+    return root / tool.key
+
+
+def go_sum_digest(go_sum: str) -> str:
+    return hashlib.sha256(go_sum.encode()).hexdigest()
+
+
+def stamp_for(tool: Tool, go_sum: str, go_version: str, built_s: float) -> dict:
+    return {"format": STAMP_FORMAT, "tool": tool.name, "version": tool.version,
+            "module": f"{tool.module}@{tool.module_version}", "go_sum_sha256": go_sum_digest(go_sum),
+            "binaries": list(tool.binaries), "go": go_version, "built_s": round(built_s, 1)}
+
+
+def stamp_matches(tool: Tool, stamp: Optional[dict], go_sum: str) -> bool:
+    """A cache entry is reused only when built from this version and this very go.sum."""
+    return bool(stamp) and stamp.get("format") == STAMP_FORMAT and stamp.get("tool") == tool.name \
+        and stamp.get("version") == tool.version \
+        and stamp.get("module") == f"{tool.module}@{tool.module_version}" \
+        and stamp.get("go_sum_sha256") == go_sum_digest(go_sum) \
+        and sorted(stamp.get("binaries", [])) == sorted(tool.binaries)
+
+
+def version_ok(tool: Tool, output: str) -> bool:
+    return bool(tool.accept) and any(re.search(tool.accept, line.strip()) for line in output.splitlines())
+
+
+def user_dir(env: Mapping[str, str]) -> Optional[Path]:
+    """The directory of Kubernetes test binaries the user names, if any."""
+    for var in ("DYNAMO_LAB_K8S_BIN", "KUBEBUILDER_ASSETS"):
+        if env.get(var):
+            return Path(env[var])
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    tool: Tool
+    action: str                 # "found", "cached", "build", "unavailable"
+    bin_dir: Optional[Path]     # where its binaries are (or will be)
+    detail: str = ""
+
+
+def candidates(tool: Tool, env: Mapping[str, str], which: Callable[[str], Optional[str]]) -> list[Path]:
+    """Where a binary the user already has might be, by the tool's kind of lookup."""
+    if tool.found_in == "path":
+        hit = which(tool.binaries[0])
+        return [Path(hit).parent] if hit else []
+    if tool.found_in == "k8s-dir":
+        d = user_dir(env)
+        return [d] if d else []
+    return []
+
+
+def decide(tool: Tool, env: Mapping[str, str], root: Path, go_sum: Optional[str],
+           which: Callable[[str], Optional[str]], version_of: Callable[[Path, Tool], str],
+           read_stamp: Callable[[Path], Optional[dict]]) -> Decision:
+    """Found (the user's, at the pinned version), cached (our stamp matches), build, or unavailable.
+
+    A user's binary at another version is not used, and said so; the tool is then built.
+    """
+    notes = []
+    for d in candidates(tool, env, which):
+        bins = [d / b for b in tool.binaries]
+        if not all(b.is_file() and os.access(b, os.X_OK) for b in bins):
+            notes.append(f"{d} lacks {', '.join(b.name for b in bins if not b.is_file())}")
+            continue
+        outputs = [version_of(b, tool) for b in bins]
+        bad = [f"{b.name} says {o.strip().splitlines()[0] if o.strip() else 'nothing'!r}"
+               for b, o in zip(bins, outputs, strict=True) if not version_ok(tool, o)]
+        if not bad:
+            return Decision(tool, "found", d, outputs[0].strip().splitlines()[0])
+        notes.append(f"{d}: not {tool.version}: " + "; ".join(bad))
+    if tool.unavailable:
+        return Decision(tool, "unavailable", None, tool.unavailable)
+    if go_sum is None:
+        return Decision(tool, "unavailable", None, f"no wrapper module in tools/cluster/{tool.name}/")
+    entry = entry_dir(tool, root)
+    bin_dir = entry / "bin"
+    if stamp_matches(tool, read_stamp(entry), go_sum) and all((bin_dir / b).is_file() for b in tool.binaries):
+        return Decision(tool, "cached", bin_dir, "; ".join(notes))
+    return Decision(tool, "build", bin_dir, "; ".join(notes))
+
+
+def build_command(tool: Tool, out_dir: Path) -> list[str]:
+    cmd = ["go", "build", "-trimpath"]
+    if tool.pgo_off:
+        cmd.append("-pgo=off")
+    # One package: name the file (a module path ending in /v3 would otherwise name it "server").
+    out = str(out_dir / tool.binaries[0]) if len(tool.packages) == 1 else str(out_dir) + os.sep
+    cmd += ["-ldflags", " ".join(("-s", "-w", *tool.ldflags)), "-o", out, *tool.packages]
+    return cmd
+
+
+def build_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Static binaries, go.sum as the only truth (-mod=readonly: a missing or different hash fails)."""
+    out = dict(env)
+    out["CGO_ENABLED"] = "0"
+    out["GOFLAGS"] = " ".join(f for f in (env.get("GOFLAGS", "").split()) if not f.startswith("-mod=")) \
+        + " -mod=readonly -buildvcs=false"
+    out["GOFLAGS"] = out["GOFLAGS"].strip()
+    out.setdefault("GOTOOLCHAIN", "local")
+    return out
+
+
+# ---- the impure parts: running go and the binaries ----
+
+def _go() -> str:
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
+    if not go:
+        sys.exit("cluster-tools: `go` not found (Go 1.26 is needed to build the tools)")
+    return go
+
+
+def _version_of(binary: Path, tool: Tool) -> str:
+    try:
+        p = subprocess.run([str(binary), *tool.version_args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"(could not run: {e})"
+    return (p.stdout + p.stderr).strip()
+
+
+def read_stamp(entry: Path) -> Optional[dict]:
+    try:
+        return json.loads((entry / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _wrapper_go_sum(tool: Tool) -> Optional[str]:
+    path = WRAPPERS / tool.name / "go.sum"
+    return path.read_text() if path.is_file() else None
+
+
+def _module_dir(go: str, module: str, env: Mapping[str, str]) -> Path:
+    out = subprocess.run([go, "mod", "download", "-json", module], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"go mod download {module}: {out.stdout.strip()} {out.stderr.strip()}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def _after_build(tool: Tool, go: str, src: Path, bin_dir: Path, env: Mapping[str, str]) -> None:
+    """The Pulumi CLI's language host runs `pulumi-language-python-exec`, a script of the SDK
+    release: keep it beside `pulumi`, executable, as the release archives do."""
+    if tool.name == "kwok":
+        # kwok starts only with Stage objects: the ones its module ships, beside its binary.
+        stages = _module_dir(go, f"{tool.module}@{tool.module_version}", env) / "kustomize" / "stage"
+        for rel in KWOK_STAGES:
+            target = bin_dir.parent / "stages" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(stages / rel, target)
+    if tool.name == "pulumi":
+        sdk = subprocess.run([go, "list", "-m", "-f", "{{.Path}}@{{.Version}}",
+                              "github.com/pulumi/pulumi/sdk/v3"], cwd=src, capture_output=True,
+                             text=True, env=env, check=True).stdout.strip()
+        script = _module_dir(go, sdk, env) / "python" / "cmd" / "pulumi-language-python-exec"
+        target = bin_dir / script.name
+        shutil.copyfile(script, target)
+        target.chmod(0o755)
+
+
+def build(tool: Tool, root: Path, env: Mapping[str, str], log: Callable[[str], None]) -> float:
+    """Build `tool` into its cache entry; returns the seconds it took. The entry is replaced whole."""
+    go = _go()
+    entry = entry_dir(tool, root)
+    work = Path(tempfile.mkdtemp(prefix=f".{tool.key}-", dir=root))
+    try:
+        src, bin_dir = work / "src", work / "bin"
+        src.mkdir()
+        bin_dir.mkdir()
+        for name in ("go.mod", "go.sum"):
+            shutil.copyfile(WRAPPERS / tool.name / name, src / name)
+        benv = build_env(env)
+        cmd = build_command(tool, bin_dir)
+        log(f"{tool.name} {tool.version}: building {', '.join(tool.binaries)} "
+            f"({tool.module}@{tool.module_version}) ...")
+        started = time.monotonic()
+        logfile = work / "build.log"
+        with open(logfile, "w") as out:
+            rc = subprocess.run([go if c == "go" else c for c in cmd], cwd=src, env=benv,
+                                stdout=out, stderr=subprocess.STDOUT).returncode
+        if rc != 0:
+            tail = logfile.read_text()[-4000:]
+            raise RuntimeError(f"go build failed (exit {rc}):\n{tail}")
+        missing = [b for b in tool.binaries if not (bin_dir / b).is_file()]
+        if missing:
+            raise RuntimeError(f"go build wrote no {', '.join(missing)} (it wrote {sorted(os.listdir(bin_dir))})")
+        _after_build(tool, go, src, bin_dir, benv)
+        took = time.monotonic() - started
+        go_version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, env=benv).stdout.strip()
+        (work / STAMP).write_text(json.dumps(stamp_for(tool, (src / "go.sum").read_text(), go_version, took),
+                                             indent=2) + "\n")
+        if entry.exists():
+            shutil.rmtree(entry)
+        work.rename(entry)
+        return took
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
+           log: Callable[[str], None] = print) -> dict[str, Decision]:
+    """Find or build the named tools (all when none is named), serially, most valuable first."""
+    env = dict(os.environ if env is None else env)
+    root = cache_root(env)
+    root.mkdir(parents=True, exist_ok=True)
+    tools = sorted((BY_NAME[n] for n in names) if names else TOOLS, key=lambda t: t.order)
+    results: dict[str, Decision] = {}
+    for tool in tools:
+        t0 = time.monotonic()
+        d = decide(tool, env, root, _wrapper_go_sum(tool), shutil.which, _version_of, read_stamp)
+        if d.action == "build":
+            if d.detail:
+                log(f"{tool.name}: {d.detail}")
+            try:
+                took = build(tool, root, env, log)
+            except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+                d = Decision(tool, "failed", None, str(e))
+                log(f"{tool.name} {tool.version}: FAILED after {time.monotonic() - t0:.0f} s: {e}")
+                results[tool.name] = d
+                continue
+            d = Decision(tool, "built", d.bin_dir, f"in {took:.0f} s")
+        took = time.monotonic() - t0
+        results[tool.name] = d
+        if d.action == "unavailable":
+            log(f"{tool.name} {tool.version}: UNAVAILABLE: {d.detail}")
+        elif d.action != "failed":
+            outs = [_version_of(d.bin_dir / b, tool).splitlines()[:1] for b in tool.binaries]
+            says = "; ".join(f"{b}: {o[0] if o else '?'}" for b, o in zip(tool.binaries, outs, strict=True))
+            built_s = (read_stamp(d.bin_dir.parent) or {}).get("built_s") if d.action == "cached" else None
+            how = {"found": "found (yours)", "cached": f"cached (its build took {built_s} s)",
+                   "built": "built"}[d.action]
+            log(f"{tool.name} {tool.version}: {how} in {d.bin_dir} ({took:.1f} s) [{says}]")
+    return results
+
+
+def kwok_stages(bin_dir: Path, env: Optional[Mapping[str, str]] = None) -> Path:
+    """The directory of kwok's Stage files: beside a kwok we built, else from its module."""
+    here = bin_dir.parent / "stages"
+    if all((here / rel).is_file() for rel in KWOK_STAGES):
+        return here
+    kwok = BY_NAME["kwok"]
+    return _module_dir(_go(), f"{kwok.module}@{kwok.module_version}", dict(env or os.environ)) / "kustomize" / "stage"
+
+
+def bin_dirs(results: Mapping[str, Decision]) -> dict[str, Path]:
+    return {n: d.bin_dir for n, d in results.items() if d.bin_dir and d.action in ("found", "cached", "built")}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="dev.py cluster-tools", description=__doc__.split("\n\n")[0])
+    p.add_argument("tools", nargs="*", metavar="TOOL",
+                   help="only these (default: all): " + ", ".join(t.name for t in TOOLS))
+    p.add_argument("--allow-unavailable", action="store_true",
+                   help="exit 0 even if a tool the proxy does not serve is missing (builds must still pass)")
+    p.add_argument("--json", action="store_true", help="print the bin directories as JSON at the end")
+    args = p.parse_args(argv)
+    unknown = [n for n in args.tools if n not in BY_NAME]
+    if unknown:
+        p.error(f"unknown tool {', '.join(unknown)}; the tools are {', '.join(BY_NAME)}")
+    results = ensure(args.tools, log=lambda m: print(f"cluster-tools: {m}", flush=True))
+    if args.json:
+        print(json.dumps({n: str(d) for n, d in bin_dirs(results).items()}, indent=2))
+    failed = [n for n, d in results.items() if d.action == "failed"]
+    missing = [n for n, d in results.items() if d.action == "unavailable"]
+    if failed or (missing and not args.allow_unavailable):
+        print(f"cluster-tools: not ready: {', '.join(failed + missing)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

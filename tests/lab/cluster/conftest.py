@@ -1,0 +1,52 @@
+"""The cluster tier's fixtures: the pinned tools, and one local lab cluster per test module."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from infra.lab import upstream
+from infra.lab.cluster import harness, tools
+
+NEEDED = ("kubernetes", "etcd", "kwok")
+DGD_CRD = "crds/nvidia.com_dynamographdeployments.yaml"
+
+
+@pytest.fixture(scope="session")
+def cluster_bins() -> dict:
+    if os.geteuid() != 0:
+        pytest.skip("the cluster tier needs root for its network and PID namespaces")
+    bins = tools.bin_dirs(tools.ensure(list(NEEDED), log=lambda m: print(f"cluster-tools: {m}")))
+    missing = [n for n in NEEDED if n not in bins]
+    assert not missing, f"cluster-tools could not provide {missing}"
+    return bins
+
+
+@pytest.fixture(scope="session")
+def dgd_crd_dir(tmp_path_factory):
+    """The pinned Dynamo release's DynamoGraphDeployment CRD (infra/lab/upstream.py, sha256-checked)."""
+    try:
+        found = upstream.locate()
+    except upstream.UpstreamUnavailable as exc:
+        pytest.skip(f"the DynamoGraphDeployment CRD is unavailable ({exc}): {upstream.HOW}")
+    d = tmp_path_factory.mktemp("crds")
+    shutil.copy(found.file(DGD_CRD), d / "dgd.yaml")
+    return d
+
+
+@pytest.fixture(scope="module")
+def lab_cluster(cluster_bins, tmp_path_factory):
+    state = tmp_path_factory.mktemp("cluster") / "state"
+    with harness.running(state, cluster_bins) as handle:
+        yield handle
+    assert harness.leftovers(state) == []
+
+
+@pytest.fixture(scope="module")
+def lab_cluster_with_crd(cluster_bins, dgd_crd_dir, tmp_path_factory):
+    state = tmp_path_factory.mktemp("cluster") / "state"
+    with harness.running(state, cluster_bins, crd_dir=dgd_crd_dir) as handle:
+        yield handle
+    assert harness.leftovers(state) == []

@@ -1,0 +1,101 @@
+"""The cluster tier: a real control plane (etcd, kube-apiserver, controller manager, scheduler) with
+kwok's simulated GPU nodes, in a network namespace of its own. Needs root (namespaces) and the
+tools of `python3 dev.py cluster-tools` (built on first use: about 20 minutes cold)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from infra.lab.cluster import harness, tools
+
+pytestmark = pytest.mark.cluster
+
+NEEDED = ("kubernetes", "etcd", "kwok")
+
+
+def _wait(check, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout} s")
+
+
+def test_server_reports_its_pinned_version(lab_cluster):
+    code, body = lab_cluster.api().call("GET", "/version")
+    assert code == 200 and body["gitVersion"] == tools.KUBERNETES and body["minor"] == "34"
+
+
+def test_the_two_gpu_nodes_are_ready_with_their_gpus(lab_cluster):
+    code, body = lab_cluster.api().call("GET", "/api/v1/nodes")
+    nodes = {n["metadata"]["name"]: n for n in body["items"]}
+    assert sorted(nodes) == ["gpu-laptop", "gpu-server"]
+    for n in nodes.values():
+        assert n["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+        assert n["metadata"]["labels"]["nvidia.com/gpu.product"].startswith("NVIDIA-GeForce-RTX-30")
+        assert {c["type"]: c["status"] for c in n["status"]["conditions"]}["Ready"] == "True"
+        assert all(a["address"].startswith("127.") for a in n["status"].get("addresses", [])
+                   if a["type"] == "InternalIP")
+
+
+def test_a_gpu_deployment_is_scheduled_and_runs(lab_cluster):
+    api = lab_cluster.api()
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gpu-probe", "namespace": "default"},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "gpu-probe"}},
+                    "template": {"metadata": {"labels": {"app": "gpu-probe"}},
+                                 "spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-server"},
+                                          "containers": [{"name": "c", "image": "example.invalid/none:0",
+                                                          "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}}
+    assert api.create("/apis/apps/v1/namespaces/default/deployments", dep) == 201
+
+    def running():
+        _, body = api.call("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dgpu-probe")
+        pods = body.get("items", [])
+        ok = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == "gpu-server"]
+        return ok if len(ok) == 2 else None
+    assert len(_wait(running)) == 2
+    # The node's four GPU replicas are taken: a third pod stays Pending, unschedulable.
+    code, _ = api.call("PATCH", "/apis/apps/v1/namespaces/default/deployments/gpu-probe",
+                       {"spec": {"replicas": 3}}, content_type="application/merge-patch+json")
+    assert code == 200
+
+    def unschedulable():
+        _, body = api.call("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dgpu-probe")
+        return [p for p in body["items"] if any(c.get("reason") == "Unschedulable"
+                                                for c in p["status"].get("conditions", []))]
+    assert len(_wait(unschedulable)) == 1
+
+
+def test_killed_owner_leaves_nothing_behind(cluster_bins, tmp_path):
+    """SIGKILL the process that started a cluster: every process of it, and so its namespaces, go."""
+    state = tmp_path / "state"
+    script = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from infra.lab.cluster import harness
+        bins = {{k: Path(v) for k, v in {({k: str(v) for k, v in cluster_bins.items()})!r}.items()}}
+        harness.up(Path({str(state)!r}), bins, attached=True)
+        print("UP", flush=True)
+        time.sleep(600)
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             cwd=harness.ROOT)
+    try:
+        assert any(line.strip() == "UP" for line in iter(owner.stdout.readline, "")), "never came up"
+        assert harness.leftovers(state), "the cluster should be running"
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait()
+        assert _wait(lambda: not harness.leftovers(state) or None, timeout=30) is True
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        harness.stop(state)
