@@ -7,6 +7,7 @@ import io
 import json
 import os
 import subprocess
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
@@ -123,3 +124,14 @@ def main_container(component: dict[str, Any]) -> dict[str, Any]:
 
 def flag(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 60.0) -> Any:
+    """`check()`'s first truthy answer, asked every half second; AssertionError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout} s")

@@ -9,25 +9,15 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from infra.lab.cluster import harness, tools
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.cluster
 
 NEEDED = ("kubernetes", "etcd", "kwok")
-
-
-def _wait(check, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"not within {timeout} s")
 
 
 def test_server_reports_its_pinned_version(lab_cluster):
@@ -62,7 +52,7 @@ def test_a_gpu_deployment_is_scheduled_and_runs(lab_cluster):
         pods = body.get("items", [])
         ok = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == "gpu-server"]
         return ok if len(ok) == 2 else None
-    assert len(_wait(running)) == 2
+    assert len(wait_for(running)) == 2
     # The node's four GPU replicas are taken: a third pod stays Pending, unschedulable.
     code, _ = api.call("PATCH", "/apis/apps/v1/namespaces/default/deployments/gpu-probe",
                        {"spec": {"replicas": 3}}, content_type="application/merge-patch+json")
@@ -72,7 +62,7 @@ def test_a_gpu_deployment_is_scheduled_and_runs(lab_cluster):
         _, body = api.call("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dgpu-probe")
         return [p for p in body["items"] if any(c.get("reason") == "Unschedulable"
                                                 for c in p["status"].get("conditions", []))]
-    assert len(_wait(unschedulable)) == 1
+    assert len(wait_for(unschedulable)) == 1
 
 
 def test_killed_owner_leaves_nothing_behind(cluster_bins, tmp_path):
@@ -94,7 +84,7 @@ def test_killed_owner_leaves_nothing_behind(cluster_bins, tmp_path):
         assert harness.leftovers(state), "the cluster should be running"
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
-        assert _wait(lambda: not harness.leftovers(state) or None, timeout=30) is True
+        assert wait_for(lambda: not harness.leftovers(state) or None, timeout=30) is True
     finally:
         if owner.poll() is None:
             owner.kill()

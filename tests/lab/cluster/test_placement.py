@@ -6,7 +6,6 @@ DynamoGraphDeployment's pod templates, as the operator would make them (test_sta
 from __future__ import annotations
 
 import copy
-import time
 
 import pytest
 
@@ -14,22 +13,12 @@ from infra.config.models import ClusterTarget
 from infra.lab.preflight import cluster_data
 from infra.lab.preflight.checks import check
 from infra.plan import StackPlan, plan
-from tests.helpers import loaded
+from tests.helpers import loaded, wait_for
 from tests.lab.cluster.test_stacks import PODS, _namespace, _pods
 
 pytestmark = pytest.mark.cluster
 
 NODE_OF_CLASS = {"gpu-24gb": "gpu-server", "gpu-8gb": "gpu-laptop"}  # by their GPU memory labels
-
-
-def _wait(check, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"not within {timeout} s")
 
 
 def _place(api, planned: StackPlan) -> dict[str, list[dict]]:
@@ -52,14 +41,14 @@ def _place(api, planned: StackPlan) -> dict[str, list[dict]]:
             c.get("reason") == "Unschedulable" for c in p["status"].get("conditions", []))]
         return pods if len(done) == len(made) else None
     by_component: dict[str, list[dict]] = {}
-    for p in _wait(decided):
+    for p in wait_for(decided, 90):
         by_component.setdefault(p["metadata"]["labels"]["dynamo-lab-test/component"], []).append(p)
     return by_component
 
 
 def _clear(api, ns: str) -> None:
     api.call("DELETE", PODS.format(ns=ns) + "?gracePeriodSeconds=0")
-    _wait(lambda: not api.call("GET", PODS.format(ns=ns))[1]["items"] or None)
+    wait_for(lambda: not api.call("GET", PODS.format(ns=ns))[1]["items"] or None)
 
 
 def _preflight(handle, stack):
