@@ -162,12 +162,16 @@ def plan(stack: Stack) -> StackPlan:
     for doc in graph.network_policies(cfg):
         b.add(g, f"graph-{doc['metadata']['name']}", doc, [*first, ns])
     claim, pulls = model_cache.claim(cfg), model_pull.jobs(cfg)
+    volumes = model_cache.node_volumes(cfg, sizing.model_cache.bytes_per_cache)
     outputs = stack_outputs(stack)
-    if claim or pulls:
+    if claim or pulls or volumes:
         cache = b.component("graph-model-cache", "ModelCache", parent=g, after=needs)
         cache_needs = list(needs)
         if claim is not None:
             cache_needs.append(b.add(cache, "graph-model-cache-claim", claim, needs))
+        for cls, (pv, pvc) in volumes.items():
+            volume = b.add(cache, f"graph-model-cache-volume-{cls}", pv, first)
+            cache_needs.append(b.add(cache, f"graph-model-cache-claim-{cls}", pvc, [*needs, volume]))
         pulled = [b.add(cache, f"graph-model-cache-pull-{key}", job, cache_needs,
                         await_seconds=job["spec"]["activeDeadlineSeconds"] + AWAIT_MARGIN_SECONDS)
                   for key, job in pulls.items()]

@@ -24,6 +24,7 @@ TYPED = {
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "Service"): k8s.core.v1.Service,
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
+    ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
 }

@@ -220,7 +220,7 @@ def _system_directory(path: str) -> str | None:
 
 def _model_cache(cfg: StackConfig) -> Problems:
     mc, problems = cfg.model_cache, []
-    if mc.mode == "hostPath":
+    if mc.mode in ("hostPath", "nodeVolume"):
         path = mc.host_path
         if not path.startswith("/"):
             problems.append(("modelCache.hostPath", f"{path!r} is not an absolute path; the cache is the "

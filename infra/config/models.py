@@ -666,17 +666,23 @@ class PrePull(_Model):
 class ModelCache(_Model):
     """Where the workers' Hugging Face cache lives, so the model is fetched once per node, not per pod."""
 
-    # hostPath is the lab's case: two GPU nodes and no storage both can mount, so each node keeps
-    # its own copy in a directory; it outlives `pulumi destroy`, so switching variants downloads
-    # nothing. off: every worker pod downloads the model; pvc: a PersistentVolumeClaim. (YAML 1.1
-    # readers turn an unquoted `off` into false: read false as off.)
-    mode: Annotated[Literal["off", "hostPath", "pvc"], BeforeValidator(lambda v: "off" if v is False else v)] = Field(
-        "hostPath", description="where the workers' Hugging Face cache lives: a directory on each GPU node, a "
-        "PersistentVolumeClaim, or nowhere (each pod downloads the model); see \"Model cache\"",
-        json_schema_extra={"accepts": "`hostPath`, `pvc`, `off` (or `false`)"})
+    # The lab has two GPU nodes and no storage both can mount, so each node keeps its own copy in a
+    # directory, which outlives `pulumi destroy`. nodeVolume (the default) reaches it through a
+    # PersistentVolume per node that the stack creates, so the graph's pods mount only claims and its
+    # namespace can enforce Pod Security baseline; hostPath mounts the directory into the pods, which
+    # only a privileged namespace allows. off: every worker pod downloads the model; pvc: a
+    # PersistentVolumeClaim. (YAML 1.1 readers turn an unquoted `off` into false: read false as off.)
+    mode: Annotated[Literal["off", "nodeVolume", "hostPath", "pvc"],
+                    BeforeValidator(lambda v: "off" if v is False else v)] = Field(
+        "nodeVolume", description="where the workers' Hugging Face cache lives: a directory on each GPU node "
+        "through a PersistentVolume per node (`nodeVolume`) or mounted directly (`hostPath`, needs a privileged "
+        "namespace), a PersistentVolumeClaim (`pvc`), or nowhere (`off`: each pod downloads the model); see "
+        "\"Model cache\"",
+        json_schema_extra={"accepts": "`nodeVolume`, `hostPath`, `pvc`, `off` (or `false`)"})
     # The directory on every GPU node that runs workers (absolute).
-    host_path: str = Field("/var/lib/dynamo-lab/hf-cache", description="the directory on each GPU node under which "
-                           "each stack keeps its own cache, `<hostPath>/<graph namespace>`", json_schema_extra={
+    host_path: str = Field("/var/lib/dynamo-lab/hf-cache", description="`nodeVolume` and `hostPath`: the directory "
+                           "on each GPU node under which each stack keeps its own cache, `<hostPath>/<graph "
+                           "namespace>`", json_schema_extra={
                                "accepts": "an absolute path without `..`, not a system directory (`/`, `/etc`, "
                                           "`/usr`, `/var/lib/kubelet`, `/root`, `/proc`, `/sys`, ... are refused "
                                           "with the reason)"})

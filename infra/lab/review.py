@@ -27,7 +27,8 @@ class ReviewError(UserError):
 # Goldens of every stack with every optional part on (the probe where there is a KV transfer, the
 # benchmark, NetworkPolicies, a token Secret), in each model cache mode: a change to any builder
 # shows in a pull request's golden diff, not only a change to what the shipped stacks use.
-VARIANTS = {"everything-on": "hostPath", "everything-on-pvc": "pvc", "everything-on-off": "off"}
+VARIANTS = {"everything-on": "nodeVolume", "everything-on-hostpath": "hostPath", "everything-on-pvc": "pvc",
+            "everything-on-off": "off"}
 
 
 def _everything_on(stack: str, root: Optional[Path], cache_mode: str) -> tuple[dict[str, str], list[str]]:

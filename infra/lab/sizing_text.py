@@ -34,8 +34,8 @@ def model_cache(c: ModelCacheSizing) -> list[str]:
     if c.mode == "off":
         head = (f"Model cache: off; each of the {c.downloads} worker pods downloads {disk} from the Hugging "
                 "Face Hub when it starts")
-    elif c.mode == "hostPath":
-        head = (f"Model cache: hostPath, a directory on each GPU node with workers ({', '.join(c.locations)}): "
+    elif c.mode in ("nodeVolume", "hostPath"):
+        head = (f"Model cache: {c.mode}, a directory on each GPU node with workers ({', '.join(c.locations)}): "
                 f"{disk} of disk per node, fetched from the Hub once per node")
     else:
         size = f", {fmt_bytes(c.claim_bytes)}" if c.claim_bytes is not None else ""

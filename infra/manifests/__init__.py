@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+if TYPE_CHECKING:
+    from infra.config.models import NodeRequirement
 
 T = TypeVar("T")
 
@@ -38,3 +41,15 @@ def digest_named(build: Callable[[str], T]) -> T:
 def digest_suffix(digest: str) -> str:
     """A name's `-<digest>` tail; none in the unnamed build that the digest is taken from."""
     return f"-{digest}" if digest else ""
+
+
+def match_expressions(rules: list[NodeRequirement]) -> list[dict[str, Any]]:
+    """Node selector requirements as `matchExpressions`, the API server's form (ANDed): a pod's node
+    affinity and a PersistentVolume's node affinity alike."""
+    expressions = []
+    for req in rules:
+        expr: dict[str, Any] = {"key": req.key, "operator": req.operator}
+        if req.values:
+            expr["values"] = list(req.values)
+        expressions.append(expr)
+    return expressions

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from infra import prefix_cache, units
 from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
-from infra.manifests import model_cache, security
+from infra.manifests import match_expressions, model_cache, security
 from infra.sizing import GroupSizing, StackSizing
 
 API_VERSION = "nvidia.com/v1beta1"
@@ -70,16 +70,6 @@ def worker_args(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> lis
     if cfg.model.revision is not None:
         args += ["--revision", cfg.model.revision]
     return args + list(group.extra_args)
-
-
-def match_expressions(rules: list[NodeRequirement]) -> list[dict[str, Any]]:
-    expressions = []
-    for req in rules:
-        expr: dict[str, Any] = {"key": req.key, "operator": req.operator}
-        if req.values:
-            expr["values"] = list(req.values)
-        expressions.append(expr)
-    return expressions
 
 
 def node_affinity(rules: list[NodeRequirement]) -> dict[str, Any]:
@@ -166,7 +156,7 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
         env += model_cache.env(cfg)
         # Read-only once the pre-pull filled it: no worker can change the files another one loads.
         main["volumeMounts"] = [model_cache.mount(read_only=model_cache.pre_pulled(cfg))]
-        spec["volumes"] = [model_cache.volume(cfg)]
+        spec["volumes"] = [model_cache.volume(cfg, group.gpu_class)]
     if env:
         main["env"] = env
     return {"name": group.name, "type": COMPONENT_TYPE[group.role], "replicas": group.replicas,

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from infra import units
 from infra.config.models import StackConfig
+from infra.manifests import match_expressions
 
 VOLUME = "model-cache"
 MOUNT = "/cache/huggingface/hub"
@@ -32,12 +33,58 @@ def host_directory(cfg: StackConfig) -> str:
     return f"{cfg.model_cache.host_path.rstrip('/')}/{cfg.graph.namespace}"
 
 
-def volume(cfg: StackConfig, host_path_type: str = "Directory") -> dict[str, Any]:
-    """The pod volume. Workers use a hostPath that must exist (the pre-pull Job makes it, writable)."""
+def on_nodes(cfg: StackConfig) -> bool:
+    """Whether the cache is a directory on each GPU node (nodeVolume or hostPath): one per GPU class."""
+    return cfg.model_cache.mode in ("nodeVolume", "hostPath")
+
+
+def node_claim(cfg: StackConfig, gpu_class: str) -> str:
+    """nodeVolume: the claim of one GPU class's node, `<graph>-model-cache-<class>`."""
+    return f"{cfg.graph.name}-model-cache-{gpu_class}"
+
+
+def node_volume_name(cfg: StackConfig, gpu_class: str) -> str:
+    """nodeVolume: the (cluster-wide) PersistentVolume of one node, named after the graph namespace."""
+    return f"{cfg.graph.namespace}-model-cache-{gpu_class}"
+
+
+def volume(cfg: StackConfig, gpu_class: Optional[str], host_path_type: str = "Directory") -> dict[str, Any]:
+    """The pod volume of a pod on `gpu_class`'s node (None: a pod on any node, for a claim). A hostPath
+    must exist for the workers (the pre-pull Job makes it, writable)."""
     mc = cfg.model_cache
     if mc.mode == "hostPath":
         return {"name": VOLUME, "hostPath": {"path": host_directory(cfg), "type": host_path_type}}
+    if mc.mode == "nodeVolume":
+        if gpu_class is None:
+            raise ValueError("a nodeVolume cache is per GPU class: name the class")
+        return {"name": VOLUME, "persistentVolumeClaim": {"claimName": node_claim(cfg, gpu_class)}}
     return {"name": VOLUME, "persistentVolumeClaim": {"claimName": cfg.model_cache_claim}}
+
+
+def node_volumes(cfg: StackConfig, nbytes: int) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """nodeVolume: per GPU class with workers, a PersistentVolume on its node's directory and the claim
+    bound to it. The volume is a hostPath the kubelet creates (DirectoryOrCreate), placed on the node
+    by the class's node affinity; Retain keeps the files when the stack is destroyed. The pods mount
+    the claim, which Pod Security baseline allows, where a hostPath volume needs privileged."""
+    if cfg.model_cache.mode != "nodeVolume":
+        return {}
+    size = units.to_mi_quantity(nbytes)
+    out = {}
+    for cls in cfg.worker_nodes:
+        pv, claim = node_volume_name(cfg, cls), node_claim(cfg, cls)
+        terms = [{"matchExpressions": match_expressions(cfg.gpu_classes[cls].node_selector)}]
+        out[cls] = (
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+             "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                      "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "", "volumeMode": "Filesystem",
+                      "hostPath": {"path": host_directory(cfg), "type": "DirectoryOrCreate"},
+                      "nodeAffinity": {"required": {"nodeSelectorTerms": terms}},
+                      "claimRef": {"namespace": cfg.graph.namespace, "name": claim}}},
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": claim, "namespace": cfg.graph.namespace},
+             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv,
+                      "resources": {"requests": {"storage": size}}}})
+    return out
 
 
 def mount(read_only: bool = False) -> dict[str, Any]:

@@ -38,7 +38,7 @@ def placements(cfg: StackConfig) -> dict[str, Optional[str]]:
     mc = cfg.model_cache
     if not model_cache.pre_pulled(cfg):
         return {}
-    if mc.mode == "hostPath":
+    if model_cache.on_nodes(cfg):
         return {cls: cls for cls in cfg.worker_nodes}
     one_node = mc.pvc.access_mode == "ReadWriteOnce" and len(cfg.worker_nodes) == 1
     return {"claim": cfg.worker_nodes[0] if one_node else None}
@@ -60,10 +60,11 @@ def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any
     }))
     # No API call: no ServiceAccount token in the pod.
     pod: dict[str, Any] = {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [pull],
-                           "volumes": [model_cache.volume(cfg, host_path_type="DirectoryOrCreate")]}
-    if cfg.model_cache.mode == "hostPath":
-        # fsGroup does not apply to hostPath volumes: a root step makes the kubelet's directory
-        # writable by the image's group. This is why a hostPath cache needs a privileged namespace.
+                           "volumes": [model_cache.volume(cfg, gpu_class, host_path_type="DirectoryOrCreate")]}
+    if model_cache.on_nodes(cfg):
+        # fsGroup does not apply to a hostPath (in the pod or behind a nodeVolume's PersistentVolume):
+        # a root step makes the kubelet's directory writable by the image's group. Pod Security
+        # baseline allows it (root, capabilities CHOWN and FOWNER only); restricted does not.
         pod["securityContext"] = security.pod()
         pod["initContainers"] = [{"name": "prepare-cache", "image": cfg.image, "command": ["sh", "-c", PREPARE],
                                   "securityContext": dict(security.PREPARE_AS_ROOT),

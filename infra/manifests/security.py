@@ -47,10 +47,12 @@ def container(extra: dict[str, Any]) -> dict[str, Any]:
 def pod_security_level(cfg: StackConfig) -> PodSecurityLevel:
     """What the graph namespace can enforce with this stack's pods.
 
-    A hostPath volume (the hostPath model cache) is allowed only at `privileged`: `baseline` already
-    forbids it, and the cache's preparation step runs as root. Every other pod meets `restricted`.
+    A hostPath volume in a pod (`modelCache.mode: hostPath`) is allowed only at `privileged`:
+    `baseline` already forbids it. A directory on the node reached through a PersistentVolume
+    (`nodeVolume`) keeps the pods at `baseline`: only the cache's preparation step runs as root.
+    Every other pod meets `restricted`.
     """
-    return "privileged" if cfg.model_cache.mode == "hostPath" else "restricted"
+    return {"hostPath": "privileged", "nodeVolume": "baseline"}.get(cfg.model_cache.mode, "restricted")
 
 
 def namespace_labels(level: PodSecurityLevel) -> dict[str, str]:

@@ -133,7 +133,7 @@ def model_cache(cfg: StackConfig, problems: list) -> ModelCacheSizing:
     if claim is not None and claim < need:
         problems.append(("modelCache.pvc.size", small_claim(m, claim, weights, need)))
     pods = sum(g.replicas for g in cfg.workers)
-    locations = {"off": [], "hostPath": cfg.worker_nodes,
+    locations = {"off": [], "hostPath": cfg.worker_nodes, "nodeVolume": cfg.worker_nodes,
                  "pvc": [cfg.model_cache_claim]}[mc.mode]
     return ModelCacheSizing(mode=mc.mode, stored_parameters=m.stored_parameters, weights_bytes=weights,
                             tokenizer_bytes=m.tokenizer_bytes, bytes_per_cache=need, locations=locations,

@@ -82,7 +82,7 @@ class TransferSizing:
 
 @dataclass(frozen=True)
 class ModelCacheSizing:
-    mode: str  # "off", "hostPath" or "pvc" (modelCache.mode)
+    mode: Literal["off", "nodeVolume", "hostPath", "pvc"]  # modelCache.mode
     # ESTIMATE (to a few kB: the safetensors header is not counted): checkpoint parameters x dtype bytes.
     stored_parameters: int
     weights_bytes: int

@@ -165,8 +165,10 @@ def test_the_namespaces_a_stack_creates_carry_its_name():
 def test_platform_management_off_deploys_only_the_graph():
     run = run_stack("cross-server", lambda c: c.update(platform={"manage": False}))
     assert run.of_type(RELEASE) == []
-    assert [r.type for r in run.resources if r.custom] == [
-        "pulumi:providers:kubernetes", "kubernetes:core/v1:Namespace", JOB, JOB, DGD]  # JOB: model pre-pull
+    pv, pvc = "kubernetes:core/v1:PersistentVolume", "kubernetes:core/v1:PersistentVolumeClaim"
+    # Per GPU node: the model cache's volume and claim, and its pre-pull Job.
+    assert sorted(r.type for r in run.resources if r.custom) == sorted([
+        "pulumi:providers:kubernetes", "kubernetes:core/v1:Namespace", pv, pvc, pv, pvc, JOB, JOB, DGD])
     (dgd,) = run.of_type(DGD)
     assert all("platform" not in dep for dep in dgd.dependencies)
 

@@ -68,7 +68,7 @@ def test_diff_reports_added_stacks_and_bad_refs(project_repo):
     shutil.copy(project_repo / "Pulumi.kv-routing.yaml", project_repo / "Pulumi.kv-copy.yaml")
     proc = _diff(project_repo, "kv-copy")
     assert proc.returncode == 1
-    assert "kv-copy: 6 added, 0 changed, 0 removed" in proc.stdout  # incl. 2 model pre-pull Jobs
+    assert "kv-copy: 10 added, 0 changed, 0 removed" in proc.stdout  # incl. 2 pre-pull Jobs, 2 node volumes, 2 claims
     bad = _diff(project_repo, "--base", "no-such-ref")
     assert bad.returncode == 2
     assert "no-such-ref" in bad.stderr

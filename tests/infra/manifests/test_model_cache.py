@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import DGD, JOB, ROOT, components, main_container, refused, run_stack
+from tests.helpers import DGD, JOB, ROOT, components, main_container, refused, run_stack, sized
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2"
@@ -55,11 +55,20 @@ def _refusal(stack, cache, **more) -> str:
     return str(refused(stack, edit))
 
 
-# --- hostPath, the default ----------------------------------------------------------------------
+PV = "kubernetes:core/v1:PersistentVolume"
+HOSTPATH = {"mode": "hostPath"}
 
 
-def test_by_default_every_worker_mounts_a_hostpath_cache_and_points_hugging_face_at_it(stack):
+def _claim_volume(claim):
+    return [{"name": "model-cache", "persistentVolumeClaim": {"claimName": claim}}]
+
+
+# --- nodeVolume, the default: a directory on each GPU node behind a PersistentVolume -------------
+
+
+def test_by_default_every_worker_mounts_its_nodes_cache_claim_read_only(stack):
     run = run_stack(stack)
+    classes = {g.name: g.gpu_class for g in sized(stack)[0].workers}
     for name, comp in _workers(run).items():
         main, spec = main_container(comp), comp["podTemplate"]["spec"]
         assert _env(main)["HF_HUB_CACHE"] == CACHE, name
@@ -67,13 +76,35 @@ def test_by_default_every_worker_mounts_a_hostpath_cache_and_points_hugging_face
         assert _env(main)["HF_HUB_OFFLINE"] == "1", name
         # Read-only: once pulled, no worker can change what another loads.
         assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE, "readOnly": True}]
-        # Directory, not DirectoryOrCreate: the pre-pull Job made it, writable by the image's group.
-        assert spec["volumes"] == [{"name": "model-cache",
-                                    "hostPath": {"path": _host_dir(stack), "type": "Directory"}}]
+        # A claim, not a hostPath: the namespace can enforce Pod Security baseline.
+        assert spec["volumes"] == _claim_volume(f"{stack}-model-cache-{classes[name]}")
     # The frontend reads the config and tokenizer from a worker (Dynamo's self-hosted metadata).
     frontend = components(run)["frontend"]
     assert "volumeMounts" not in main_container(frontend)
     assert "volumes" not in frontend["podTemplate"]["spec"]
+
+
+def test_each_gpu_node_gets_a_volume_on_its_directory_and_a_claim_bound_to_it():
+    run = run_stack("cross-server")
+    volumes = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in run.of_type(PV)}
+    assert sorted(volumes) == ["dynamo-lab-cross-server-model-cache-gpu-24gb",
+                               "dynamo-lab-cross-server-model-cache-gpu-8gb"]
+    claims = {r.inputs["metadata"]["name"]: r for r in run.of_type(PVC)}
+    by_urn = {r.urn: r.name for r in run.resources}
+    for cls, rule in (("gpu-24gb", GPU_24), ("gpu-8gb", GPU_8)):
+        pv = volumes[f"dynamo-lab-cross-server-model-cache-{cls}"]
+        # The kubelet makes the stack's own directory; the files outlive `pulumi destroy`.
+        assert pv["hostPath"] == {"path": _host_dir("cross-server"), "type": "DirectoryOrCreate"}
+        assert pv["persistentVolumeReclaimPolicy"] == "Retain"
+        assert pv["nodeAffinity"]["required"]["nodeSelectorTerms"] == [{"matchExpressions": rule}]
+        assert pv["claimRef"] == {"name": f"cross-server-model-cache-{cls}", "namespace": "dynamo-lab-cross-server"}
+        claim = claims[f"cross-server-model-cache-{cls}"]
+        assert claim.inputs["metadata"]["namespace"] == "dynamo-lab-cross-server"
+        assert claim.inputs["spec"]["volumeName"] == f"dynamo-lab-cross-server-model-cache-{cls}"
+        assert claim.inputs["spec"]["storageClassName"] == ""  # bound to that volume, never provisioned
+        assert f"graph-model-cache-volume-{cls}" in {by_urn[d] for d in claim.dependencies}
+    (dgd,) = run.of_type(DGD)
+    assert {c.urn for c in claims.values()} <= set(dgd.dependencies)
 
 
 def test_a_pre_pull_job_per_gpu_node_downloads_the_model_and_the_graph_waits_for_them():
@@ -91,11 +122,12 @@ def test_a_pre_pull_job_per_gpu_node_downloads_the_model_and_the_graph_waits_for
         assert spec["activeDeadlineSeconds"] == 1800 and spec["backoffLimit"] == 2
         pod = spec["template"]["spec"]
         assert pod["restartPolicy"] == "Never"
-        assert pod["volumes"] == [{"name": "model-cache",
-                                   "hostPath": {"path": _host_dir("cross-server"), "type": "DirectoryOrCreate"}}]
+        cls = meta["name"].split("model-pull-")[1].rsplit("-", 1)[0]
+        assert pod["volumes"] == _claim_volume(f"cross-server-model-cache-{cls}")
         assert pod["automountServiceAccountToken"] is False
         (prepare,) = pod["initContainers"]
-        # The one root step: the kubelet's directory is root's, and fsGroup does not reach a hostPath.
+        # The one root step: the kubelet's directory is root's, and fsGroup does not reach a hostPath
+        # (nor the hostPath behind the node's volume).
         assert prepare["securityContext"]["runAsUser"] == 0
         assert prepare["securityContext"]["allowPrivilegeEscalation"] is False
         assert prepare["command"][-1].startswith(f"chgrp 0 {CACHE} && chmod g+rwxs {CACHE}")
@@ -159,18 +191,42 @@ def test_a_changed_model_or_image_downloads_again_and_nothing_else_does():
 def test_without_pre_pull_there_is_no_job_and_workers_still_mount_the_cache():
     run = _run("cross-server", {"prePull": {"enabled": False}})
     assert _pulls(run) == {} and "modelPullJobs" not in run.outputs
-    assert "graph-model-cache" not in {r.name for r in run.resources}
+    assert len(run.of_type(PV)) == 2  # the volumes stay: the workers download into them
     for comp in _workers(run).values():
-        assert comp["podTemplate"]["spec"]["volumes"][0]["hostPath"]["type"] == "Directory"
+        assert "readOnly" not in main_container(comp)["volumeMounts"][0]
+        assert "HF_HUB_OFFLINE" not in _env(main_container(comp))
 
 
 def test_the_host_directory_and_timeout_are_configurable():
     run = _run("same-server", {"hostPath": "/data/hf", "prePull": {"timeoutSeconds": 600}})
     (job,) = _pulls(run).values()
     assert job["spec"]["activeDeadlineSeconds"] == 600
-    assert job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] == _host_dir("same-server", "/data/hf")
+    (pv,) = run.of_type(PV)
+    assert pv.inputs["spec"]["hostPath"]["path"] == _host_dir("same-server", "/data/hf")
+
+
+# --- hostPath: the directory mounted into the pods (a privileged namespace) -----------------------
+
+
+def test_a_hostpath_cache_is_mounted_into_every_worker_and_pull_job(stack):
+    run = _run(stack, HOSTPATH)
+    assert run.of_type(PV) == [] and run.of_type(PVC) == []
+    for name, comp in _workers(run).items():
+        main, spec = main_container(comp), comp["podTemplate"]["spec"]
+        assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": CACHE, "readOnly": True}]
+        # Directory, not DirectoryOrCreate: the pre-pull Job made it, writable by the image's group.
+        assert spec["volumes"] == [{"name": "model-cache",
+                                    "hostPath": {"path": _host_dir(stack), "type": "Directory"}}], name
+    for job in _pulls(run).values():
+        assert job["spec"]["template"]["spec"]["volumes"] == [
+            {"name": "model-cache", "hostPath": {"path": _host_dir(stack), "type": "DirectoryOrCreate"}}]
+
+
+def test_without_pre_pull_a_hostpath_cache_has_no_job_and_workers_need_the_directory():
+    run = _run("cross-server", {"mode": "hostPath", "prePull": {"enabled": False}})
+    assert _pulls(run) == {} and "graph-model-cache" not in {r.name for r in run.resources}
     for comp in _workers(run).values():
-        assert comp["podTemplate"]["spec"]["volumes"][0]["hostPath"]["path"] == _host_dir("same-server", "/data/hf")
+        assert comp["podTemplate"]["spec"]["volumes"][0]["hostPath"]["type"] == "Directory"
 
 
 # --- off ----------------------------------------------------------------------------------------
@@ -241,7 +297,7 @@ def test_an_existing_claim_is_mounted_and_filled_but_not_created():
 
 def test_sizing_gives_the_disk_per_node_from_the_stored_parameters_and_tokenizer_files():
     cache = run_stack("cross-server").outputs["sizing"]["model_cache"]
-    assert cache == {"mode": "hostPath", "stored_parameters": 751_632_384, "weights_bytes": WEIGHTS,
+    assert cache == {"mode": "nodeVolume", "stored_parameters": 751_632_384, "weights_bytes": WEIGHTS,
                      "tokenizer_bytes": TOKENIZER, "bytes_per_cache": WEIGHTS + TOKENIZER,
                      "locations": ["gpu-8gb", "gpu-24gb"], "claim_bytes": None, "downloads": 2}
     # The file on the Hub is 1,503,300,328 B: the estimate leaves out only its header (35,560 B), so it
@@ -290,8 +346,8 @@ def test_sizing_an_existing_claim_is_refused():
 
 def test_an_unknown_mode_lists_the_modes():
     assert _refusal("cross-server", {"mode": "none"}) == (
-        "Pulumi.cross-server.yaml: modelCache.mode: 'none' is not allowed; write one of 'off', 'hostPath' "
-        "or 'pvc'")
+        "Pulumi.cross-server.yaml: modelCache.mode: 'none' is not allowed; write one of 'off', 'nodeVolume', "
+        "'hostPath' or 'pvc'")
 
 
 def test_readme_shows_the_refusals_as_the_program_words_them():

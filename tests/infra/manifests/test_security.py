@@ -73,11 +73,29 @@ def test_without_a_hostpath_cache_every_pod_meets_restricted_and_the_namespace_e
         assert _namespaces(run)[f"dynamo-lab-{stack}"][ENFORCE] == "restricted"
 
 
+# What Pod Security baseline allows beyond restricted's rules: root, and these capabilities added.
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+ROOT_STEP = {"prepare-cache: runAsNonRoot", "prepare-cache: runAsUser 0", "prepare-cache: capabilities"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_by_default_the_node_cache_keeps_every_pod_at_baseline_and_the_namespace_enforces_it(stack):
+    run = run_stack(stack, everything_on(stack))
+    for where, pod in _pods(run):
+        # Only the cache's root preparation step is short of restricted, and baseline allows it.
+        assert set(restricted_violations(pod)) <= ROOT_STEP, where
+        for c in pod.get("initContainers", []):
+            assert set(c["securityContext"]["capabilities"].get("add", [])) <= BASELINE_CAPABILITIES
+    labels = _namespaces(run)[f"dynamo-lab-{stack}"]
+    assert labels[ENFORCE] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_a_hostpath_cache_breaks_restricted_only_where_it_must_and_says_so(stack):
-    run = run_stack(stack, everything_on(stack))
-    allowed = {"volume model-cache is hostPath", "prepare-cache: runAsNonRoot", "prepare-cache: runAsUser 0",
-               "prepare-cache: capabilities"}
+    run = run_stack(stack, lambda c: (everything_on(stack)(c), c.update(modelCache={"mode": "hostPath"})))
+    allowed = {"volume model-cache is hostPath", *ROOT_STEP}
     for where, pod in _pods(run):
         assert set(restricted_violations(pod)) <= allowed, where
     # baseline already refuses a hostPath volume, so the namespace says privileged, explicitly.
@@ -128,6 +146,9 @@ def test_a_system_directory_as_the_host_cache_is_refused_with_the_reason(path, w
 def test_a_dedicated_directory_is_accepted_and_each_stack_gets_its_own_under_it():
     for stack in STACKS:
         run = run_stack(stack, lambda c: c.update(modelCache={"hostPath": "/srv/models/hf"}))
+        paths = {r.inputs["spec"]["hostPath"]["path"] for r in run.of_type("kubernetes:core/v1:PersistentVolume")}
+        assert paths == {f"/srv/models/hf/dynamo-lab-{stack}"}
+        run = run_stack(stack, lambda c: c.update(modelCache={"mode": "hostPath", "hostPath": "/srv/models/hf"}))
         paths = {v["hostPath"]["path"] for _, pod in _pods(run) for v in pod.get("volumes", []) if "hostPath" in v}
         assert paths == {f"/srv/models/hf/dynamo-lab-{stack}"}
 

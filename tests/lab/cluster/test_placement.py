@@ -22,7 +22,17 @@ NODE_OF_CLASS = {"gpu-24gb": "gpu-server", "gpu-8gb": "gpu-laptop"}  # by their 
 
 
 def _place(api, planned: StackPlan) -> dict[str, list[dict]]:
-    """Create the graph's pods for real and wait until the scheduler has decided each one."""
+    """Create the model cache's volumes and claims and the graph's pods for real, and wait until the
+    scheduler has decided each pod (a claim's volume binds it to its node, as the plan's node
+    affinity says)."""
+    for kind, collection in (("PersistentVolume", "/api/v1/persistentvolumes"),
+                             ("PersistentVolumeClaim", "/api/v1/namespaces/{ns}/persistentvolumeclaims")):
+        for o in planned.of_kind(kind):
+            assert api.create(collection.format(ns=o.manifest["metadata"].get("namespace")), o.manifest) in (201, 409)
+    for o in planned.of_kind("PersistentVolumeClaim"):  # the controller manager binds each to its volume
+        path = f"/api/v1/namespaces/{o.manifest['metadata']['namespace']}/persistentvolumeclaims/" \
+               f"{o.manifest['metadata']['name']}"
+        wait_for(lambda path=path: api.call("GET", path)[1].get("status", {}).get("phase") == "Bound", 60)
     made = []
     for name, pod, replicas in _pods(planned):
         if name.startswith(("graph-model-cache", "probe", "bench")):

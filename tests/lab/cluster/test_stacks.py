@@ -27,20 +27,22 @@ COLLECTIONS = {  # (apiVersion, kind) -> the collection under a namespace
     ("v1", "ConfigMap"): "/api/v1/namespaces/{ns}/configmaps",
     ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
     ("v1", "PersistentVolumeClaim"): "/api/v1/namespaces/{ns}/persistentvolumeclaims",
+    ("v1", "PersistentVolume"): "/api/v1/persistentvolumes",  # cluster-wide
     ("batch/v1", "Job"): "/apis/batch/v1/namespaces/{ns}/jobs",
     ("networking.k8s.io/v1", "NetworkPolicy"): "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
     ("nvidia.com/v1beta1", "DynamoGraphDeployment"): "/apis/nvidia.com/v1beta1/namespaces/{ns}/dynamographdeployments",
 }
 PODS = "/api/v1/namespaces/{ns}/pods"
-VARIANTS = {"shipped": None, "everything on": "all", "everything on, pvc cache": "pvc"}
+VARIANTS = {"shipped": None, "everything on": "all", "everything on, pvc cache": "pvc",
+            "everything on, hostPath cache": "hostPath"}
 
 
 def _edit(stack: str, variant):
     if variant is None:
         return None
     on = everything_on(stack)
-    if variant == "pvc":
-        return lambda c: (on(c), c.update(modelCache={"mode": "pvc"}, graph={"networkPolicy": True}))
+    if variant in ("pvc", "hostPath"):
+        return lambda c: (on(c), c.update(modelCache={"mode": variant}, graph={"networkPolicy": True}))
     return lambda c: (on(c), c.update(graph={"networkPolicy": True}))
 
 
@@ -91,7 +93,7 @@ def test_the_api_server_accepts_every_object_and_pod_security_admits_every_pod(l
         doc = copy.deepcopy(o.manifest)
         if o.kind == ("v1", "Secret"):
             doc["stringData"] = {k: "not-a-token" for k in doc["stringData"]}
-        code, body = _dry_run(api, COLLECTIONS[o.kind].format(ns=doc["metadata"]["namespace"]), doc)
+        code, body = _dry_run(api, COLLECTIONS[o.kind].format(ns=doc["metadata"].get("namespace")), doc)
         assert code == 201, (o.name, body)
     for name, pod, _ in _pods(planned):
         code, body = _dry_run(api, PODS.format(ns=pod["metadata"]["namespace"]), pod)
