@@ -17,7 +17,8 @@
     python3 dev.py lock-engine              re-resolve tests/engine/requirements.txt after editing
                                             tests/engine/requirements.in or overrides.txt
     python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, diff, golden,
-                                            probe, twin, bench, report (dynamo-lab --help lists them)
+                                            probe, twin, bench, report, predict, config-reference,
+                                            cluster (dynamo-lab --help lists them)
 
 Everything is installed from uv.lock, which pins every package of the program, the dev tools and
 each extra. dev.py installs uv itself (pinned and hash-checked, into .uv/), then syncs .venv at the
