@@ -32,7 +32,8 @@ def dynamo() -> upstream.Upstream:
     try:
         return upstream.locate()
     except upstream.UpstreamUnavailable as exc:
-        message = f"Dynamo {upstream.TAG} CRD and chart values unavailable ({exc}): {upstream.HOW}"
+        message = (f"Dynamo's CRD and chart values (pinned at {upstream.REF[:12]}, the 1.5.0 line; the stacks "
+                   f"install {upstream.TAG}) unavailable ({exc}): {upstream.HOW}")
         if os.environ.get("DYNAMO_LAB_REQUIRE_UPSTREAM") == "1":
             pytest.fail(message)
         pytest.skip(message)
