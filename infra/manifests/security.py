@@ -55,10 +55,25 @@ def pod_security_level(cfg: StackConfig) -> PodSecurityLevel:
     return {"hostPath": "privileged", "nodeVolume": "baseline"}.get(cfg.model_cache.mode, "restricted")
 
 
+# Why the graph namespace enforces the level it does, by modelCache.mode (pod_security_level).
+LEVEL_REASONS = {
+    "hostPath": "the model cache is a hostPath volume in the pods, which baseline already refuses",
+    "nodeVolume": "the model cache's preparation step runs as root (restricted refuses it, baseline allows it)",
+}
+RESTRICTED_REASON = "every pod of the stack meets restricted"
+
+
+def level_reason(cfg: StackConfig) -> str:
+    return LEVEL_REASONS.get(cfg.model_cache.mode, RESTRICTED_REASON)
+
+
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+
+
 def namespace_labels(level: PodSecurityLevel) -> dict[str, str]:
     """Pod Security admission labels: enforce `level`, and warn and audit at `restricted`, so
     anything short of it is reported even where it is allowed."""
-    out = {"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/enforce-version": PSA_VERSION}
+    out = {ENFORCE_LABEL: level, f"{ENFORCE_LABEL}-version": PSA_VERSION}
     for mode in ("warn", "audit"):
         out[f"pod-security.kubernetes.io/{mode}"] = "restricted"
         out[f"pod-security.kubernetes.io/{mode}-version"] = PSA_VERSION

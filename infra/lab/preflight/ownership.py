@@ -21,7 +21,7 @@ from infra.config.models import StackConfig
 from infra.lab.preflight import versions
 from infra.lab.preflight.cluster_data import ClusterData
 from infra.lab.preflight.report import Check, Problem, Report
-from infra.manifests import STACK_LABEL
+from infra.manifests import STACK_LABEL, security
 
 GRAPH_CRD = "dynamographdeployments.nvidia.com"
 
@@ -264,10 +264,29 @@ def _operator_removal(cfg: StackConfig, stack: str, data: ClusterData, report: R
         + f"), or keep the platform here: `pulumi config set --path platform.manage true --stack {stack}`"))
 
 
+def _pod_security(cfg: StackConfig, data: ClusterData, report: Report) -> None:
+    """The Pod Security level the graph namespace will enforce, against what it enforces now. The
+    stack labels the namespace itself, so this informs; a namespace the stack would take over is
+    already a problem of its own (graph.namespace)."""
+    name, needed = cfg.graph.namespace, security.pod_security_level(cfg)
+    why = security.level_reason(cfg)
+    ns = data.namespaces.get(name)
+    current = (_meta(ns).get("labels") or {}).get(security.ENFORCE_LABEL) if ns is not None else None
+    if ns is None:
+        now = "it does not exist yet"
+    elif current is None:
+        now = "it has no Pod Security label now (the cluster's default level applies until then)"
+    else:
+        now = f"it enforces {current} now"
+    report.checks.append(Check("pod security", True, f"{name} will enforce {needed} (`pulumi up` labels it): "
+                                                      f"{why}; {now}"))
+
+
 def cluster_checks(cfg: StackConfig, stack: str, data: ClusterData, report: Report) -> None:
     _version(data, report)
     _operators(cfg, stack, data, report)
     _operator_removal(cfg, stack, data, report)
+    _pod_security(cfg, data, report)
     if cfg.platform.manage:
         _namespace(cfg.platform.namespace, "platform.namespace", stack, data, report)
     _namespace(cfg.graph.namespace, "graph.namespace", stack, data, report)

@@ -117,7 +117,7 @@ def test_json_for_ci(capsys):
     assert resources["cpu"] == {"resource": "cpu", "needs": 9, "has": 16, "ok": True}  # cores
     assert server["gpu_memory"]["reported_mib"] == 24576
     assert {c["name"] for c in doc["checks"]} == {"kubernetes version", "dynamo operator", "platform.namespace",
-                                                  "graph.namespace"}
+                                                  "graph.namespace", "pod security"}
 
 
 def test_json_lists_each_problem_with_its_fix(capsys, tmp_path):
@@ -379,6 +379,25 @@ def test_turning_platform_management_off_under_other_stacks_graphs_is_refused(tm
     alone = saved(tmp_path, _namespace("dynamo-system", {"dynamo-lab/stack": "cross-server"}))
     assert all(p.check != "dynamo operator removal"
                for p in report_for("cross-server", alone, lambda c: c.update(off)).problems)
+
+
+def _pod_security_row(report) -> str:
+    (detail,) = [c.detail for c in report.checks if c.name == "pod security"]
+    return detail
+
+
+def test_preflight_says_which_pod_security_level_the_graph_namespace_will_enforce_and_why(tmp_path):
+    assert _pod_security_row(report_for("cross-server", str(LAB))) == (
+        "dynamo-lab-cross-server will enforce baseline (`pulumi up` labels it): the model cache's preparation "
+        "step runs as root (restricted refuses it, baseline allows it); it does not exist yet")
+    pvc = report_for("cross-server", str(LAB), lambda c: c.update(modelCache={"mode": "pvc"}))
+    assert _pod_security_row(pvc).startswith("dynamo-lab-cross-server will enforce restricted (`pulumi up` labels "
+                                             "it): every pod of the stack meets restricted")
+    ours = _namespace("dynamo-lab-cross-server", {"dynamo-lab/stack": "cross-server",
+                                                  "pod-security.kubernetes.io/enforce": "restricted"})
+    assert _pod_security_row(report_for("cross-server", saved(tmp_path, ours))).endswith("it enforces restricted now")
+    unlabelled = _namespace("dynamo-lab-cross-server", {"dynamo-lab/stack": "cross-server"})
+    assert "no Pod Security label now" in _pod_security_row(report_for("cross-server", saved(tmp_path, unlabelled)))
 
 
 def test_a_terminating_namespace_must_be_gone_first(tmp_path):
