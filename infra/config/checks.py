@@ -7,8 +7,9 @@ Every name that points at something (a worker group, a GPU class) must resolve, 
 from __future__ import annotations
 
 import itertools
+import re
 
-from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, did_you_mean, expand_tls, vllm_int
+from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, did_you_mean, dns_label, expand_tls, vllm_int
 from infra.config.models import StackConfig, WorkerGroup
 from infra.prefix_cache import BLOCK_TOKENS, blocks
 
@@ -236,6 +237,18 @@ def _model_cache(cfg: StackConfig) -> Problems:
                              "that part of the node to the stack's pods. Give the cache a directory of its "
                              "own, e.g. /var/lib/dynamo-lab/hf-cache"))
     nodes = cfg.worker_nodes
+    if mc.mode == "nodeVolume":
+        # Each GPU class with workers names a claim, <graph>-model-cache-<class>, and its volume.
+        for cls in nodes:
+            claim = f"{cfg.graph.name}-model-cache-{cls}"
+            try:
+                dns_label(claim)
+            except ValueError:
+                problems.append((f"gpuClasses.{cls}", f"the node cache's claim for this class would be named "
+                                 f"{claim!r}, which is not a DNS label (lowercase letters, digits and '-', at most "
+                                 "63 characters), so the API server would refuse it. Rename the class, e.g. "
+                                 f"{re.sub(r'[^a-z0-9-]+', '-', cls.lower()).strip('-')[:20] or 'gpu'!r}, or "
+                                 "shorten graph.name"))
     if mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteOnce" and len(nodes) > 1:
         where = "; ".join(f"{n}: {', '.join(g.name for g in cfg.workers if g.gpu_class == n and g.replicas)}"
                           for n in nodes)

@@ -431,3 +431,18 @@ def test_schema_problems_come_first_and_alone():
 def test_graph_names_must_be_dns_labels():
     err = _error(lambda c: c.update(graph={"namespace": "Dynamo_Lab"}))
     assert "graph.namespace: 'Dynamo_Lab' is not a DNS label" in str(err)
+
+
+def test_a_gpu_class_name_the_node_cache_cannot_use_in_a_claim_name_is_refused():
+    def edit(c):
+        c["gpuClasses"] = {"GPU_24": {"memory": "24564Mi", "effectiveTflops": 40,
+                                      "nodeSelector": [{"key": "nvidia.com/gpu.memory", "operator": "Gt",
+                                                        "values": ["20000"]}]},
+                           "gpu-8gb": {"memory": "8188Mi", "effectiveTflops": 15,
+                                       "nodeSelector": [{"key": "nvidia.com/gpu.memory", "operator": "Lt",
+                                                         "values": ["12000"]}]}}
+        c["workers"][1]["gpuClass"] = "GPU_24"
+    msg = _refused(edit)
+    assert msg.startswith(f"{F}: gpuClasses.GPU_24: the node cache's claim for this class would be named "
+                          "'cross-server-model-cache-GPU_24', which is not a DNS label")
+    assert "Rename the class, e.g. 'gpu-24'" in msg
