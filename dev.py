@@ -14,6 +14,8 @@
                                             nodes, in its own network namespace (root; cluster-tools)
     python3 dev.py setup                    only create .venv (the environment `pulumi up` uses)
     python3 dev.py lock                     re-resolve uv.lock after editing pyproject.toml
+    python3 dev.py lock-bench               re-resolve the benchmark Job's hash-pinned AIPerf
+                                            (infra/payloads/aiperf-requirements.txt)
     python3 dev.py lock-engine              re-resolve tests/engine/requirements.txt after editing
                                             tests/engine/requirements.in or overrides.txt
     python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, diff, golden,
@@ -117,6 +119,29 @@ def _engine_uv_env() -> dict[str, str]:
     return {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": "", "UV_NO_CONFIG": "1"}
 
 
+# The benchmark Job's AIPerf, hash-pinned for the python:3.11 image it runs in (a payload shipped in its
+# ConfigMap); its versions are those uv.lock's `twin` extra pins, the ones the twin was measured with.
+BENCH_LOCK = Path("infra/payloads/aiperf-requirements.txt")
+
+
+def lock_bench(*args: str) -> int:
+    """Resolve aiperf (the version the Benchmark schema defaults to) into BENCH_LOCK, within uv.lock."""
+    sys.path.insert(0, str(ROOT))
+    from infra.config.models import Benchmark
+
+    with tempfile.TemporaryDirectory() as tmp:
+        constraints, wanted = Path(tmp) / "constraints.txt", Path(tmp) / "aiperf.in"
+        export = [str(_uv()), "export", "--frozen", "--extra", "twin", "--no-hashes", "--no-emit-project",
+                  "--format", "requirements-txt", "--quiet", "-o", str(constraints)]
+        if subprocess.run(export, cwd=ROOT, env=_uv_env(VENV)).returncode != 0:
+            return 1
+        wanted.write_text(f"aiperf=={Benchmark().aiperf_version}\n")
+        cmd = [str(_uv()), "pip", "compile", str(wanted), "-c", str(constraints), "--python-version", "3.11",
+               "--python-platform", "x86_64-manylinux_2_28", "--generate-hashes", "--no-annotate", "--no-header",
+               "--quiet", "-o", str(ROOT / BENCH_LOCK), *args]
+        return subprocess.run(cmd, cwd=ROOT, env=_engine_uv_env()).returncode
+
+
 def lock_engine(*args: str) -> int:
     """Resolve tests/engine/requirements.in (less overrides.txt) into its hash-pinned lock."""
     src = ENGINE_LOCK.with_suffix(".in")
@@ -185,6 +210,8 @@ def main(argv: list[str]) -> int:
         return subprocess.run([str(_uv()), "lock", *rest], cwd=ROOT, env=_uv_env(VENV)).returncode
     if command == "lock-engine":
         return lock_engine(*rest)
+    if command == "lock-bench":
+        return lock_bench(*rest)
     if command == "cluster-tools":
         # Standard library only: no environment to sync first.
         return run_to_the_end([sys.executable, "-m", "infra.lab.cluster.tools", *rest], cwd=ROOT)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import re
 
+from infra import payloads
 from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, did_you_mean, dns_label, expand_tls, vllm_int
 from infra.config.models import StackConfig, WorkerGroup
 from infra.prefix_cache import BLOCK_TOKENS, blocks
@@ -191,6 +192,18 @@ def _group_refs(cfg: StackConfig) -> Problems:
     return found
 
 
+def _benchmark(cfg: StackConfig) -> Problems:
+    """The benchmark installs AIPerf from hash-pinned requirements, which hold one version."""
+    locked = payloads.locked_aiperf()
+    if cfg.benchmark.aiperf_version != locked:
+        return [("benchmark.aiperfVersion", f"{cfg.benchmark.aiperf_version} is not the AIPerf the benchmark Job "
+                 f"installs: it installs {locked} and each of its dependencies from hash-pinned requirements "
+                 f"(infra/payloads/{payloads.AIPERF_REQUIREMENTS}), so a package that changed cannot run. Remove "
+                 f"aiperfVersion (or write {locked}); for another version, change its default and run "
+                 "python3 dev.py lock-bench")]
+    return []
+
+
 def _namespaces(cfg: StackConfig) -> Problems:
     if cfg.platform.manage and cfg.graph.namespace == cfg.platform.namespace:
         return [("graph.namespace", f"{cfg.graph.namespace!r} is also platform.namespace; the graph gets its own "
@@ -262,4 +275,4 @@ def _model_cache(cfg: StackConfig) -> Problems:
 def problems(cfg: StackConfig) -> Problems:
     """Every cross-key problem of `cfg`; empty when the graph is one Dynamo can serve."""
     return (_names(cfg) + _gpu_classes(cfg) + _shape(cfg) + _transfer(cfg) + _context(cfg)
-            + _group_refs(cfg) + _namespaces(cfg) + _model_cache(cfg))
+            + _group_refs(cfg) + _namespaces(cfg) + _model_cache(cfg) + _benchmark(cfg))

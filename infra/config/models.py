@@ -596,10 +596,12 @@ class Benchmark(_Model):
                           "frontend")
     image: str = Field("python:3.11-slim", description="the benchmark Job's image",
                        json_schema_extra={"accepts": "an image"})
-    # An exact AIPerf release (the Job runs `pip install aiperf==<this>`).
+    # The AIPerf release the Job installs, from infra/payloads/aiperf-requirements.txt, which pins it
+    # and every dependency by hash; config.checks refuses another (a hash-pinned lock holds one).
     aiperf_version: str = Field("0.13.0", pattern=r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$",
-                                description="the AIPerf release the Job installs",
-                                json_schema_extra={"accepts": "an exact version"})
+                                description="the AIPerf release the Job installs, hash-pinned with its "
+                                "dependencies (infra/payloads/aiperf-requirements.txt; `python3 dev.py lock-bench`)",
+                                json_schema_extra={"accepts": "the version the requirements pin (0.13.0)"})
     # Where the Job runs (required node affinity); none: anywhere. It requests no GPU.
     node_selector: list[NodeRequirement] = Field([], description="where the benchmark Job runs (a required node "
                                                  "affinity; it requests no GPU); none: anywhere",

@@ -8,7 +8,6 @@ named from a digest of that content, so a changed script or plan runs a new Job 
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 from infra import payloads
@@ -17,6 +16,7 @@ from infra.manifests import digest_named, digest_suffix, security
 from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
 
 PAYLOAD = "aiperf_sweep.py"
+REQUIREMENTS = "requirements.txt"  # payloads.AIPERF_REQUIREMENTS, in the ConfigMap
 MOUNT = "/bench"
 READY_WAIT_SECONDS = 1800  # workers may still be loading the model when the Job starts
 HOME = "/home/aiperf"  # an emptyDir: pip's --user install and the tokenizer cache
@@ -35,15 +35,16 @@ def sweep_plan(benchmark: Benchmark, model: str, stack: str, target: str, url: s
     return plan
 
 
-def _build(cfg: StackConfig, stack: str, payload: str, digest: str) -> dict[str, dict[str, Any]]:
+def _build(cfg: StackConfig, stack: str, payload: str, requirements: str, digest: str) -> dict[str, dict[str, Any]]:
     b = cfg.benchmark
     job = f"{cfg.graph.name}-bench{digest_suffix(digest)}"
     plan = sweep_plan(b, cfg.model.name, stack, "cluster", frontend_url(cfg), b.tokenizer or cfg.model.name,
                       "/tmp/aiperf")
-    # AIPerf is installed at start (pinned), as the non-root user into a home of its own: the image
-    # only needs Python and pip.
-    script = (f"python3 -m pip install --user --quiet --disable-pip-version-check "
-              f"aiperf=={shlex.quote(b.aiperf_version)}"
+    # AIPerf is installed at start, as the non-root user into a home of its own, from requirements
+    # that pin it and every dependency by hash: the image only needs Python 3.11 and pip, and a
+    # package that differs from the lock fails the Job instead of running.
+    script = (f"python3 -m pip install --user --quiet --disable-pip-version-check --require-hashes --no-deps "
+              f"--only-binary :all: -r {MOUNT}/{REQUIREMENTS}"
               f" && exec python3 {MOUNT}/{PAYLOAD} --plan {MOUNT}/plan.json"
               f" --wait-ready {READY_WAIT_SECONDS}")
     container = with_hf_token(cfg, security.container({  # the tokenizer download may need it
@@ -62,7 +63,8 @@ def _build(cfg: StackConfig, stack: str, payload: str, digest: str) -> dict[str,
     return {
         "configmap": {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": job, "namespace": cfg.graph.namespace},
-                      "data": {PAYLOAD: payload, "plan.json": json.dumps(plan, indent=2)}},
+                      "data": {PAYLOAD: payload, "plan.json": json.dumps(plan, indent=2),
+                               REQUIREMENTS: requirements}},
         "job": {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": job, "namespace": cfg.graph.namespace,
                              "annotations": {"pulumi.com/skipAwait": "true"}},
@@ -72,8 +74,8 @@ def _build(cfg: StackConfig, stack: str, payload: str, digest: str) -> dict[str,
 
 def manifests(cfg: StackConfig, stack: str) -> dict[str, dict[str, Any]]:
     """The ConfigMap (payload + plan) and the Job, both named `<graph>-bench-<digest>`."""
-    payload = payloads.source(PAYLOAD)
-    return digest_named(lambda digest: _build(cfg, stack, payload, digest))
+    payload, requirements = payloads.source(PAYLOAD), payloads.source(payloads.AIPERF_REQUIREMENTS)
+    return digest_named(lambda digest: _build(cfg, stack, payload, requirements, digest))
 
 
 def logs_command(cfg: StackConfig, job: str) -> str:

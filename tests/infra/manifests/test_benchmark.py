@@ -7,7 +7,7 @@ import json
 import pytest
 
 from infra import payloads
-from tests.helpers import CONFIGMAP, DGD, JOB, ROOT, STACKS, run_stack
+from tests.helpers import CONFIGMAP, DGD, JOB, ROOT, STACKS, refused, run_stack
 
 ENABLE = {"benchmark": {"enabled": True}}
 
@@ -24,7 +24,11 @@ def test_benchmark_job_renders_for_every_stack(stack):
     job, cm = _job(run)
     (c,) = job["spec"]["template"]["spec"]["containers"]
     assert c["image"] == "python:3.11-slim"
-    assert "aiperf==0.13.0" in c["command"][2] and "/bench/aiperf_sweep.py --plan /bench/plan.json" in c["command"][2]
+    # AIPerf and every dependency from hash-pinned requirements, shipped beside the sweep.
+    assert ("pip install --user --quiet --disable-pip-version-check --require-hashes --no-deps --only-binary :all: "
+            "-r /bench/requirements.txt") in c["command"][2]
+    assert "/bench/aiperf_sweep.py --plan /bench/plan.json" in c["command"][2]
+    assert cm["data"]["requirements.txt"] == (ROOT / "infra" / "payloads" / "aiperf-requirements.txt").read_text()
     assert not any("gpu" in k for k in c["resources"]["requests"])
     assert "affinity" not in job["spec"]["template"]["spec"]  # runs anywhere unless configured
     volumes = job["spec"]["template"]["spec"]["volumes"]
@@ -33,7 +37,7 @@ def test_benchmark_job_renders_for_every_stack(stack):
     # The python image would run as root: the Job runs as nobody and pip-installs into its own home.
     pod = job["spec"]["template"]["spec"]
     assert (pod["securityContext"]["runAsUser"], pod["automountServiceAccountToken"]) == (65534, False)
-    assert "pip install --user" in c["command"][2]
+
     assert cm["data"]["aiperf_sweep.py"] == (ROOT / "infra" / "payloads" / "aiperf_sweep.py").read_text()
     plan = json.loads(cm["data"]["plan.json"])
     assert plan["url"] == f"http://{stack}-frontend.dynamo-lab-{stack}.svc.cluster.local:8000"
@@ -70,3 +74,19 @@ def test_benchmark_job_placement_is_configurable():
     job, _ = _job(run)
     aff = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
     assert aff["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [{"matchExpressions": [rule]}]
+
+
+def test_the_benchmark_requirements_pin_every_package_by_hash_and_the_schemas_aiperf():
+    text = (ROOT / "infra" / "payloads" / "aiperf-requirements.txt").read_text()
+    entries = [e for e in text.replace("\\\n", " ").splitlines() if e.strip() and not e.lstrip().startswith("#")]
+    assert len(entries) > 50
+    for entry in entries:
+        name, rest = entry.split("==", 1)
+        assert "--hash=sha256:" in rest, name
+    assert "aiperf==0.13.0 " in text.replace("\\\n", " ")
+
+
+def test_another_aiperf_version_than_the_requirements_pin_is_refused():
+    msg = str(refused("same-server", lambda c: c.update(benchmark={"enabled": True, "aiperfVersion": "0.14.0"})))
+    assert msg.startswith("Pulumi.same-server.yaml: benchmark.aiperfVersion: 0.14.0 is not the AIPerf the benchmark "
+                          "Job installs: it installs 0.13.0 and each of its dependencies from hash-pinned requirements")
