@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -311,3 +312,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C; SIGTERM and SIGHUP where a command handles them (procs)
         print(procs.interrupted_message(), file=sys.stderr)
         return 128 + getattr(exc, "signum", 2)
+    except BrokenPipeError:
+        # The reader stopped early (`dynamo-lab sizing STACK | head`): nothing more to say. Point
+        # stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command that a pipe's reader cut off

@@ -71,3 +71,10 @@ def test_console_script_is_installed():
     proc = subprocess.run([exe, "sizing", "same-server"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Stack same-server: Qwen/Qwen3-0.6B")
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    # `dynamo-lab sizing STACK | head -1`: the reader is gone before the report is written (`true` reads nothing).
+    proc = subprocess.run(f"{sys.executable} -m infra.lab sizing cross-server | true",
+                          shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
