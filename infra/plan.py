@@ -24,10 +24,11 @@ from infra.manifests import (
     security,
     transfer_probe,
 )
+from infra.manifests.platform import HELM_RELEASE
 from infra.sizing import StackSizing, size
 
-# The Helm release is not a Kubernetes object: the plan holds it as a document of this kind.
-HELM_RELEASE = ("helm.sh/v3", "Release")
+__all__ = ["HELM_RELEASE", "Component", "Planned", "Stack", "StackPlan", "load_stack", "plan"]
+
 # Beyond a Job's activeDeadlineSeconds, for Pulumi to see the Job's final status.
 AWAIT_MARGIN_SECONDS = 120
 HF_TOKEN_KEY = "HF_TOKEN"
@@ -112,13 +113,6 @@ def _namespace(name: str, labels: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
-def _release(spec: platform.ReleaseSpec) -> dict[str, Any]:
-    api_version, kind = HELM_RELEASE
-    return {"apiVersion": api_version, "kind": kind, "name": spec.name, "chart": spec.chart,
-            "version": spec.version, "repository": spec.repository, "namespace": spec.namespace,
-            "timeoutSeconds": spec.timeout_seconds, "values": spec.values}
-
-
 def _token_secret(cfg: StackConfig) -> dict[str, Any]:
     """The token Secret, without its value: the program fills HF_TOKEN from the stack's secret."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
@@ -146,12 +140,11 @@ def plan(stack: Stack) -> StackPlan:
     first: list[str] = []  # what the graph's objects wait for: the operator, when this stack installs it
     if cfg.platform.manage:
         labels = {**owner_labels(stack.name), **security.namespace_labels("baseline")}
-        spec = platform.release(cfg.platform, labels)
         b.component("platform", "DynamoPlatform")
-        b.add("platform", "platform-ns", _namespace(spec.namespace, labels))
+        b.add("platform", "platform-ns", _namespace(cfg.platform.namespace, labels))
         # The operator's pods are the chart's; baseline is enforced there (restricted only warned):
         # the chart's pods have not been checked against restricted.
-        first.append(b.add("platform", "platform-release", _release(spec), ["platform-ns"]))
+        first.append(b.add("platform", "platform-release", platform.release(cfg.platform), ["platform-ns"]))
 
     g = b.component("graph", "ServingGraph", after=first)
     labels = {**owner_labels(stack.name), **security.namespace_labels(security.pod_security_level(cfg))}

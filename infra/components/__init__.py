@@ -45,13 +45,13 @@ def manifest_body(doc: dict[str, Any]) -> dict[str, Any]:
     return {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): v for k, v in doc.items() if k not in ("apiVersion", "kind")}
 
 
-def _release(name: str, doc: dict[str, Any], opts: pulumi.ResourceOptions, namespace: Any) -> pulumi.Resource:
+def _release(name: str, doc: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """helm.v3.Release (real Helm) rather than helm.v4.Chart: the chart uses hooks and `lookup`,
     which Chart drops or renders empty (docs/sources.md). Helm waits for readiness, so the release
     resolves only once the operator is Ready, has applied the CRDs and serves its webhooks."""
     return k8s.helm.v3.Release(name, k8s.helm.v3.ReleaseArgs(
         name=doc["name"], chart=doc["chart"], version=doc["version"],
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=doc["repository"]), namespace=namespace,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=doc["repository"]), namespace=doc["namespace"],
         values=doc["values"], timeout=doc["timeoutSeconds"], skip_await=False, wait_for_jobs=True,
         cleanup_on_fail=True), opts=opts)
 
@@ -65,7 +65,7 @@ def _resource(o: Planned, parent: PlanComponent, made: dict[str, pulumi.Resource
             custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait)))
     doc = o.manifest
     if o.kind == HELM_RELEASE:
-        return _release(o.name, doc, opts, doc["namespace"])
+        return _release(o.name, doc, opts)
     body = manifest_body(doc)
     if o.kind == ("v1", "Secret") and HF_TOKEN_KEY in body.get("string_data", {}):
         if hf_token is None:

@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from infra.config.models import Platform
 
-
-@dataclass(frozen=True)
-class ReleaseSpec:
-    """Everything the DynamoPlatform component needs to install the chart."""
-
-    name: str
-    chart: str
-    version: str
-    repository: str
-    namespace: str
-    timeout_seconds: int
-    values: dict[str, Any] = field(default_factory=dict)
-    # Labels of the operator's namespace (manifests.owner_labels: which stack owns it).
-    namespace_labels: dict[str, str] = field(default_factory=dict)
+# The Helm release is not a Kubernetes object: the plan holds it as a document of this kind, which
+# the components install with helm.v3.Release.
+HELM_RELEASE = ("helm.sh/v3", "Release")
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -46,8 +34,9 @@ def chart_values(platform: Platform) -> dict[str, Any]:
     return _merge(platform.values, ours)
 
 
-def release(platform: Platform, namespace_labels: Optional[dict[str, str]] = None) -> ReleaseSpec:
-    return ReleaseSpec(name=platform.release_name, chart=platform.chart, version=platform.version,
-                       repository=platform.chart_repo, namespace=platform.namespace,
-                       timeout_seconds=platform.timeout_seconds, values=chart_values(platform),
-                       namespace_labels=dict(namespace_labels or {}))
+def release(platform: Platform) -> dict[str, Any]:
+    """The release as a HELM_RELEASE document: chart, pinned version, repository, namespace, values."""
+    api_version, kind = HELM_RELEASE
+    return {"apiVersion": api_version, "kind": kind, "name": platform.release_name, "chart": platform.chart,
+            "version": platform.version, "repository": platform.chart_repo, "namespace": platform.namespace,
+            "timeoutSeconds": platform.timeout_seconds, "values": chart_values(platform)}

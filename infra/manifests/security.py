@@ -3,7 +3,7 @@ of the namespaces it creates.
 
 Every container runs as a non-root user, cannot gain privileges, keeps no Linux capability and runs
 under the runtime's default seccomp profile: what Pod Security `restricted` requires (Kubernetes,
-"Pod Security Standards"). The one exception is the hostPath model cache's preparation step, which
+"Pod Security Standards"). The one exception is the node model cache's preparation step, which
 must run as root (see `PREPARE_AS_ROOT` and `pod_security_level`).
 """
 
@@ -25,7 +25,8 @@ PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
 PSA_VERSION = "v1.34"  # the lab's Kubernetes; newer rules do not apply to it unasked
 
 CONTAINER: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-# The hostPath cache's init container: chgrp/chmod of a directory the kubelet created as root.
+# The node cache's init container (nodeVolume, hostPath): chgrp/chmod of a directory the kubelet
+# created as root.
 PREPARE_AS_ROOT: dict[str, Any] = {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
                                    "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}}
 
@@ -44,27 +45,26 @@ def container(extra: dict[str, Any]) -> dict[str, Any]:
     return {**extra, "securityContext": dict(CONTAINER)}
 
 
-def pod_security_level(cfg: StackConfig) -> PodSecurityLevel:
-    """What the graph namespace can enforce with this stack's pods.
-
-    A hostPath volume in a pod (`modelCache.mode: hostPath`) is allowed only at `privileged`:
-    `baseline` already forbids it. A directory on the node reached through a PersistentVolume
-    (`nodeVolume`) keeps the pods at `baseline`: only the cache's preparation step runs as root.
-    Every other pod meets `restricted`.
-    """
-    return {"hostPath": "privileged", "nodeVolume": "baseline"}.get(cfg.model_cache.mode, "restricted")
-
-
-# Why the graph namespace enforces the level it does, by modelCache.mode (pod_security_level).
-LEVEL_REASONS = {
-    "hostPath": "the model cache is a hostPath volume in the pods, which baseline already refuses",
-    "nodeVolume": "the model cache's preparation step runs as root (restricted refuses it, baseline allows it)",
+# What the graph namespace enforces, and why, by modelCache.mode; every other mode: restricted.
+LEVELS: dict[str, tuple[PodSecurityLevel, str]] = {
+    # A hostPath volume in a pod is allowed only at privileged.
+    "hostPath": ("privileged", "the model cache is a hostPath volume in the pods, which baseline already refuses"),
+    # A node directory behind a PersistentVolume keeps the pods at baseline: only the cache's
+    # preparation step runs as root.
+    "nodeVolume": ("baseline", "the model cache's preparation step runs as root (restricted refuses it, baseline "
+                               "allows it)"),
 }
-RESTRICTED_REASON = "every pod of the stack meets restricted"
+RESTRICTED = ("restricted", "every pod of the stack meets restricted")
+
+
+def pod_security_level(cfg: StackConfig) -> PodSecurityLevel:
+    """What the graph namespace can enforce with this stack's pods (LEVELS)."""
+    return LEVELS.get(cfg.model_cache.mode, RESTRICTED)[0]
 
 
 def level_reason(cfg: StackConfig) -> str:
-    return LEVEL_REASONS.get(cfg.model_cache.mode, RESTRICTED_REASON)
+    """Why pod_security_level is what it is, in a sentence."""
+    return LEVELS.get(cfg.model_cache.mode, RESTRICTED)[1]
 
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
