@@ -12,7 +12,6 @@ import re
 from infra import payloads
 from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, did_you_mean, dns_label, expand_tls, vllm_int
 from infra.config.models import StackConfig, WorkerGroup
-from infra.prefix_cache import BLOCK_TOKENS, blocks
 
 Problems = list[tuple[str, str]]
 # Longest Dynamo-derived name per component: the operator names a component's Service
@@ -139,7 +138,7 @@ def _context(cfg: StackConfig) -> Problems:
         else:
             check(f"workers.{g.name}.extraArgs", f"--max-model-len {value}", tokens, "remove it")
     if w.max_model_len is None and most is not None:
-        derived = blocks(needed) * BLOCK_TOKENS
+        derived = w.derived_max_model_len
         if needed > most:
             found.append(("workload.inputTokens", f"{sized_for}, longer than {m.name}'s context "
                           f"(max_position_embeddings {most:,}); vLLM would reject every request. Lower "

@@ -490,7 +490,8 @@ class Workload(_Model):
         "this long plus vLLM's null block, or vLLM refuses to start (without the flag vLLM takes the model's "
         "40,960 tokens, 4.375 GiB of KV, more than any shipped pool)", json_schema_extra={
             "accepts": "at least `inputTokens` + `outputTokens`, at most the model's context",
-            "default_text": "`inputTokens` + `outputTokens`, rounded up to a 16-token block (`2448`)"})
+            "default_text": "`inputTokens` + `outputTokens`, rounded up to a 16-token block "
+                            "(`{workload.derivedMaxModelLen}`)"})
 
     @model_validator(mode="after")
     def _prefix_within_input(self) -> "Workload":
@@ -503,6 +504,11 @@ class Workload(_Model):
     @property
     def unique_tokens(self) -> int:
         return self.input_tokens - self.prefix_tokens
+
+    @property
+    def derived_max_model_len(self) -> int:
+        """The context when none is given: the sized requests (input + output) rounded up to a block."""
+        return blocks(self.input_tokens + self.output_tokens) * BLOCK_TOKENS
 
 
 class Link(_Model):
@@ -772,8 +778,7 @@ class StackConfig(_Model):
             return tokens, "extraArgs"
         if self.workload.max_model_len is not None:
             return self.workload.max_model_len, "workload.maxModelLen"
-        w = self.workload
-        return blocks(w.input_tokens + w.output_tokens) * BLOCK_TOKENS, "derived"
+        return self.workload.derived_max_model_len, "derived"
 
     @property
     def creates_model_cache_claim(self) -> bool:

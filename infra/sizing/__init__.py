@@ -159,15 +159,16 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
         util = math.ceil(per_worker / cls.memory * 100) / 100
         floor, limit, request, source = memory(cfg, g, pool, per_request, problems)
         context, context_source = cfg.context_length(g)
+        have, need = pool // layout.block_bytes, blocks_for_sequence(context)
         # A group with no replicas and no pool of its own starts no worker: nothing to hold.
-        if (g.replicas or g.kv_cache_bytes is not None) and pool // layout.block_bytes < blocks_for_sequence(context):
+        if (g.replicas or g.kv_cache_bytes is not None) and have < need:
             problems.append((f"workers.{g.name}.kvCacheBytes",
                              short_pool(cfg, g, pool, layout.block_bytes, context, context_source)))
         groups.append(GroupSizing(
             name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas,
             kv_cache_bytes=pool, kv_cache_source="config" if g.kv_cache_bytes is not None else "derived",
             max_model_len=context, max_model_len_source=context_source,
-            pool_blocks=pool // layout.block_bytes, blocks_for_max_len=blocks_for_sequence(context),
+            pool_blocks=have, blocks_for_max_len=need,
             weights_bytes=weights, gpu_overhead_bytes=overhead, gpu_bytes_per_worker=per_worker,
             gpu_memory_utilization=util, cpu_buffers=g.cpu_buffers, host_memory_floor_bytes=floor,
             memory_limit_bytes=limit, memory_request_bytes=request, memory_source=source,
