@@ -43,6 +43,9 @@ STAMP_FORMAT = 1
 
 KUBERNETES = "v1.34.4"
 PULUMI = "v3.274.1"
+# The provider the cluster tier runs, and the pulumi-kubernetes the project pins (pyproject.toml):
+# the same release, so what the tier runs is what a user's `pulumi up` downloads.
+PROVIDER = "v4.25.0"
 
 
 def _k8s_ldflags(version: str) -> tuple[str, ...]:
@@ -71,6 +74,7 @@ class Tool:
     accept: str = ""                 # regex the --version output of a found binary must match
     found_in: str = ""               # "path": look on PATH; "k8s-dir": the test-binaries directory
     unavailable: str = ""            # why it cannot be built here; empty when it can
+    source_sum: str = ""             # the module zip's h1: hash, where its source is copied and built
     order: int = 0                   # build order: the most valuable first
 
     @property
@@ -103,17 +107,26 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         name="pulumi-language-python", version=PULUMI,
         module="github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3", module_version="",
-        binaries=("pulumi-language-python",), order=5,
+        binaries=("pulumi-language-python",), order=6,
         unavailable="the Go module proxy serves no version of this module (its version list and "
-                    "every query answer 'This module version is not available.'), so the "
-                    "pseudo-version of the v3.274.1 release commit cannot be resolved or fetched"),
+                    "every query answer 'This module version is not available.'); not needed: the "
+                    "cluster tier runs the program in-process as an Automation API inline program, "
+                    "and the CLI takes its runtime from there (infra/lab/cluster/engine.py)"),
     Tool(
-        name="pulumi-resource-kubernetes", version="v4.34.2",
-        module="github.com/pulumi/pulumi-kubernetes/provider/v4", module_version="",
-        binaries=("pulumi-resource-kubernetes",), order=6,
-        unavailable="the Go module proxy serves one pseudo-version of this module, "
-                    "v4.0.0-20260115033456-f47bc2d6f199 (a January 2026 commit, before v4.26.0), "
-                    "and none of the v4.34.2 release commit"),
+        # The proxy serves this module only as the pseudo-version of commit f47bc2d6f199, which is
+        # pulumi/pulumi-kubernetes' v4.25.0 release tag (releases are tagged at the repository root).
+        # The wrapper builds a copy of it (see _before_build): the zip lacks the two generated files
+        # its main embeds and replaces the SDK by a directory it does not hold.
+        name="pulumi-resource-kubernetes", version=PROVIDER,
+        module="github.com/pulumi/pulumi-kubernetes/provider/v4",
+        module_version="v4.0.0-20260115033456-f47bc2d6f199",
+        source_sum="h1:j2bphCf7c2YhnBrhwht2f3TNRRgcMImltUlAgzxr9H4=",
+        binaries=("pulumi-resource-kubernetes",),
+        packages=("github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes",),
+        ldflags=(f"-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version={PROVIDER.lstrip('v')}",),
+        # No --version flag: the binary serves gRPC. The engine learns its version from the plugin
+        # cache entry it is installed as (infra/lab/cluster/engine.py).
+        version_args=(), order=5),
     Tool(
         name="dynamo-operator", version="v1.6.2", module="github.com/ai-dynamo/dynamo/deploy/operator",
         module_version="", binaries=("dynamo-operator",), order=7,
@@ -252,6 +265,8 @@ def _go() -> str:
 
 
 def _version_of(binary: Path, tool: Tool) -> str:
+    if not tool.version_args:
+        return f"{tool.version} (as built; it has no version flag)"
     try:
         p = subprocess.run([str(binary), *tool.version_args], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -276,6 +291,37 @@ def _module_dir(go: str, module: str, env: Mapping[str, str]) -> Path:
     if out.returncode != 0:
         raise RuntimeError(f"go mod download {module}: {out.stdout.strip()} {out.stderr.strip()}")
     return Path(json.loads(out.stdout)["Dir"])
+
+
+def embed_files(cmd_dir: Path, version: str) -> None:
+    """What the provider's `go generate` (cmd/pulumi-resource-kubernetes/generate.go) writes before
+    a release build: the schema with the release's version, and the Terraform mapping, compact."""
+    schema = json.loads((cmd_dir / "schema.json").read_text())
+    schema["version"] = version
+    (cmd_dir / "schema-embed.json").write_text(json.dumps(schema, separators=(",", ":")))
+    mapping = json.loads((cmd_dir / "terraform-mapping.json").read_text())
+    (cmd_dir / "terraform-mapping-embed.json").write_text(json.dumps(mapping, separators=(",", ":")))
+
+
+def _before_build(tool: Tool, go: str, src: Path, env: Mapping[str, str]) -> None:
+    """A tool built from a copy of its module (source_sum set): the module, checked against its
+    pinned hash, copied to src/provider where the wrapper's replace points, with the embeds written."""
+    if not tool.source_sum:
+        return
+    out = subprocess.run([go, "mod", "download", "-json", f"{tool.module}@{tool.module_version}"],
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"go mod download {tool.module}@{tool.module_version}: {out.stdout.strip()} "
+                           f"{out.stderr.strip()}")
+    info = json.loads(out.stdout)
+    if info.get("Sum") != tool.source_sum:
+        raise RuntimeError(f"{tool.module}@{tool.module_version} has hash {info.get('Sum')}, "
+                           f"not the pinned {tool.source_sum}: refusing to build it")
+    copy = src / "provider"
+    shutil.copytree(info["Dir"], copy)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)  # the module cache is read-only
+    embed_files(copy / "cmd" / tool.binaries[0], tool.version.lstrip("v"))
 
 
 def _after_build(tool: Tool, go: str, src: Path, bin_dir: Path, env: Mapping[str, str]) -> None:
@@ -310,6 +356,7 @@ def build(tool: Tool, root: Path, env: Mapping[str, str], log: Callable[[str], N
         for name in ("go.mod", "go.sum"):
             shutil.copyfile(WRAPPERS / tool.name / name, src / name)
         benv = build_env(env)
+        _before_build(tool, go, src, benv)
         cmd = build_command(tool, bin_dir)
         log(f"{tool.name} {tool.version}: building {', '.join(tool.binaries)} "
             f"({tool.module}@{tool.module_version}) ...")

@@ -117,7 +117,7 @@ def test_pulumi_on_path(tmp_path):
     assert _decide(BY_NAME["pulumi"], tmp_path, which=which, says="v3.270.0").action == "build"
 
 
-@pytest.mark.parametrize("name", ["pulumi-language-python", "pulumi-resource-kubernetes", "dynamo-operator"])
+@pytest.mark.parametrize("name", ["pulumi-language-python", "dynamo-operator"])
 def test_tools_the_proxy_does_not_serve_are_unavailable_not_substituted(tmp_path, name):
     d = _decide(BY_NAME[name], tmp_path)
     assert d.action == "unavailable" and d.bin_dir is None and "proxy" in d.detail
@@ -133,3 +133,39 @@ def test_build_command():
 
 def test_wrappers_are_in_build_order():
     assert [t.name for t in sorted(tools.TOOLS, key=lambda t: t.order)][:2] == ["kubernetes", "etcd"]
+
+
+def test_the_provider_built_is_the_release_the_project_pins():
+    """What the cluster tier runs is what a user's `pulumi up` downloads: the provider release equals
+    pyproject's pulumi-kubernetes pin, and the wrapper requires the SDK of that same release."""
+    import tomllib
+    provider = BY_NAME["pulumi-resource-kubernetes"]
+    deps = tomllib.loads((tools.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"pulumi-kubernetes=={provider.version.lstrip('v')}" in deps
+    assert f"version.Version={provider.version.lstrip('v')}" in " ".join(provider.ldflags)
+    go_mod = (tools.WRAPPERS / provider.name / "go.mod").read_text()
+    assert f"github.com/pulumi/pulumi-kubernetes/sdk/v4 {provider.version} " in go_mod
+    assert f"replace {provider.module} => ./provider" in go_mod
+    assert provider.source_sum.startswith("h1:") and not provider.unavailable
+
+
+def test_embed_files_are_what_the_providers_generate_step_writes(tmp_path):
+    (tmp_path / "schema.json").write_text('{\n  "name": "kubernetes",\n  "resources": {"a": 1}\n}\n')
+    (tmp_path / "terraform-mapping.json").write_text('{\n  "x": [1, 2]\n}\n')
+    tools.embed_files(tmp_path, "4.25.0")
+    assert (tmp_path / "schema-embed.json").read_text() == \
+        '{"name":"kubernetes","resources":{"a":1},"version":"4.25.0"}'
+    assert (tmp_path / "terraform-mapping-embed.json").read_text() == '{"x":[1,2]}'
+
+
+def test_a_provider_source_whose_hash_differs_is_not_built(tmp_path, monkeypatch):
+    provider = dataclasses.replace(BY_NAME["pulumi-resource-kubernetes"], source_sum="h1:other=")
+
+    class Done:
+        returncode, stderr = 0, ""
+        stdout = '{"Dir": "/nowhere", "Sum": "h1:j2bphCf7c2YhnBrhwht2f3TNRRgcMImltUlAgzxr9H4="}'
+
+    monkeypatch.setattr(tools.subprocess, "run", lambda *a, **k: Done())
+    with pytest.raises(RuntimeError, match="not the pinned h1:other="):
+        tools._before_build(provider, "go", tmp_path, {})
+    assert list(tmp_path.iterdir()) == []
