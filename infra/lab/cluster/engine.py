@@ -1,0 +1,360 @@
+"""The real Pulumi engine and Kubernetes provider, running the project's own program.
+
+`pulumi up` starts a Python program through the language host `pulumi-language-python`, which no
+registry these machines reach serves. It is not needed: the Automation API's inline programs
+(pulumi/automation/_server.py, `LanguageServer`) serve the program from this process and start the
+CLI with `--client=127.0.0.1:PORT`; the CLI then takes its language runtime from that address
+(pkg/cmd/pulumi, `connectToLanguageRuntime`) and never looks for a language host. So the real CLI
+(v3.274.1) and the real provider (4.25.0, the release pyproject.toml pins), both built from Go
+modules (tools.py), run `infra.program.pulumi_main` unchanged, with the stack's own
+Pulumi.<stack>.yaml, a file backend and a passphrase.
+
+One local deployment keeps everything in its own directory (`Workspace.root`):
+
+    project/   Pulumi.yaml and Pulumi.<stack>.yaml (the stack's file with the local overrides)
+    state/     the file backend (PULUMI_BACKEND_URL)
+    home/      PULUMI_HOME: the plugin cache, where the built provider is installed
+    passphrase the stack's secrets passphrase, readable by its owner only
+
+The local overrides: the Dynamo platform chart cannot be downloaded here, so `platform.manage` is
+false (the graph CRD comes from the pinned upstream files, applied by the cluster harness).
+
+Standard library, the Pulumi SDK and PyYAML: this runs with the project's .venv.
+`python -m infra.lab.cluster.engine ACTION --stack S --workspace DIR --kubeconfig K` runs one
+action and prints what Pulumi prints; the tests and `dev.py up --local` use it as a subprocess, so
+that an interrupted or killed run is a real interrupted or killed process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import yaml
+
+# Nothing of the project at import: the driver runs as a script (`invoke`) beside a program that may
+# come from another checkout (`pr-preview` runs each git ref's own program), so the only `infra`
+# package it imports is the program's.
+ROOT = Path(__file__).resolve().parents[3]
+ENGINE_FILE = Path(__file__).resolve()
+PROJECT = "dynamo-lab"
+# The provider release tools.py builds (tools.PROVIDER) and pyproject.toml pins; a test holds them equal.
+PROVIDER_VERSION = "4.25.0"
+# What a local deployment changes in a stack's file, and why (module docstring).
+LOCAL_OVERRIDES: dict[str, Any] = {"dynamo-lab:platform": {"manage": False}}
+ACTIONS = ("preview", "up", "refresh", "destroy", "outputs", "cancel")
+
+
+@dataclasses.dataclass(frozen=True)
+class Workspace:
+    """One local deployment of one stack: its project copy, state, plugin cache and passphrase."""
+    root: Path
+    stack: str
+    kubeconfig: Path
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def stack_file(self) -> Path:
+        return self.project / f"Pulumi.{self.stack}.yaml"
+
+    @property
+    def passphrase_file(self) -> Path:
+        return self.root / "passphrase"
+
+
+# ---- pure parts: the project copy and the environment ----
+
+def merge_config(source: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A stack file's `config:` with `overrides` applied key by key; a mapping value is merged one
+    level down (`dynamo-lab:platform: {manage: false}` keeps the stack's other platform keys)."""
+    out = dict(source)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def stack_document(source: Mapping[str, Any], existing: Optional[Mapping[str, Any]],
+                   overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The workspace's Pulumi.<stack>.yaml: the source file's config with the overrides, keeping
+    what the CLI itself wrote there (the passphrase's salt, values set with `config set --secret`)."""
+    doc = {k: v for k, v in source.items() if k != "config"}
+    config = merge_config(source.get("config") or {}, overrides)
+    if existing:
+        if existing.get("encryptionsalt"):
+            doc["encryptionsalt"] = existing["encryptionsalt"]
+        for key, value in (existing.get("config") or {}).items():
+            if key not in config and isinstance(value, Mapping) and "secure" in value:
+                config[key] = value
+    doc["config"] = config
+    return doc
+
+
+def cli_env(ws: Workspace, passphrase: str, base: Mapping[str, str]) -> dict[str, str]:
+    """The CLI's environment: this workspace's backend, home and passphrase, the local cluster's
+    kubeconfig, no update checks, and no plugin but the one installed in its own cache."""
+    env = {k: v for k, v in base.items()
+           if not (k.startswith("PULUMI_") or k == "KUBECONFIG" or k.startswith("PULUMI_K8S_"))}
+    env.update({
+        "PULUMI_HOME": str(ws.home),
+        "PULUMI_BACKEND_URL": f"file://{ws.state}",
+        "PULUMI_CONFIG_PASSPHRASE": passphrase,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        # A provider on PATH at another version would be used silently; this makes a mismatch fail.
+        "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
+        "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
+        "KUBECONFIG": str(ws.kubeconfig),
+    })
+    return env
+
+
+# ---- the impure parts ----
+
+def prepare(ws: Workspace, source: Path, overrides: Mapping[str, Any] = LOCAL_OVERRIDES) -> None:
+    """Write the project copy (the stack's file from `source`) and, once, the passphrase."""
+    ws.project.mkdir(parents=True, exist_ok=True)
+    ws.state.mkdir(parents=True, exist_ok=True)
+    ws.home.mkdir(parents=True, exist_ok=True)
+    (ws.project / "Pulumi.yaml").write_text(yaml.safe_dump(
+        {"name": PROJECT, "runtime": "python",
+         "description": "dynamo-lab, run by the Automation API (infra/lab/cluster/engine.py)"}, sort_keys=False))
+    existing = yaml.safe_load(ws.stack_file.read_text()) if ws.stack_file.exists() else None
+    doc = stack_document(yaml.safe_load(source.read_text()) or {}, existing, overrides)
+    ws.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    if not ws.passphrase_file.exists():
+        fd = os.open(ws.passphrase_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(24))
+
+
+def passphrase(ws: Workspace) -> str:
+    return ws.passphrase_file.read_text().strip()
+
+
+def engine_bins(log=print) -> dict[str, Path]:
+    """The Pulumi CLI and the provider, found or built (tools.py)."""
+    from infra.lab.cluster import tools
+
+    names = ["pulumi", "pulumi-resource-kubernetes"]
+    bins = tools.bin_dirs(tools.ensure(names, log=log))
+    missing = [n for n in names if n not in bins]
+    if missing:
+        raise RuntimeError(f"the engine needs {', '.join(missing)} (see cluster-tools above)")
+    return bins
+
+
+def install_provider(ws: Workspace, bins: Mapping[str, Path], env: Mapping[str, str]) -> None:
+    """The built provider in this workspace's plugin cache, as `kubernetes` PROVIDER_VERSION: the
+    version the program's pulumi-kubernetes asks for, so the engine loads exactly this binary."""
+    plugin = ws.home / "plugins" / f"resource-kubernetes-v{PROVIDER_VERSION}"
+    if (plugin / "pulumi-resource-kubernetes").is_file():
+        return
+    subprocess.run([str(bins["pulumi"] / "pulumi"), "plugin", "install", "resource", "kubernetes",
+                    PROVIDER_VERSION, "--file", str(bins["pulumi-resource-kubernetes"] / "pulumi-resource-kubernetes")],
+                   env=env, check=True, capture_output=True, text=True)
+
+
+def _stack(ws: Workspace, bins: Mapping[str, Path], env: Mapping[str, str]):
+    from pulumi import automation as auto
+
+    from infra.program import pulumi_main
+
+    command = auto.PulumiCommand(root=str(bins["pulumi"].parent), skip_version_check=True)
+    workspace = auto.LocalWorkspace(work_dir=str(ws.project), pulumi_home=str(ws.home), program=pulumi_main,
+                                    env_vars=dict(env), pulumi_command=command)
+    return auto.Stack.create_or_select(ws.stack, workspace)
+
+
+def _steps(events: list) -> list[dict[str, str]]:
+    """The engine's steps, from its event stream: op, type and name of each resource."""
+    out = []
+    for e in events:
+        pre = getattr(e, "resource_pre_event", None)
+        if pre is None:
+            continue
+        meta = pre.metadata
+        out.append({"op": str(getattr(meta.op, "value", meta.op)), "type": meta.type,
+                    "name": meta.urn.rsplit("::", 1)[-1], "diffs": list(meta.diffs or [])})
+    return out
+
+
+def run(action: str, ws: Workspace, bins: Mapping[str, Path], source: Optional[Path] = None, *,
+        diff: bool = False, env: Optional[Mapping[str, str]] = None, echo=None) -> dict[str, Any]:
+    """One action on the workspace's stack; returns what the engine reported (steps, summary,
+    outputs, stdout). A failed action raises auto.CommandError with Pulumi's own message."""
+    if source is not None:
+        prepare(ws, source)
+    cenv = cli_env(ws, passphrase(ws), os.environ if env is None else env)
+    install_provider(ws, bins, cenv)
+    stack = _stack(ws, bins, cenv)
+    events: list = []
+    kw = {"on_output": echo, "on_event": events.append}
+    result: dict[str, Any] = {"action": action, "stack": ws.stack}
+    if action == "preview":
+        r = stack.preview(diff=diff, color="never", **kw)
+        result["summary"] = {str(getattr(k, "value", k)): v for k, v in r.change_summary.items()}
+    elif action == "up":
+        r = stack.up(diff=diff, color="never", **kw)
+        result["summary"] = dict(r.summary.resource_changes or {})
+        result["outputs"] = {k: ("[secret]" if v.secret else v.value) for k, v in r.outputs.items()}
+    elif action == "refresh":
+        r = stack.refresh(color="never", **kw)
+        result["summary"] = dict(r.summary.resource_changes or {})
+    elif action == "destroy":
+        r = stack.destroy(color="never", **kw)
+        result["summary"] = dict(r.summary.resource_changes or {})
+    elif action == "outputs":
+        result["outputs"] = {k: ("[secret]" if v.secret else v.value) for k, v in stack.outputs().items()}
+        return result
+    elif action == "cancel":
+        stack.cancel()
+        return result
+    else:
+        raise ValueError(f"unknown action {action!r}; the actions are {', '.join(ACTIONS)}")
+    result["stdout"] = r.stdout
+    result["steps"] = _steps(events)
+    return result
+
+
+@dataclasses.dataclass
+class Invocation:
+    rc: int
+    output: str                          # what the driver printed: Pulumi's output and its own errors
+    result: Optional[dict[str, Any]]     # what the engine reported (run's return), when it succeeded
+
+
+def command(action: str, ws: Workspace, bins: Mapping[str, Path], *, stack_file: Optional[Path] = None,
+            diff: bool = False, program_root: Path = ROOT, result: Optional[Path] = None) -> list[str]:
+    """The driver's command line: this file as a script, the program from `program_root`."""
+    argv = [sys.executable, str(ENGINE_FILE), action, "--stack", ws.stack, "--workspace", str(ws.root),
+            "--kubeconfig", str(ws.kubeconfig), "--program-root", str(program_root),
+            "--pulumi-bin", str(bins["pulumi"]), "--provider-bin", str(bins["pulumi-resource-kubernetes"])]
+    if stack_file is not None:
+        argv += ["--stack-file", str(stack_file)]
+    if diff:
+        argv.append("--diff")
+    if result is not None:
+        argv += ["--result", str(result)]
+    return argv
+
+
+def start(action: str, ws: Workspace, bins: Mapping[str, Path], **kw) -> tuple[subprocess.Popen, Path]:
+    """The driver as a process of its own session (a test can signal it and the CLI it starts
+    together, as a terminal's Ctrl-C would); its output goes to a file beside the workspace."""
+    ws.root.mkdir(parents=True, exist_ok=True)
+    result = ws.root / f"{action}.result.json"
+    result.unlink(missing_ok=True)
+    log = open(ws.root / f"{action}.log", "w")
+    proc = subprocess.Popen(command(action, ws, bins, result=result, **kw), stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            cwd=str(kw.get("program_root", ROOT)))
+    log.close()
+    return proc, result
+
+
+def finish(proc: subprocess.Popen, result: Path, timeout: Optional[float] = None) -> Invocation:
+    rc = proc.wait(timeout)
+    output = (result.parent / result.name.replace(".result.json", ".log")).read_text()
+    return Invocation(rc, output, json.loads(result.read_text()) if rc == 0 and result.exists() else None)
+
+
+def invoke(action: str, ws: Workspace, bins: Mapping[str, Path], timeout: Optional[float] = None,
+           **kw) -> Invocation:
+    proc, result = start(action, ws, bins, **kw)
+    try:
+        return finish(proc, result, timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="engine.py",
+                                description="One Pulumi action on a stack, by the real engine and provider, "
+                                            "against the cluster the kubeconfig names.")
+    p.add_argument("action", choices=ACTIONS)
+    p.add_argument("--stack", required=True)
+    p.add_argument("--workspace", type=Path, required=True, help="the local deployment's directory")
+    p.add_argument("--kubeconfig", type=Path, required=True)
+    p.add_argument("--stack-file", type=Path,
+                   help="the stack file to deploy (default: the program root's Pulumi.STACK.yaml); written into "
+                        "the workspace with the local overrides before the action")
+    p.add_argument("--program-root", type=Path, default=ROOT, help="the checkout whose infra.program runs")
+    p.add_argument("--pulumi-bin", type=Path, help="the directory of the pulumi CLI (default: cluster-tools')")
+    p.add_argument("--provider-bin", type=Path, help="the directory of pulumi-resource-kubernetes")
+    p.add_argument("--diff", action="store_true", help="preview/up: show the rich diff")
+    p.add_argument("--result", type=Path, help="write what the engine reported here, as JSON")
+    a = p.parse_args(argv)
+    here = str(ENGINE_FILE.parent)
+    sys.path[:] = [str(a.program_root.absolute())] + [x for x in sys.path if x != here]
+    ws = Workspace(a.workspace.absolute(), a.stack, a.kubeconfig.absolute())
+    # preview and up deploy the stack file as it is now; the other actions act on what the
+    # workspace holds, and write it only when there is none yet.
+    source: Optional[Path] = a.stack_file or a.program_root / f"Pulumi.{a.stack}.yaml"
+    if a.action not in ("preview", "up") and a.stack_file is None and ws.stack_file.exists():
+        source = None
+    if source is not None and not source.is_file():
+        print(f"engine: no stack file {source}", file=sys.stderr)
+        return 2
+    interrupted = []
+
+    def on_signal(signum, frame):
+        # The CLI is in this process group and got the same signal: it cancels cleanly and ends;
+        # this process waits for that instead of dying under it (which would orphan the CLI).
+        interrupted.append(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    from pulumi.automation import errors as auto_errors
+    try:
+        bins = ({"pulumi": a.pulumi_bin, "pulumi-resource-kubernetes": a.provider_bin}
+                if a.pulumi_bin and a.provider_bin else engine_bins(log=lambda m: None))
+        result = run(a.action, ws, bins, source, diff=a.diff, echo=lambda line: print(line, flush=True))
+    except auto_errors.CommandError as exc:
+        print(f"engine: pulumi {a.action} failed for stack {a.stack}:\n{_message(exc)}", file=sys.stderr, flush=True)
+        return 130 if interrupted else 1
+    except RuntimeError as exc:
+        print(f"engine: {exc}", file=sys.stderr)
+        return 1
+    if a.result:
+        a.result.write_text(json.dumps(result, indent=2, default=str))
+    if a.action == "outputs":
+        print(json.dumps(result["outputs"], indent=2, default=str))
+    return 130 if interrupted else 0
+
+
+def _message(exc) -> str:
+    """Pulumi's own words from a failed command: its stderr, else the tail of its stdout."""
+    err = (getattr(exc, "stderr", "") or "").strip()
+    out = (getattr(exc, "stdout", "") or "").strip()
+    return err or "\n".join(out.splitlines()[-30:]) or str(exc)
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main())
