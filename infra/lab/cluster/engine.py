@@ -177,6 +177,34 @@ def install_provider(ws: Workspace, bins: Mapping[str, Path], env: Mapping[str, 
                    env=env, check=True, capture_output=True, text=True)
 
 
+def orphans(ws: Workspace) -> list[int]:
+    """Plugin processes of this workspace whose engine is gone (their parent is now init): what a
+    CLI killed with SIGKILL leaves behind, since it starts its plugins in process groups of their
+    own. Only binaries run from this workspace's own plugin cache are considered."""
+    found = []
+    home = str(ws.home) + os.sep
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            exe = os.readlink(proc / "exe")
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if exe.startswith(home) and ppid == 1:
+                found.append(int(proc.name))
+    return found
+
+
+def reap_orphans(ws: Workspace, echo=None) -> list[int]:
+    """Stop what a killed run left of this workspace's plugins, before the next action."""
+    pids = orphans(ws)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if echo:
+            echo(f"engine: stopped a plugin a killed run left behind (pid {pid})")
+    return pids
+
+
 def _stack(ws: Workspace, bins: Mapping[str, Path], env: Mapping[str, str]):
     from pulumi import automation as auto
 
@@ -207,6 +235,7 @@ def run(action: str, ws: Workspace, bins: Mapping[str, Path], source: Optional[P
     outputs, stdout). A failed action raises auto.CommandError with Pulumi's own message."""
     if source is not None:
         prepare(ws, source)
+    reap_orphans(ws, echo)
     cenv = cli_env(ws, passphrase(ws), os.environ if env is None else env)
     install_provider(ws, bins, cenv)
     stack = _stack(ws, bins, cenv)

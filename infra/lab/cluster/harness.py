@@ -89,6 +89,11 @@ class Layout:
         return self.state / "plan.json"
 
     @property
+    def apiserver_outage(self) -> Path:
+        """Written (seconds) to stop the API server that long; the inner removes it once it is back."""
+        return self.state / "apiserver-outage"
+
+    @property
     def ca(self) -> Path:
         return self.pki / "apiserver.crt"      # the apiserver's self-signed certificate (with its CA)
 
@@ -363,6 +368,8 @@ def inner(state: Path) -> int:
         crds = _apply_crds(api, Path(plan["crd_dir"])) if plan.get("crd_dir") else []
         _write_status(lay, ready=True, crds=crds, pids={n: p.pid for n, p in procs})
         while not stopping.wait(0.5):
+            if lay.apiserver_outage.exists():
+                procs = _apiserver_outage(lay, procs, plan, ready_checks["kube-apiserver"])
             for name, p in procs:
                 if p.poll() is not None:
                     raise ClusterError(f"{name} exited with {p.returncode}")
@@ -387,6 +394,28 @@ def inner(state: Path) -> int:
             with contextlib.suppress(OSError):
                 _write_status(lay, **{f"stop_{name}_s": round(time.monotonic() - t0, 1)})
         # Leaving PID 1 kills whatever is left in the PID namespace.
+
+
+def _apiserver_outage(lay: Layout, procs, plan: dict, ready) -> list:
+    """Stop the API server for the seconds the request file names, then start it again as it was
+    started (a fault test: what a client sees when the API server goes away during its work)."""
+    seconds = float(lay.apiserver_outage.read_text().strip() or 10)
+    argv = dict(plan["commands"])["kube-apiserver"]
+    (i, (name, old)), = [(i, np) for i, np in enumerate(procs) if np[0] == "kube-apiserver"]
+    old.terminate()
+    try:
+        old.wait(20)
+    except subprocess.TimeoutExpired:
+        old.kill()
+        old.wait()
+    _write_status(lay, apiserver="stopped", apiserver_stopped_at=time.time())
+    time.sleep(seconds)
+    with open(lay.logs / "kube-apiserver.log", "ab") as out:
+        new = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    _wait("kube-apiserver (restarted)", ready, 120, new, lay.logs / "kube-apiserver.log")
+    lay.apiserver_outage.unlink()
+    _write_status(lay, apiserver="running", apiserver_restarted_at=time.time())
+    return procs[:i] + [(name, new)] + procs[i + 1:]
 
 
 def _serve_socket(lay: Layout) -> None:
@@ -500,6 +529,14 @@ class Handle:
 
     def api(self) -> Api:
         return Api(self.server, json.loads(self.layout.plan.read_text())["token"], self.layout.ca)
+
+    def stop_apiserver(self, seconds: float) -> None:
+        """Stop the API server for `seconds`, then start it again (returns at once; see
+        `apiserver_back`)."""
+        self.layout.apiserver_outage.write_text(f"{seconds}\n")
+
+    def apiserver_back(self) -> bool:
+        return not self.layout.apiserver_outage.exists() and status_of(self.layout.state).get("apiserver") == "running"
 
 
 def status_of(state: Path) -> dict:

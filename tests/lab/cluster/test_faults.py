@@ -1,0 +1,154 @@
+"""Faults during a real `pulumi up` (the engine and cluster of test_deploy.py): interrupted with
+SIGINT, killed with SIGKILL, the API server stopped part-way; then a re-run converges to the same
+state, with nothing orphaned or duplicated. And what the state keeps of a secret."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infra.lab.cluster import engine
+from infra.lab.cluster.standin import GraphReady
+from infra.plan import HF_TOKEN_KEY, plan
+from tests.helpers import loaded, wait_for
+from tests.lab.cluster.test_deploy import BESIDES, LOCAL, ok, on_cluster, planned_steps
+
+pytestmark = pytest.mark.cluster
+
+STACK = "cross-server"
+# Collections listed to count what is in the graph namespace: a duplicate would show as a second name.
+LISTED = {"Job": "/apis/batch/v1/namespaces/{ns}/jobs",
+          "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims",
+          "DynamoGraphDeployment": "/apis/nvidia.com/v1beta1/namespaces/{ns}/dynamographdeployments"}
+
+
+def engine_processes(ws: engine.Workspace) -> list[str]:
+    """The CLI and plugin processes of this workspace still alive (they carry its PULUMI_HOME)."""
+    mark = f"PULUMI_HOME={ws.home}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if mark in (proc / "environ").read_bytes().split(b"\0"):
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                found.append(f"{proc.name}: {cmdline[:200]}")
+        except OSError:
+            continue
+    return found
+
+
+def in_namespace(api) -> dict[str, set[str]]:
+    (dgd,) = plan(loaded(STACK, LOCAL)).of_kind("DynamoGraphDeployment")
+    ns = dgd.manifest["metadata"]["namespace"]
+    return {kind: {i["metadata"]["name"] for i in api.call("GET", path.format(ns=ns))[1]["items"]}
+            for kind, path in LISTED.items()}
+
+
+def planned_names() -> dict[str, set[str]]:
+    planned = plan(loaded(STACK, LOCAL))
+    return {kind: {o.manifest["metadata"]["name"] for o in planned.of_kind(kind)} for kind in LISTED}
+
+
+def converged(ws, bins, api) -> None:
+    """A re-run `up` completes; then nothing is left to change, every planned object is there
+    once, and no engine process of the workspace is left."""
+    with GraphReady(api):
+        ok(engine.invoke("up", ws, bins))
+    again = ok(engine.invoke("preview", ws, bins))
+    assert again["summary"] == {"same": len(planned_steps(STACK)) + BESIDES}, again["summary"]
+    assert set(on_cluster(api, STACK).values()) == {200}
+    assert in_namespace(api) == planned_names()
+    assert engine_processes(ws) == []
+
+
+def started_then(ws, bins, api, signum) -> engine.Invocation:
+    """`up` started with nothing to make the graph Ready; the signal once its first objects exist."""
+    proc, result = engine.start("up", ws, bins)
+    ns = next(iter(plan(loaded(STACK, LOCAL)).of_kind("Namespace"))).manifest["metadata"]["name"]
+    try:
+        wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}")[0] == 200 or proc.poll() is not None, 180)
+        assert proc.poll() is None, "up ended before it could be interrupted"
+        os.killpg(proc.pid, signum)
+        return engine.finish(proc, result, timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_up_interrupted_with_sigint_stops_cleanly_and_a_rerun_converges(lab_cluster_with_crd, engine_bins, tmp_path):
+    api = lab_cluster_with_crd.api()
+    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    inv = started_then(ws, engine_bins, api, signal.SIGINT)
+    assert inv.rc != 0, inv.output[-3000:]
+    assert "Traceback" not in inv.output, inv.output[-3000:]
+    wait_for(lambda: engine_processes(ws) == [], 60)
+    converged(ws, engine_bins, api)
+    ok(engine.invoke("destroy", ws, engine_bins))
+
+
+def test_up_killed_with_sigkill_leaves_a_lock_that_cancel_clears_then_a_rerun_converges(lab_cluster_with_crd,
+                                                                                         engine_bins, tmp_path):
+    api = lab_cluster_with_crd.api()
+    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    inv = started_then(ws, engine_bins, api, signal.SIGKILL)
+    assert inv.rc == -signal.SIGKILL
+    # The CLI starts its plugins in process groups of their own: the provider outlives it, orphaned.
+    left = wait_for(lambda: engine.orphans(ws), 30)
+    rerun = engine.invoke("up", ws, engine_bins)
+    for pid in left:  # the next run stops them, and says so
+        assert f"stopped a plugin a killed run left behind (pid {pid})" in rerun.output, rerun.output[-3000:]
+    if rerun.rc != 0:  # the killed CLI held the stack's lock: Pulumi says so, and `cancel` clears it
+        assert "locked" in rerun.output, rerun.output[-3000:]
+        ok(engine.invoke("cancel", ws, engine_bins))
+    converged(ws, engine_bins, api)
+    ok(engine.invoke("destroy", ws, engine_bins))
+
+
+def test_the_api_server_stopped_during_up_fails_it_clearly_and_a_rerun_converges(lab_cluster_with_crd, engine_bins,
+                                                                                  tmp_path):
+    api = lab_cluster_with_crd.api()
+    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    proc, result = engine.start("up", ws, engine_bins)
+    ns = next(iter(plan(loaded(STACK, LOCAL)).of_kind("Namespace"))).manifest["metadata"]["name"]
+    wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}")[0] == 200, 180)
+    lab_cluster_with_crd.stop_apiserver(40)
+    inv = engine.finish(proc, result, timeout=600)
+    assert inv.rc == 1, inv.output[-3000:]
+    assert "Traceback" not in inv.output
+    assert "connection refused" in inv.output or "unreachable" in inv.output or "EOF" in inv.output, \
+        inv.output[-3000:]
+    wait_for(lab_cluster_with_crd.apiserver_back, 180)
+    converged(ws, engine_bins, api)
+    ok(engine.invoke("destroy", ws, engine_bins))
+
+
+def test_a_secret_set_with_the_cli_never_reaches_the_state_or_the_output_in_plain_text(lab_cluster_with_crd,
+                                                                                        engine_bins, tmp_path):
+    api = lab_cluster_with_crd.api()
+    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    token = "hf_dynamolabtest" + "x" * 20
+    engine.prepare(ws, engine.ROOT / f"Pulumi.{STACK}.yaml")
+    env = engine.cli_env(ws, engine.passphrase(ws), os.environ)
+    pulumi = str(engine_bins["pulumi"] / "pulumi")
+    subprocess.run([pulumi, "stack", "init", STACK], cwd=ws.project, env=env, check=True, capture_output=True)
+    subprocess.run([pulumi, "config", "set", "--secret", "--stack", STACK, "dynamo-lab:hfToken", token],
+                   cwd=ws.project, env=env, check=True, capture_output=True)
+    assert token not in ws.stack_file.read_text()
+    with GraphReady(api):
+        up = ok(engine.invoke("up", ws, engine_bins))
+    assert token not in up["stdout"] and token not in str(up["outputs"])
+    for path in ws.state.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), f"{path} holds the token in plain text"
+    ns = next(iter(plan(loaded(STACK, LOCAL)).of_kind("Namespace"))).manifest["metadata"]["name"]
+    held = [s for s in api.call("GET", f"/api/v1/namespaces/{ns}/secrets")[1]["items"]
+            if HF_TOKEN_KEY in s.get("data", {})]
+    assert [base64.b64decode(s["data"][HF_TOKEN_KEY]).decode() for s in held] == [token]  # where it is used
+    ok(engine.invoke("destroy", ws, engine_bins))
