@@ -248,3 +248,23 @@ def test_the_live_preview_fails_unless_its_environment_requires_another_reviewer
     done = _github_script(tmp_path, _step(*LIVE), {"environment": {"protection_rules": rules}}, {})
     assert ("failed" not in done["outputs"]) == ok, done
     assert done["calls"][0][1]["environment_name"] == "live-preview"
+
+
+@pytest.mark.parametrize("engine", ["  ~ graph-dgd update\n```\n## injected\n", "no backticks\n"])
+def test_the_real_engines_preview_goes_into_the_same_comment_in_a_fence_it_cannot_close(tmp_path, engine):
+    _artifact(tmp_path, "+ a\n")
+    (tmp_path / "preview-engine").mkdir()
+    (tmp_path / "preview-engine" / "preview.txt").write_text(engine)
+    (tmp_path / "preview-engine" / "exit-code").write_text("0\n")
+    done = _github_script(tmp_path, _step(*POST), {"comments": []}, {"PR_NUMBER": "7"})
+    body = done["calls"][-1][1]["body"]
+    assert body.startswith(MARKER) and "### pulumi preview --diff (real engine, local cluster)" in body
+    lines = body.split("\n")
+    heading = lines.index("### pulumi preview --diff (real engine, local cluster)")
+    opening = next(i for i in range(heading, len(lines)) if lines[i].startswith("```"))
+    fence = lines[opening]
+    closing = [i for i in range(opening + 1, len(lines)) if re.fullmatch(rf" {{0,3}}`{{{len(fence)},}}\s*", lines[i])]
+    assert closing == [len(lines) - 1], lines
+    assert "\n".join(lines[opening + 1:-1]) == engine
+    assert "engine-preview" in _workflow("preview.yml")["jobs"] and "secrets" not in \
+        json.dumps(_workflow("preview.yml")["jobs"]["engine-preview"])

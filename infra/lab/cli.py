@@ -210,6 +210,25 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _local(args: argparse.Namespace) -> int:
+    from infra.lab.cluster import local
+
+    if not args.local:
+        print(f"dynamo-lab {args.command}: only --local is here: it deploys onto the local lab cluster. For "
+              f"your cluster, run Pulumi itself: pulumi {'up' if args.command == 'up' else 'destroy'} "
+              f"--stack {args.stack}", file=sys.stderr)
+        return 2
+    if args.command == "up":
+        return local.up(args.stack)
+    return local.down(args.stack, keep_cluster=args.keep_cluster)
+
+
+def _pr_preview(args: argparse.Namespace) -> int:
+    from infra.lab.cluster import local
+
+    return local.pr_preview(args.base, args.head, args.stacks or None)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dynamo-lab", description=__doc__,
                                 epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
@@ -287,6 +306,22 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--predicted", action="store_true",
                     help="add the predictor's figures for each stack as configured (docs/predictor.md)")
     rp.set_defaults(func=_report)
+    up = sub.add_parser("up", help="--local: the real pulumi preview and up of a stack onto the local lab cluster "
+                        "(started if it is not running; root)")
+    up.add_argument("stack")
+    up.add_argument("--local", action="store_true", help="deploy onto the local lab cluster (required)")
+    up.set_defaults(func=_local)
+    dn = sub.add_parser("down", help="--local: pulumi destroy of a stack on the local lab cluster, then the cluster")
+    dn.add_argument("stack")
+    dn.add_argument("--local", action="store_true", help="the local lab cluster's deployment (required)")
+    dn.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
+    dn.set_defaults(func=_local)
+    pp = sub.add_parser("pr-preview", help="the real pulumi preview --diff of HEAD against BASE deployed on a fresh "
+                        "local cluster, per stack (root)")
+    pp.add_argument("base", help="the git ref deployed first (e.g. the pull request's base)")
+    pp.add_argument("head", help="the git ref previewed against it")
+    pp.add_argument("--stack", dest="stacks", action="append", help="only this stack (repeatable)")
+    pp.set_defaults(func=_pr_preview)
     cr = sub.add_parser("config-reference", help="rewrite README.md's configuration reference from the schema "
                         "(infra/config/models.py)")
     cr.set_defaults(func=_config_reference)

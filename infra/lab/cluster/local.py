@@ -1,0 +1,224 @@
+"""A stack deployed by the real Pulumi engine onto the local lab cluster, with no cluster of your own.
+
+    dynamo-lab up STACK --local      start the local cluster if it is not running, then the real
+                                     `pulumi preview` and `pulumi up` of the stack; prints what
+                                     Pulumi prints and the stack's outputs
+    dynamo-lab down STACK --local    `pulumi destroy` of the stack; the cluster stops too once no
+                                     local stack is left on it (--keep-cluster keeps it)
+    dynamo-lab pr-preview BASE HEAD  a fresh local cluster; per stack, BASE's program and stack file
+                                     deployed, then the real `pulumi preview --diff` of HEAD's
+
+The cluster is harness.py's (a control plane with kwok's two simulated GPU nodes, in its own
+network namespace; root), the engine engine.py's (the Pulumi CLI and the Kubernetes provider
+built from their Go modules, the program as an inline Automation API program). What is not here:
+the Dynamo platform chart and operator (`platform.manage: false`; the graph CRD from the pinned
+upstream files), so the stand-in (standin.py) marks each graph Ready for `up` to complete, and no
+worker runs. It shows what Pulumi does with the stack; it serves no model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator, Optional, TextIO
+
+from infra.errors import UserError
+from infra.lab.cluster import engine, harness, standin, tools
+
+ROOT = Path(__file__).resolve().parents[3]
+CONTROL_PLANE = ("kubernetes", "etcd", "kwok")
+DGD_CRD = "crds/nvidia.com_dynamographdeployments.yaml"
+NOTICE = ("local: no Dynamo operator here (no registry serves it): a stand-in marks the graph Ready "
+          "once it exists (infra/lab/cluster/standin.py); no worker starts and no model is served")
+
+
+class LocalError(UserError):
+    pass
+
+
+def local_root(env=None) -> Path:
+    """Where local deployments keep their clusters and workspaces: beside the tools' cache."""
+    return tools.cache_root(dict(os.environ if env is None else env)).parent / "local"
+
+
+def cluster_state() -> Path:
+    return local_root() / "cluster"
+
+
+def workspace(stack: str, kubeconfig: Path) -> engine.Workspace:
+    return engine.Workspace(local_root() / "stacks" / stack, stack, kubeconfig)
+
+
+def _bins(log) -> dict[str, Path]:
+    if os.geteuid() != 0:
+        raise LocalError("the local cluster needs root (it runs in network and PID namespaces of its own): "
+                         "run this as root, e.g. sudo -E python3 dev.py up STACK --local")
+    names = [*CONTROL_PLANE, "pulumi", "pulumi-resource-kubernetes"]
+    bins = tools.bin_dirs(tools.ensure(names, log=log))
+    missing = [n for n in names if n not in bins]
+    if missing:
+        raise LocalError(f"cluster-tools could not provide {', '.join(missing)} (see above)")
+    return bins
+
+
+def _crd_dir(into: Path) -> Path:
+    from infra.lab import upstream
+
+    try:
+        found = upstream.locate()
+    except upstream.UpstreamUnavailable as exc:
+        raise LocalError(f"the DynamoGraphDeployment CRD is unavailable ({exc}): {upstream.HOW}") from None
+    into.mkdir(parents=True, exist_ok=True)
+    shutil.copy(found.file(DGD_CRD), into / "dgd.yaml")
+    return into
+
+
+def _running(state: Path) -> bool:
+    s = harness.status_of(state)
+    return bool(s.get("ready")) and harness._ours(s.get("outer_pid"), state.absolute())
+
+
+def ensure_cluster(bins, log) -> tuple[harness.Handle, bool]:
+    """The local cluster: the running one, else a new one (detached: it outlives this command)."""
+    state = cluster_state().absolute()
+    if _running(state):
+        log(f"local: the cluster in {state} is running; using it")
+        return harness.Handle(harness.Layout(state), None, harness.status_of(state)), False
+    if state.exists():
+        harness.stop(state)
+        shutil.rmtree(state)
+    return harness.up(state, bins, _crd_dir(local_root() / "crds"), attached=False, log=log), True
+
+
+def _print_result(inv: engine.Invocation, what: str, out: TextIO) -> None:
+    out.write(inv.output)
+    if inv.rc != 0:
+        raise LocalError(f"local: {what} failed (exit {inv.rc}); Pulumi's words are above")
+
+
+def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    source = ROOT / f"Pulumi.{stack}.yaml"
+    if not source.is_file():
+        raise LocalError(f"no stack file {source.name} in {ROOT} (the stacks: "
+                         f"{', '.join(p.name[7:-5] for p in sorted(ROOT.glob('Pulumi.*.yaml')))})")
+    t0 = time.monotonic()
+    bins = _bins(log)
+    cluster, started = ensure_cluster(bins, log)
+    kubeconfig = cluster.kubeconfig
+    ws = workspace(stack, kubeconfig)
+    log(f"local: {stack}: pulumi preview (workspace {ws.root})")
+    _print_result(engine.invoke("preview", ws, bins), "preview", out)
+    log(NOTICE)
+    log(f"local: {stack}: pulumi up")
+    with standin.GraphReady(cluster.api()):
+        _print_result(engine.invoke("up", ws, bins), "up", out)
+    outputs = engine.invoke("outputs", ws, bins)
+    _print_result(outputs, "stack output", out)
+    log(f"local: {stack} is up on the local cluster in {time.monotonic() - t0:.0f} s "
+        f"({'cluster started' if started else 'cluster was running'}); KUBECONFIG={kubeconfig}; "
+        f"`dynamo-lab down {stack} --local` removes it")
+    return 0
+
+
+def down(stack: str, keep_cluster: bool = False, out: TextIO = sys.stdout, log=None) -> int:
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    state = cluster_state()
+    if not _running(state):
+        left = workspace(stack, harness.Layout(state).kubeconfig).root
+        shutil.rmtree(left, ignore_errors=True)
+        log("local: the local cluster is not running: nothing to destroy")
+        return 0
+    bins = _bins(log)
+    lay = harness.Layout(state.absolute())
+    ws = workspace(stack, lay.kubeconfig)
+    if ws.stack_file.exists():
+        _print_result(engine.invoke("destroy", ws, bins), "destroy", out)
+        shutil.rmtree(ws.root)
+    else:
+        log(f"local: {stack} is not deployed on the local cluster")
+    others = sorted(p.name for p in (local_root() / "stacks").glob("*") if p.is_dir())
+    if keep_cluster or others:
+        why = "--keep-cluster" if keep_cluster else "still deployed: " + ", ".join(others)
+        log(f"local: the cluster keeps running ({why})")
+        return 0
+    killed = harness.stop(state)
+    if harness.leftovers(state):
+        raise LocalError("local: cluster processes are still running:\n  " + "\n  ".join(harness.leftovers(state)))
+    shutil.rmtree(state, ignore_errors=True)
+    log("local: cluster stopped" + (f" (had to kill {', '.join(killed)})" if killed else "") + "; nothing left running")
+    return 0
+
+
+# ---- pr-preview ----
+
+def _git(*args: str, cwd: Path = ROOT, binary: bool = False):
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True)
+    if proc.returncode != 0:
+        raise LocalError(f"git {' '.join(args)}: {proc.stderr.decode().strip()}")
+    return proc.stdout if binary else proc.stdout.decode().strip()
+
+
+@contextlib.contextmanager
+def checkout(ref: str, into: Path, repo: Path = ROOT) -> Iterator[tuple[str, Path]]:
+    """The tree of `ref` (its program and stack files), extracted into `into`."""
+    commit = _git("rev-parse", "--verify", f"{ref}^{{commit}}", cwd=repo)
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(_git("archive", "--format=tar", commit, cwd=repo, binary=True))) as tar:
+        tar.extractall(into, filter="data")
+    yield commit, into
+
+
+def stacks_of(tree: Path) -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in tree.glob("Pulumi.*.yaml"))
+
+
+def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: TextIO = sys.stdout,
+               repo: Path = ROOT, log=None) -> int:
+    """Deploy BASE on a fresh local cluster, then print the real `pulumi preview --diff` of HEAD,
+    per stack. 0: every preview ran (whatever it shows); 1: one failed (its words are printed)."""
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    bins = _bins(log)
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="dynamo-lab-pr-preview-") as tmp:
+        tmp_path = Path(tmp)
+        with checkout(base, tmp_path / "base", repo) as (base_commit, base_tree), \
+                checkout(head, tmp_path / "head", repo) as (head_commit, head_tree):
+            names = stacks or sorted(set(stacks_of(base_tree)) | set(stacks_of(head_tree)))
+            state = tmp_path / "cluster"
+            with harness.running(state, bins, _crd_dir(tmp_path / "crds"), log=log) as cluster:
+                api = cluster.api()
+                out.write(f"# pulumi preview --diff of {head_commit[:12]} against {base_commit[:12]} deployed, "
+                          f"by the real engine on a local cluster\n{NOTICE}\n")
+                for stack in names:
+                    out.write(f"\n## {stack}\n")
+                    ws = engine.Workspace(tmp_path / "ws" / stack, stack, cluster.kubeconfig)
+                    if (base_tree / f"Pulumi.{stack}.yaml").is_file():
+                        with standin.GraphReady(api):
+                            deployed = engine.invoke("up", ws, bins, program_root=base_tree)
+                        if deployed.rc != 0:
+                            out.write(f"(the base could not be deployed; the preview below is against nothing)\n"
+                                      f"{deployed.output[-4000:]}\n")
+                    else:
+                        out.write("(a new stack: not in the base)\n")
+                    if not (head_tree / f"Pulumi.{stack}.yaml").is_file():
+                        out.write("(removed: the head has no stack file; `pulumi destroy` would delete it all)\n")
+                        continue
+                    preview = engine.invoke("preview", ws, bins, program_root=head_tree, diff=True)
+                    out.write(preview.output if preview.rc == 0 else
+                              f"PREVIEW FAILED (exit {preview.rc}):\n{preview.output}")
+                    if preview.rc != 0:
+                        failed.append(stack)
+                out.flush()
+    if failed:
+        log(f"pr-preview: the preview failed for {', '.join(failed)}")
+        return 1
+    return 0
