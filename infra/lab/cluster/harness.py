@@ -93,6 +93,15 @@ class Layout:
         return self.pki / "apiserver.crt"      # the apiserver's self-signed certificate (with its CA)
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write `path` readable and writable by its owner only (0600), whatever the umask: the admin
+    token is in the kubeconfigs, tokens.csv and the plan, and sa.key signs service account tokens.
+    An existing file is made 0600 before its content is replaced."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+
+
 def kubeconfig(server: str, ca: Path, token: str) -> dict:
     return {"apiVersion": "v1", "kind": "Config", "current-context": "dynamo-lab",
             "clusters": [{"name": "dynamo-lab", "cluster": {"server": server, "certificate-authority": str(ca)}}],
@@ -302,6 +311,8 @@ def _apply_crds(api: Api, crd_dir: Path) -> list[str]:
 
 
 def inner(state: Path) -> int:
+    # What etcd and the apiserver write (its serving key in pki/, etcd's data) is the owner's only.
+    os.umask(0o077)
     lay = Layout(state)
     plan = json.loads(lay.plan.read_text())
     procs: list[tuple[str, subprocess.Popen]] = []
@@ -415,16 +426,25 @@ def prepare(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = Non
             nodes_from: Path = LAB_CLUSTER) -> Layout:
     """Write the plan, the keys and the kubeconfigs of a new cluster into `state` (made empty)."""
     lay = Layout(state)
-    state.mkdir(parents=True, exist_ok=True)
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
     if any(state.iterdir()):
         raise ClusterError(f"{state} is not empty: a cluster may be up there (`down` it first)")
+    # The state directory and pki/ are the owner's only (0700), and so is every file holding the
+    # admin token or a key (0600): a cluster-admin credential, whatever the umask.
+    state.chmod(0o700)
     lay.pki.mkdir(mode=0o700)
-    lay.logs.mkdir()
+    lay.pki.chmod(0o700)
+    lay.logs.mkdir(mode=0o700)
     token = secrets.token_hex(24)
-    (lay.pki / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
-    _openssl("genrsa", "-out", str(lay.pki / "sa.key"), "2048")
-    _openssl("rsa", "-in", str(lay.pki / "sa.key"), "-pubout", "-out", str(lay.pki / "sa.pub"))
-    lay.inner_kubeconfig.write_text(json.dumps(kubeconfig(f"https://127.0.0.1:{APISERVER_PORT}", lay.ca, token)))
+    write_private(lay.pki / "tokens.csv", f'{token},admin,admin,"system:masters"\n')
+    old = os.umask(0o077)
+    try:
+        _openssl("genrsa", "-out", str(lay.pki / "sa.key"), "2048")
+        _openssl("rsa", "-in", str(lay.pki / "sa.key"), "-pubout", "-out", str(lay.pki / "sa.pub"))
+    finally:
+        os.umask(old)
+    write_private(lay.inner_kubeconfig,
+                  json.dumps(kubeconfig(f"https://127.0.0.1:{APISERVER_PORT}", lay.ca, token)))
     stages = None
     if "kwok" in bins:
         stages = lay.state / "kwok-stages.yaml"
@@ -433,7 +453,7 @@ def prepare(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = Non
     plan = {"token": token, "commands": commands(bins, lay, stages),
             "nodes": lab_nodes(nodes_from.read_text()) if stages else [],
             "crd_dir": str(crd_dir) if crd_dir else None}
-    lay.plan.write_text(json.dumps(plan, indent=2))
+    write_private(lay.plan, json.dumps(plan, indent=2))
     return lay
 
 
@@ -449,7 +469,7 @@ def serve(state: Path, port: int, attached: bool) -> int:
     listener.listen(64)
     port = listener.getsockname()[1]
     plan = json.loads(lay.plan.read_text())
-    lay.kubeconfig.write_text(json.dumps(kubeconfig(f"https://127.0.0.1:{port}", lay.ca, plan["token"])))
+    write_private(lay.kubeconfig, json.dumps(kubeconfig(f"https://127.0.0.1:{port}", lay.ca, plan["token"])))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with open(lay.logs / "inner.log", "ab") as log:
         child = subprocess.Popen(
