@@ -1,7 +1,8 @@
 """The shipped stacks' objects against a real Kubernetes 1.34 API server, admission and scheduler.
 
 What is real here: the API server's validation of every object the plan holds (and of the
-DynamoGraphDeployment against the pinned release's CRD), Pod Security admission of every pod
+DynamoGraphDeployment against the pinned CRD, from Dynamo's 1.5.0 development line at upstream
+commit 2a6da14c, not the v1.6.2 release: infra/lab/upstream.py), Pod Security admission of every pod
 under the labels the stack gives its namespaces, the scheduler placing pods by the GPU classes'
 node affinity and time-sliced GPU counts (kwok's simulated lab nodes), and preflight's live read of
 the same cluster. What is not: the Dynamo operator, whose module no registry serves here, so the
