@@ -26,6 +26,7 @@ import ctypes
 import dataclasses
 import json
 import os
+import re
 import secrets
 import selectors
 import signal
@@ -186,10 +187,28 @@ def lab_nodes(text: str) -> list[dict]:
 
 # ---- talking to the apiserver (inside the namespace, or through the outer's port) ----
 
+# The query that makes the API server refuse a field it does not know (a misspelling, a field of
+# another version) instead of dropping it with a warning, its default ("Warn").
+STRICT = "fieldValidation=Strict"
+_WARNING = re.compile(r'^\s*\d{3}\s+\S+\s+"((?:[^"\\]|\\.)*)"')
+
+
+def warning_texts(values: Sequence[str]) -> list[str]:
+    """The texts of `Warning` response headers (RFC 7234: `299 - "text"`, quotes escaped)."""
+    out = []
+    for value in values:
+        m = _WARNING.match(value)
+        out.append(re.sub(r"\\(.)", r"\1", m.group(1)) if m else value.strip())
+    return out
+
+
 class Api:
     def __init__(self, server: str, token: str, ca: Optional[Path]):
         self.server, self.token, self.ca = server.rstrip("/"), token, ca
         self._ctx: Optional[ssl.SSLContext] = None
+        # The API server's warnings: of the last call, and of every call, each "METHOD PATH: text".
+        self.last_warnings: list[str] = []
+        self.warnings: list[str] = []
 
     @property
     def ctx(self) -> ssl.SSLContext:
@@ -204,19 +223,28 @@ class Api:
         req = urllib.request.Request(self.server + path, data=data, method=method,
                                      headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type,
                                               "Accept": "application/json"})
+        self.last_warnings = []
         try:
             with urllib.request.urlopen(req, context=self.ctx, timeout=timeout) as r:
+                self._warned(method, path, r.headers)
                 raw = r.read()
                 return r.status, (json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode())
         except urllib.error.HTTPError as e:
+            self._warned(method, path, e.headers)
             raw = e.read()
             try:
                 return e.code, json.loads(raw)
             except ValueError:
                 return e.code, raw.decode(errors="replace")
 
+    def _warned(self, method: str, path: str, headers) -> None:
+        texts = warning_texts(headers.get_all("Warning") or []) if headers is not None else []
+        self.last_warnings = [f"{method} {path}: {t}" for t in texts]
+        self.warnings.extend(self.last_warnings)
+
     def create(self, collection: str, obj: dict) -> int:
-        code, body = self.call("POST", collection, obj)
+        """POST `obj`, every field checked (fieldValidation=Strict); 409 (it exists) is not an error."""
+        code, body = self.call("POST", f"{collection}?{STRICT}", obj)
         if code not in (200, 201, 409):
             raise ClusterError(f"POST {collection} {obj['metadata']['name']}: {code} {body}")
         return code

@@ -70,3 +70,9 @@ def test_write_private_narrows_a_file_that_was_readable(tmp_path):
     path.chmod(0o644)
     harness.write_private(path, "secret")
     assert path.read_text() == "secret" and _mode(path) == 0o600
+
+
+def test_warning_headers_are_read_as_the_api_server_writes_them():
+    assert harness.warning_texts(['299 - "unknown field \\"spec.backoffLimitt\\""',
+                                  '299 - "would violate PodSecurity \\"restricted:v1.34\\": a, b"', "odd"]) == [
+        'unknown field "spec.backoffLimitt"', 'would violate PodSecurity "restricted:v1.34": a, b', "odd"]
