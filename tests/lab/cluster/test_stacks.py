@@ -14,6 +14,7 @@ provider, which cannot be built here (README, "Cluster tier").
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
@@ -141,24 +142,32 @@ def _misspell_pod(planned: StackPlan) -> tuple[str, dict[str, Any]]:
     return PODS.format(ns=pod["metadata"]["namespace"]), pod
 
 
-MISSPELLED = {"spec.backoffLimitt": _misspell_job, "spec.containers[0].imagePullPolicyy": _misspell_pod}
+# The misspelled field as Strict validation names it -> the edit, and the field as server-side apply names it.
+MISSPELLED = {"spec.backoffLimitt": (_misspell_job, "spec.backoffLimitt"),
+              "spec.containers[0].imagePullPolicyy": (_misspell_pod, 'spec.containers[name="main"].imagePullPolicyy')}
 
 
 @pytest.mark.parametrize("field", sorted(MISSPELLED))
 def test_a_misspelled_field_fails_at_the_api_server_instead_of_being_dropped_with_a_warning(lab_cluster, field):
     """Without fieldValidation=Strict the API server accepts the object, drops the field and only
-    warns (its default): the checks above send Strict and fail on any warning, so neither is missed."""
+    warns (its default for create): the checks above send Strict and fail on any warning, so neither
+    is missed. Server-side apply refuses the field in any case."""
     api = lab_cluster.api()
     planned = plan(loaded("cross-server", lambda c: (everything_on("cross-server")(c),
                                                      c.update(modelCache={"mode": "pvc"}))))
     for ns in planned.of_kind("Namespace"):
         _namespace(api, ns.manifest)
-    collection, doc = MISSPELLED[field](planned)
+    misspell, applied = MISSPELLED[field]
+    collection, doc = misspell(planned)
     code, body = _dry_run(api, collection, doc)
     assert code == 400 and f'unknown field "{field}"' in body["message"], body
     code, _ = api.call("POST", f"{collection}?dryRun=All", doc)
     assert code == 201 and api.last_warnings == [f'POST {collection}?dryRun=All: unknown field "{field}"'], \
         api.last_warnings
+    # Server-side apply, as the Pulumi provider sends objects, refuses it whatever fieldValidation says.
+    code, body = api.call("PATCH", f"{collection}/{doc['metadata']['name']}?fieldManager=test&dryRun=All",
+                          json.dumps(doc).encode(), content_type="application/apply-patch+yaml")
+    assert code >= 400 and f".{applied}: field not declared in schema" in body["message"], body
 
 
 def test_pod_security_is_enforced_here_so_the_check_above_can_fail(lab_cluster):
