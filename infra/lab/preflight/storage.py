@@ -22,6 +22,7 @@ KEY = "modelCache.pvc.storageClass"
 DEFAULT_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                        "storageclass.beta.kubernetes.io/is-default-class")
 NAME = "storage class"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"  # local and static volumes: made by hand, never provisioned
 
 
 def is_default(storage_class: dict[str, Any]) -> bool:
@@ -50,6 +51,16 @@ def _newest_default(classes: list[dict[str, Any]]) -> dict[str, Any]:
     return max(defaults, key=lambda c: ((c.get("metadata") or {}).get("creationTimestamp") or "", _name(c)))
 
 
+def _accepted(storage_class: dict[str, Any], claim: str, how: str, report: Report) -> None:
+    """The class the claim gets; one without a provisioner makes no volume, which is worth a note."""
+    report.checks.append(Check(NAME, True, f"claim {claim} {how} {_describe(storage_class)}"))
+    if storage_class.get("provisioner") == NO_PROVISIONER:
+        report.notes.append(
+            f"{KEY}: StorageClass {_name(storage_class)} has no provisioner ({NO_PROVISIONER}): claim {claim} "
+            "binds only to a PersistentVolume of that class made beforehand, with room for it and its access "
+            "mode; preflight does not read PersistentVolumes")
+
+
 def storage_class_check(cfg: StackConfig, stack: str, data: ClusterData, report: Report) -> None:
     if not cfg.creates_model_cache_claim:
         return
@@ -76,8 +87,7 @@ def storage_class_check(cfg: StackConfig, stack: str, data: ClusterData, report:
     names = sorted(by_name)
     if asked is not None:
         if asked in by_name:
-            report.checks.append(Check(NAME, True, f"claim {claim} asks for {_describe(by_name[asked])}, which "
-                                                   "the cluster has"))
+            _accepted(by_name[asked], claim, "asks for a class the cluster has:", report)
             return
         detail = f"claim {claim} asks for {asked}, which the cluster lacks (its classes: {found(classes)})"
         problem = (f"the model cache claim {claim} asks for StorageClass {asked!r}, which the cluster does not have "
@@ -92,8 +102,7 @@ def storage_class_check(cfg: StackConfig, stack: str, data: ClusterData, report:
             fix += f"; or create StorageClass {asked} on the cluster"
     else:
         if any(is_default(c) for c in classes):
-            report.checks.append(Check(NAME, True, f"claim {claim} names no class and gets the cluster's default, "
-                                                   f"{_describe(_newest_default(classes))}"))
+            _accepted(_newest_default(classes), claim, "names no class and gets the cluster's default,", report)
             return
         detail = f"claim {claim} names no class and the cluster has no default (its classes: {found(classes)})"
         which = (f"its classes: {found(classes)}; none is annotated {DEFAULT_ANNOTATIONS[0]}=true" if classes

@@ -65,8 +65,9 @@ def test_preflight_refuses_what_would_never_bind_and_accepts_each_binding_mode(l
     for asked, binding in (("lab-immediate", "Immediate"), ("lab-wait", "WaitForFirstConsumer")):
         report = _preflight(lab_cluster, _pvc(asked))
         assert report.fits, report.problems
-        assert _storage(report).detail.endswith(f"asks for {asked} (provisioner kubernetes.io/no-provisioner, "
-                                                f"{binding}), which the cluster has")
+        assert _storage(report).detail.endswith(f"asks for a class the cluster has: {asked} (provisioner "
+                                                f"kubernetes.io/no-provisioner, {binding})")
+        assert "binds only to a PersistentVolume of that class made beforehand" in report.notes[0]
     report = _preflight(lab_cluster, _pvc("nfs"))
     (problem,) = report.problems
     assert "asks for StorageClass 'nfs', which the cluster does not have (its classes: lab-immediate, lab-wait)" \

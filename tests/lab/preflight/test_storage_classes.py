@@ -81,13 +81,25 @@ def test_the_text_report_shows_the_refusal_and_the_shipped_stack_needs_no_class(
     ([storage_class("old", "true", annotation="storageclass.beta.kubernetes.io/is-default-class")], None,
      "gets the cluster's default, old"),
     ([storage_class("fast", mode="Immediate"), storage_class("slow", "false")], "fast",
-     "asks for fast (provisioner rancher.io/local-path, Immediate), which the cluster has"),
+     "asks for a class the cluster has: fast (provisioner rancher.io/local-path, Immediate)"),
 ])
 def test_a_class_the_cluster_has_or_its_default_fits(tmp_path, classes, asked, detail):
     report = report_for("kv-routing", with_classes(tmp_path, *classes), pvc(asked))
     assert report.fits, report.problems
     ok, said = storage_row(report)
     assert ok is True and detail in said
+    assert report.notes == []
+
+
+def test_a_class_without_a_provisioner_fits_with_a_note_that_it_needs_a_volume_made_beforehand(tmp_path):
+    manual = storage_class("manual", mode="Immediate")
+    manual["provisioner"] = "kubernetes.io/no-provisioner"
+    report = report_for("kv-routing", with_classes(tmp_path, manual), pvc("manual"))
+    assert report.fits
+    (note,) = report.notes
+    assert note == ("modelCache.pvc.storageClass: StorageClass manual has no provisioner "
+                    f"(kubernetes.io/no-provisioner): claim {CLAIM} binds only to a PersistentVolume of that class "
+                    "made beforehand, with room for it and its access mode; preflight does not read PersistentVolumes")
 
 
 def test_a_default_annotation_that_is_not_true_is_no_default(tmp_path):
