@@ -1,5 +1,7 @@
 """The pinned Dynamo data files (the graph CRD, the platform chart's values and Chart.yaml), for
-the conformance checks. Never copied into this repository; what is committed is each file's
+the conformance checks and the cluster tier. They are from Dynamo's 1.5.0 development line at
+upstream commit 2a6da14c (REF), not from the v1.6.2 release the stacks install, whose files
+could not be had here. Never copied into this repository; what is committed is each file's
 sha256 (SHA256 below), and every file is checked against it wherever it comes from, in this order:
 
 1. the directory named by $DYNAMO_LAB_UPSTREAM_DIR (same layout as below);
@@ -36,6 +38,9 @@ REPOSITORY = "https://raw.githubusercontent.com/ai-dynamo/dynamo"
 # chart is 1.5.0, the newest the team's reference copies (../shared/upstream/dynamo/README.md) have;
 # no v1.6.x tag's files were found to pin.
 REF = "2a6da14c83617f5412caba5777dbf0e2399e9c5f"
+# What the pinned files are, said the same way wherever they are named (messages, the cluster tier).
+PROVENANCE = (f"Dynamo's 1.5.0 development line at upstream commit {REF[:8]} (2026-08-21), "
+              f"not the {TAG} release the stacks install")
 # Local name -> path in the upstream repository.
 FILES = {
     "crds/nvidia.com_dynamographdeployments.yaml":

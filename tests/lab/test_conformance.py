@@ -1,5 +1,6 @@
-"""What the project emits, checked against real schemas: the Dynamo release's CRD and chart values
-(infra/lab/upstream.py finds or downloads them) and the Kubernetes 1.34 schemas; and what the
+"""What the project emits, checked against real schemas: Dynamo's CRD and chart values as pinned in
+infra/lab/upstream.py (the 1.5.0 development line at upstream commit 2a6da14c, not the v1.6.2
+release; it finds or downloads them) and the Kubernetes 1.34 schemas; and what the
 preflight assumes of the chart (the Kubernetes versions it supports).
 
 Skipped, with one line saying how to provide the Dynamo files, only when none of the places has
@@ -32,8 +33,7 @@ def dynamo() -> upstream.Upstream:
     try:
         return upstream.locate()
     except upstream.UpstreamUnavailable as exc:
-        message = (f"Dynamo's CRD and chart values (pinned at {upstream.REF[:12]}, the 1.5.0 line; the stacks "
-                   f"install {upstream.TAG}) unavailable ({exc}): {upstream.HOW}")
+        message = f"Dynamo's CRD and chart values ({upstream.PROVENANCE}) unavailable ({exc}): {upstream.HOW}"
         if os.environ.get("DYNAMO_LAB_REQUIRE_UPSTREAM") == "1":
             pytest.fail(message)
         pytest.skip(message)

@@ -45,8 +45,11 @@ def main(argv=None) -> int:
             return 1
         print(f"export KUBECONFIG={h.kubeconfig}")
         if a.crds is None:
-            print("cluster: no CRDs applied: the v1.6.2 Dynamo CRDs come with the operator's Go module, "
-                  "which the module proxy does not serve (see `dev.py cluster-tools`)", file=sys.stderr)
+            print("cluster: no CRDs applied. The v1.6.2 Dynamo CRDs come with the operator's Go module, which "
+                  "the module proxy does not serve (see `dev.py cluster-tools`). The DynamoGraphDeployment CRD "
+                  "the tests apply is the one infra/lab/upstream.py pins, from Dynamo's 1.5.0 development line "
+                  "at upstream commit 2a6da14c, not the v1.6.2 release: pass a directory holding it with "
+                  "--crds DIR", file=sys.stderr)
         return 0
     if a.action == "status":
         print(json.dumps(harness.status_of(a.state), indent=2))

@@ -26,6 +26,7 @@ import ctypes
 import dataclasses
 import json
 import os
+import re
 import secrets
 import selectors
 import signal
@@ -96,6 +97,15 @@ class Layout:
     @property
     def ca(self) -> Path:
         return self.pki / "apiserver.crt"      # the apiserver's self-signed certificate (with its CA)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `path` readable and writable by its owner only (0600), whatever the umask: the admin
+    token is in the kubeconfigs, tokens.csv and the plan, and sa.key signs service account tokens.
+    An existing file is made 0600 before its content is replaced."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
 
 
 def kubeconfig(server: str, ca: Path, token: str) -> dict:
@@ -182,10 +192,28 @@ def lab_nodes(text: str) -> list[dict]:
 
 # ---- talking to the apiserver (inside the namespace, or through the outer's port) ----
 
+# The query that makes the API server refuse a field it does not know (a misspelling, a field of
+# another version) instead of dropping it with a warning, its default ("Warn").
+STRICT = "fieldValidation=Strict"
+_WARNING = re.compile(r'^\s*\d{3}\s+\S+\s+"((?:[^"\\]|\\.)*)"')
+
+
+def warning_texts(values: Sequence[str]) -> list[str]:
+    """The texts of `Warning` response headers (RFC 7234: `299 - "text"`, quotes escaped)."""
+    out = []
+    for value in values:
+        m = _WARNING.match(value)
+        out.append(re.sub(r"\\(.)", r"\1", m.group(1)) if m else value.strip())
+    return out
+
+
 class Api:
     def __init__(self, server: str, token: str, ca: Optional[Path]):
         self.server, self.token, self.ca = server.rstrip("/"), token, ca
         self._ctx: Optional[ssl.SSLContext] = None
+        # The API server's warnings: of the last call, and of every call, each "METHOD PATH: text".
+        self.last_warnings: list[str] = []
+        self.warnings: list[str] = []
 
     @property
     def ctx(self) -> ssl.SSLContext:
@@ -200,19 +228,28 @@ class Api:
         req = urllib.request.Request(self.server + path, data=data, method=method,
                                      headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type,
                                               "Accept": "application/json"})
+        self.last_warnings = []
         try:
             with urllib.request.urlopen(req, context=self.ctx, timeout=timeout) as r:
+                self._warned(method, path, r.headers)
                 raw = r.read()
                 return r.status, (json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode())
         except urllib.error.HTTPError as e:
+            self._warned(method, path, e.headers)
             raw = e.read()
             try:
                 return e.code, json.loads(raw)
             except ValueError:
                 return e.code, raw.decode(errors="replace")
 
+    def _warned(self, method: str, path: str, headers) -> None:
+        texts = warning_texts(headers.get_all("Warning") or []) if headers is not None else []
+        self.last_warnings = [f"{method} {path}: {t}" for t in texts]
+        self.warnings.extend(self.last_warnings)
+
     def create(self, collection: str, obj: dict) -> int:
-        code, body = self.call("POST", collection, obj)
+        """POST `obj`, every field checked (fieldValidation=Strict); 409 (it exists) is not an error."""
+        code, body = self.call("POST", f"{collection}?{STRICT}", obj)
         if code not in (200, 201, 409):
             raise ClusterError(f"POST {collection} {obj['metadata']['name']}: {code} {body}")
         return code
@@ -307,6 +344,8 @@ def _apply_crds(api: Api, crd_dir: Path) -> list[str]:
 
 
 def inner(state: Path) -> int:
+    # What etcd and the apiserver write (its serving key in pki/, etcd's data) is the owner's only.
+    os.umask(0o077)
     lay = Layout(state)
     plan = json.loads(lay.plan.read_text())
     procs: list[tuple[str, subprocess.Popen]] = []
@@ -444,16 +483,25 @@ def prepare(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = Non
             nodes_from: Path = LAB_CLUSTER) -> Layout:
     """Write the plan, the keys and the kubeconfigs of a new cluster into `state` (made empty)."""
     lay = Layout(state)
-    state.mkdir(parents=True, exist_ok=True)
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
     if any(state.iterdir()):
         raise ClusterError(f"{state} is not empty: a cluster may be up there (`down` it first)")
+    # The state directory and pki/ are the owner's only (0700), and so is every file holding the
+    # admin token or a key (0600): a cluster-admin credential, whatever the umask.
+    state.chmod(0o700)
     lay.pki.mkdir(mode=0o700)
-    lay.logs.mkdir()
+    lay.pki.chmod(0o700)
+    lay.logs.mkdir(mode=0o700)
     token = secrets.token_hex(24)
-    (lay.pki / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
-    _openssl("genrsa", "-out", str(lay.pki / "sa.key"), "2048")
-    _openssl("rsa", "-in", str(lay.pki / "sa.key"), "-pubout", "-out", str(lay.pki / "sa.pub"))
-    lay.inner_kubeconfig.write_text(json.dumps(kubeconfig(f"https://127.0.0.1:{APISERVER_PORT}", lay.ca, token)))
+    write_private(lay.pki / "tokens.csv", f'{token},admin,admin,"system:masters"\n')
+    old = os.umask(0o077)
+    try:
+        _openssl("genrsa", "-out", str(lay.pki / "sa.key"), "2048")
+        _openssl("rsa", "-in", str(lay.pki / "sa.key"), "-pubout", "-out", str(lay.pki / "sa.pub"))
+    finally:
+        os.umask(old)
+    write_private(lay.inner_kubeconfig,
+                  json.dumps(kubeconfig(f"https://127.0.0.1:{APISERVER_PORT}", lay.ca, token)))
     stages = None
     if "kwok" in bins:
         stages = lay.state / "kwok-stages.yaml"
@@ -462,7 +510,7 @@ def prepare(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = Non
     plan = {"token": token, "commands": commands(bins, lay, stages),
             "nodes": lab_nodes(nodes_from.read_text()) if stages else [],
             "crd_dir": str(crd_dir) if crd_dir else None}
-    lay.plan.write_text(json.dumps(plan, indent=2))
+    write_private(lay.plan, json.dumps(plan, indent=2))
     return lay
 
 
@@ -478,7 +526,7 @@ def serve(state: Path, port: int, attached: bool) -> int:
     listener.listen(64)
     port = listener.getsockname()[1]
     plan = json.loads(lay.plan.read_text())
-    lay.kubeconfig.write_text(json.dumps(kubeconfig(f"https://127.0.0.1:{port}", lay.ca, plan["token"])))
+    write_private(lay.kubeconfig, json.dumps(kubeconfig(f"https://127.0.0.1:{port}", lay.ca, plan["token"])))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with open(lay.logs / "inner.log", "ab") as log:
         child = subprocess.Popen(

@@ -1,11 +1,13 @@
 """What preflight reads from a cluster, and the two ways it reads it.
 
 Live: the official Kubernetes client with the stack's own `kubernetes:context` (and
-`kubernetes:kubeconfig`), the cluster `pulumi up` deploys to; read-only, seven GETs: the server
-version, nodes, namespaces, deployments, CRDs and both kinds of admission webhook configuration.
-Saved: the same objects as kubectl writes them, `save_command()`: the JSON of `kubectl version -o
-json` followed by the JSON List of `kubectl get <RESOURCES> -A -o json`, in one file. Both end in
-the same `ClusterData`; anything unreadable is a ClusterUnreadable (exit 2).
+`kubernetes:kubeconfig`), the cluster `pulumi up` deploys to; read-only, eight GETs: the server
+version, nodes, namespaces, deployments, CRDs, both kinds of admission webhook configuration and
+StorageClasses. Saved: the same objects as kubectl writes them, `save_command()`: the JSON of
+`kubectl version -o json` followed by the JSON List of `kubectl get <RESOURCES> -A -o json`, in one
+file. Both end in the same `ClusterData`; anything unreadable is a ClusterUnreadable (exit 2). A
+file saved before StorageClasses were part of it is still read: its `storage_classes` is None
+(unknown), and the checks that need them say they could not check.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ RESOURCES = {
     "customresourcedefinitions": "CustomResourceDefinition",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    "storageclasses": "StorageClass",
 }
 READ_TIMEOUT_S = 20
 # --from reads at most this much: saved data of a lab cluster is a few MB (CRDs are most of it);
@@ -67,6 +70,9 @@ class ClusterData:
     deployments: list[dict[str, Any]]
     crds: list[dict[str, Any]]
     webhooks: list[dict[str, Any]]  # validating and mutating configurations (each keeps its kind)
+    # storage.k8s.io/v1 StorageClasses; None: not known (a file saved without them, or whose cluster
+    # has none: kubectl's output cannot tell the two apart).
+    storage_classes: Optional[list[dict[str, Any]]] = None
 
 
 def save_command(cluster: ClusterTarget, path: str = "cluster.json") -> str:
@@ -106,6 +112,7 @@ SHAPES: dict[str, list[tuple[str, tuple[type, ...]]]] = {
              ("status.allocatable", _OBJ), ("status.allocatable.{}", (str, int, float))],
     "Namespace": [("status", _OBJ), ("status.phase", _STR)],
     "Deployment": [],
+    "StorageClass": [("provisioner", _STR), ("volumeBindingMode", _STR)],
     "CustomResourceDefinition": [
         ("spec", _OBJ), ("spec.group", _STR), ("spec.names", _OBJ), ("spec.names.kind", _STR),
         ("spec.conversion", _OBJ), ("spec.conversion.webhook", _OBJ), ("spec.conversion.webhook.clientConfig", _OBJ),
@@ -151,8 +158,10 @@ def shape_problem(obj: dict[str, Any]) -> Optional[str]:
     return None
 
 
-def from_objects(version: dict[str, Any], items: list[dict[str, Any]], source: str) -> ClusterData:
-    """ClusterData from a /version object and a list of objects of the RESOURCES kinds (others ignored)."""
+def from_objects(version: dict[str, Any], items: list[dict[str, Any]], source: str,
+                 storage_classes_listed: bool = True) -> ClusterData:
+    """ClusterData from a /version object and a list of objects of the RESOURCES kinds (others ignored).
+    storage_classes_listed: False when none in `items` may only mean they were not saved."""
     git_version = version.get("gitVersion") if isinstance(version, dict) else None
     if not isinstance(git_version, str):
         raise ClusterUnreadable(f"{source}: no server version (gitVersion) in it")
@@ -174,7 +183,8 @@ def from_objects(version: dict[str, Any], items: list[dict[str, Any]], source: s
         nodes=[_node(n, source) for n in by_kind["Node"]],
         namespaces={n["metadata"]["name"]: n for n in by_kind["Namespace"]},
         deployments=by_kind["Deployment"], crds=by_kind["CustomResourceDefinition"],
-        webhooks=by_kind["ValidatingWebhookConfiguration"] + by_kind["MutatingWebhookConfiguration"])
+        webhooks=by_kind["ValidatingWebhookConfiguration"] + by_kind["MutatingWebhookConfiguration"],
+        storage_classes=by_kind["StorageClass"] if storage_classes_listed or by_kind["StorageClass"] else None)
 
 
 def documents(text: str, source: str) -> list[Any]:
@@ -220,7 +230,9 @@ def from_saved(text: str, source: str) -> ClusterData:
     if version is None:
         raise ClusterUnreadable(f"{source}: no server version in it (kubectl version -o json could not "
                                 "reach the cluster, or its output is missing)")
-    return from_objects(version, items, source)
+    # kubectl writes one List for all the kinds it was asked for: a file without a StorageClass was
+    # saved without them (the command before they were added) or from a cluster that has none.
+    return from_objects(version, items, source, storage_classes_listed=False)
 
 
 def read_file(path: str, limit: int = MAX_SAVED_BYTES) -> ClusterData:
@@ -255,8 +267,8 @@ def kubeconfig_path(cluster: ClusterTarget) -> str:
 def _reason(exc: BaseException) -> str:
     status = getattr(exc, "status", None)
     if isinstance(status, int) and status:
-        hint = (" (the context's user needs get/list on nodes, namespaces, deployments, CRDs and webhook "
-                "configurations)") if status in (401, 403) else ""
+        hint = (" (the context's user needs get/list on nodes, namespaces, deployments, CRDs, webhook "
+                "configurations and storage classes)") if status in (401, 403) else ""
         return f"HTTP {status} {getattr(exc, 'reason', '') or ''}".rstrip() + hint
     reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError wraps the connection error
     text = str(reason if isinstance(reason, BaseException) else exc) or type(exc).__name__
@@ -302,12 +314,14 @@ def read_live(cluster: ClusterTarget) -> ClusterData:
         raise ClusterUnreadable(f"cannot use {where}: {_reason(exc)}{_contexts_hint(path, cluster.context)}") from None
     core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
     ext, admission = k8s.ApiextensionsV1Api(api), k8s.AdmissionregistrationV1Api(api)
+    storage = k8s.StorageV1Api(api)
     lists = {
         "Node": core.list_node, "Namespace": core.list_namespace,
         "Deployment": apps.list_deployment_for_all_namespaces,
         "CustomResourceDefinition": ext.list_custom_resource_definition,
         "ValidatingWebhookConfiguration": admission.list_validating_webhook_configuration,
         "MutatingWebhookConfiguration": admission.list_mutating_webhook_configuration,
+        "StorageClass": storage.list_storage_class,
     }
 
     def raw(call) -> Any:

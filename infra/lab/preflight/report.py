@@ -63,7 +63,7 @@ class NodeRow:
 @dataclass(frozen=True)
 class Check:
     name: str
-    ok: bool
+    ok: Optional[bool]  # None: preflight could not check it (the detail says why); not a problem
     detail: str
 
 

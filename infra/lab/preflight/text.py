@@ -60,7 +60,8 @@ def text(r: Report) -> str:
            "",
            "Cluster:",
            text_table(["check", "verdict", "detail"],
-                      [[c.name, "ok" if c.ok else "FAILS", c.detail] for c in r.checks])]
+                      [[c.name, "not checked" if c.ok is None else "ok" if c.ok else "FAILS", c.detail]
+                       for c in r.checks])]
     if r.notes:
         out += ["", "Notes:"] + [f"- {note}" for note in r.notes]
     if r.problems:

@@ -4,6 +4,7 @@ tools of `python3 dev.py cluster-tools` (built on first use: about 20 minutes co
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -89,3 +90,21 @@ def test_killed_owner_leaves_nothing_behind(cluster_bins, tmp_path):
         if owner.poll() is None:
             owner.kill()
         harness.stop(state)
+
+
+def test_a_running_clusters_admin_credentials_are_readable_by_their_owner_only(lab_cluster):
+    """The kubeconfig the outer writes, the apiserver's own serving key and every file holding the admin
+    token or a private key: 0600, in a 0700 state directory and pki/."""
+    lay = lab_cluster.layout
+    token = json.loads(lay.plan.read_text())["token"]
+    assert {d.name: oct(d.stat().st_mode & 0o777) for d in (lay.state, lay.pki)} == {
+        lay.state.name: "0o700", "pki": "0o700"}
+    secret = {}
+    for path in lay.state.rglob("*"):
+        if path.is_file() and not path.is_socket():
+            text = path.read_bytes()
+            if token.encode() in text or b"PRIVATE KEY" in text:
+                secret[str(path.relative_to(lay.state))] = oct(path.stat().st_mode & 0o777)
+    assert {"kubeconfig", "kubeconfig.inner", "plan.json", "pki/tokens.csv", "pki/sa.key",
+            "pki/apiserver.key"} <= set(secret), secret
+    assert set(secret.values()) == {"0o600"}, secret

@@ -1,7 +1,8 @@
 """The shipped stacks' objects against a real Kubernetes 1.34 API server, admission and scheduler.
 
 What is real here: the API server's validation of every object the plan holds (and of the
-DynamoGraphDeployment against the pinned release's CRD), Pod Security admission of every pod
+DynamoGraphDeployment against the pinned CRD, from Dynamo's 1.5.0 development line at upstream
+commit 2a6da14c, not the v1.6.2 release: infra/lab/upstream.py), Pod Security admission of every pod
 under the labels the stack gives its namespaces, the scheduler placing pods by the GPU classes'
 node affinity and time-sliced GPU counts (kwok's simulated lab nodes), and preflight's live read of
 the same cluster. What is not: the Dynamo operator, whose module no registry serves here, so the
@@ -13,10 +14,14 @@ provider, which cannot be built here (README, "Cluster tier").
 from __future__ import annotations
 
 import copy
+import json
+import re
 from typing import Any
 
 import pytest
 
+from infra.lab.cluster.harness import STRICT
+from infra.manifests.security import ENFORCE_LABEL, PSA_VERSION
 from infra.plan import HELM_RELEASE, StackPlan, plan
 from tests.helpers import STACKS, everything_on, loaded
 
@@ -48,16 +53,36 @@ def _edit(stack: str, variant):
 
 def _namespace(api, doc: dict[str, Any]) -> None:
     """Create the plan's namespace, or give an existing one the plan's labels (Pod Security among them)."""
-    code, body = api.call("POST", "/api/v1/namespaces", doc)
+    code, body = api.call("POST", f"/api/v1/namespaces?{STRICT}", doc)
     if code == 409:
-        code, body = api.call("PATCH", f"/api/v1/namespaces/{doc['metadata']['name']}",
+        code, body = api.call("PATCH", f"/api/v1/namespaces/{doc['metadata']['name']}?{STRICT}",
                               {"metadata": {"labels": doc["metadata"]["labels"]}},
                               content_type="application/merge-patch+json")
     assert code in (200, 201), body
+    assert not api.last_warnings, api.last_warnings
 
 
 def _dry_run(api, collection: str, doc: dict[str, Any]) -> tuple[int, Any]:
-    return api.call("POST", collection + "?dryRun=All", doc)
+    """A server-side dry run with every field checked: a field the API server (or the CRD's schema)
+    does not know fails with 400 instead of being dropped with a warning."""
+    return api.call("POST", f"{collection}?dryRun=All&{STRICT}", doc)
+
+
+# Pod Security's warn level is `restricted` in every namespace (infra/manifests/security.py), so a
+# pod or pod template allowed by a lower enforce level draws this warning, by design.
+PSA_WARNING = f'would violate PodSecurity "restricted:{PSA_VERSION}"'
+
+
+def _unexpected_warnings(warnings: list[str], enforce: dict[str, str]) -> list[str]:
+    """The API server's warnings other than Pod Security's restricted-level one in a namespace
+    that enforces less (`enforce`: namespace -> its enforce level)."""
+    out = []
+    for w in warnings:
+        ns = re.search(r"/namespaces/([^/?]+)/", w)
+        if PSA_WARNING in w and ns and enforce.get(ns.group(1)) not in (None, "restricted"):
+            continue
+        out.append(w)
+    return out
 
 
 def _pods(planned: StackPlan) -> list[tuple[str, dict[str, Any], int]]:
@@ -85,8 +110,10 @@ def _pods(planned: StackPlan) -> list[tuple[str, dict[str, Any], int]]:
 def test_the_api_server_accepts_every_object_and_pod_security_admits_every_pod(lab_cluster, stack, variant):
     api = lab_cluster.api()
     planned = plan(loaded(stack, _edit(stack, VARIANTS[variant])))
+    enforce = {}
     for ns in planned.of_kind("Namespace"):
         _namespace(api, ns.manifest)
+        enforce[ns.manifest["metadata"]["name"]] = ns.manifest["metadata"]["labels"][ENFORCE_LABEL]
     for o in planned.objects:
         if o.kind in (HELM_RELEASE, ("v1", "Namespace"), ("nvidia.com/v1beta1", "DynamoGraphDeployment")):
             continue  # the release is Helm's; the graph's schema is the CRD's (below)
@@ -98,6 +125,49 @@ def test_the_api_server_accepts_every_object_and_pod_security_admits_every_pod(l
     for name, pod, _ in _pods(planned):
         code, body = _dry_run(api, PODS.format(ns=pod["metadata"]["namespace"]), pod)
         assert code == 201, (name, body)  # a pod Pod Security refuses is 403
+    # No deprecation, no dropped field, no other complaint: only Pod Security's report of what a
+    # namespace below `restricted` allows.
+    assert _unexpected_warnings(api.warnings, enforce) == []
+
+
+def _misspell_job(planned: StackPlan) -> tuple[str, dict[str, Any]]:
+    job = copy.deepcopy(planned.of_kind("Job")[0].manifest)
+    job["spec"]["backoffLimitt"] = job["spec"].pop("backoffLimit")
+    return COLLECTIONS[("batch/v1", "Job")].format(ns=job["metadata"]["namespace"]), job
+
+
+def _misspell_pod(planned: StackPlan) -> tuple[str, dict[str, Any]]:
+    _, pod, _ = next(p for p in _pods(planned) if p[0] == "decode")
+    pod["spec"]["containers"][0]["imagePullPolicyy"] = pod["spec"]["containers"][0].pop("imagePullPolicy", "Always")
+    return PODS.format(ns=pod["metadata"]["namespace"]), pod
+
+
+# The misspelled field as Strict validation names it -> the edit, and the field as server-side apply names it.
+MISSPELLED = {"spec.backoffLimitt": (_misspell_job, "spec.backoffLimitt"),
+              "spec.containers[0].imagePullPolicyy": (_misspell_pod, 'spec.containers[name="main"].imagePullPolicyy')}
+
+
+@pytest.mark.parametrize("field", sorted(MISSPELLED))
+def test_a_misspelled_field_fails_at_the_api_server_instead_of_being_dropped_with_a_warning(lab_cluster, field):
+    """Without fieldValidation=Strict the API server accepts the object, drops the field and only
+    warns (its default for create): the checks above send Strict and fail on any warning, so neither
+    is missed. Server-side apply refuses the field in any case."""
+    api = lab_cluster.api()
+    planned = plan(loaded("cross-server", lambda c: (everything_on("cross-server")(c),
+                                                     c.update(modelCache={"mode": "pvc"}))))
+    for ns in planned.of_kind("Namespace"):
+        _namespace(api, ns.manifest)
+    misspell, applied = MISSPELLED[field]
+    collection, doc = misspell(planned)
+    code, body = _dry_run(api, collection, doc)
+    assert code == 400 and f'unknown field "{field}"' in body["message"], body
+    code, _ = api.call("POST", f"{collection}?dryRun=All", doc)
+    assert code == 201 and api.last_warnings == [f'POST {collection}?dryRun=All: unknown field "{field}"'], \
+        api.last_warnings
+    # Server-side apply, as the Pulumi provider sends objects, refuses it whatever fieldValidation says.
+    code, body = api.call("PATCH", f"{collection}/{doc['metadata']['name']}?fieldManager=test&dryRun=All",
+                          json.dumps(doc).encode(), content_type="application/apply-patch+yaml")
+    assert code >= 400 and f".{applied}: field not declared in schema" in body["message"], body
 
 
 def test_pod_security_is_enforced_here_so_the_check_above_can_fail(lab_cluster):
@@ -122,7 +192,20 @@ def test_every_graph_validates_against_the_crd_at_the_api_server_and_a_bad_field
         collection = COLLECTIONS[dgd.kind].format(ns=dgd.manifest["metadata"]["namespace"])
         code, body = _dry_run(api, collection, dgd.manifest)
         assert code == 201, (stack, body)
+        assert api.last_warnings == [], (stack, api.last_warnings)
         bad = copy.deepcopy(dgd.manifest)
         bad["spec"]["components"][1]["type"] = "prefiller"
         code, body = _dry_run(api, collection, bad)
-        assert code == 422 and "prefiller" in body["message"], body
+        assert code == 422 and "prefiller" in body["message"], body  # a value the CRD's schema refuses
+        # A field the CRD's schema does not have, on the graph and inside a component's pod template:
+        # refused, not pruned.
+        for where, field in ((("spec", "components", 0), "replicaz"),
+                             (("spec", "components", 1, "podTemplate", "spec", "containers", 0), "imagePullPolicyy")):
+            bad = copy.deepcopy(dgd.manifest)
+            target = bad
+            for key in where:
+                target = target[key]
+            target[field] = 1
+            path = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in where)[1:] + f".{field}"
+            code, body = _dry_run(api, collection, bad)
+            assert code == 400 and f'unknown field "{path}"' in body["message"], (path, body)

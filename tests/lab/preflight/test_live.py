@@ -1,7 +1,7 @@
 """The live read: the official Kubernetes client, the stack's own context, GET requests only.
 
 Two loopback HTTP servers stand in for API servers: the stack's context (`dynamo-lab`, as the
-stack files name it) points at one that answers the preflight's seven calls from the lab's saved
+stack files name it) points at one that answers the preflight's eight calls from the lab's saved
 data; the kubeconfig's current context points at a decoy, which must never be asked anything.
 """
 
@@ -27,11 +27,12 @@ LISTS = {
     "/apis/apiextensions.k8s.io/v1/customresourcedefinitions": "CustomResourceDefinition",
     "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
     "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    "/apis/storage.k8s.io/v1/storageclasses": "StorageClass",
 }
 
 
 class FakeApiServer(http.server.ThreadingHTTPServer):
-    """Answers GET /version and the six lists from the lab's data, as an API server does (list items
+    """Answers GET /version and the seven lists from the lab's data, as an API server does (list items
     without kind); records every request; refuses anything that is not a GET."""
 
     def __init__(self, status: int = 200):
@@ -122,7 +123,7 @@ def test_the_stacks_kubeconfig_key_comes_before_KUBECONFIG(servers, tmp_path, mo
     data = cluster_data.read_live(ClusterTarget(context="dynamo-lab", kubeconfig=str(path)))
     assert sorted(n.name for n in data.nodes) == ["gpu-laptop", "gpu-server"]
     assert data.namespaces["kube-system"]["kind"] == "Namespace"  # kinds added, as kubectl does
-    assert decoy.requests == [] and len(api.requests) == 7
+    assert decoy.requests == [] and len(api.requests) == 8
 
 
 def test_an_unreachable_cluster_is_exit_2_in_one_line(servers, tmp_path, monkeypatch, capsys):
@@ -140,7 +141,8 @@ def test_a_refused_read_says_what_access_it_needs(servers, tmp_path, monkeypatch
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig(tmp_path, api.url, decoy.url)))
     assert main(["preflight", "cross-server"]) == 2
     err = capsys.readouterr().err
-    assert "HTTP 403" in err and "needs get/list on nodes, namespaces, deployments, CRDs and webhook" in err
+    assert "HTTP 403" in err
+    assert "needs get/list on nodes, namespaces, deployments, CRDs, webhook configurations and storage classes" in err
 
 
 def test_a_kubeconfig_without_the_stacks_context_is_exit_2(tmp_path, monkeypatch, capsys):

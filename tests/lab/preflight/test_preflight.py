@@ -502,7 +502,7 @@ def test_the_readme_documents_the_command_whose_output_the_code_reads():
     assert command in readme
     assert command == ("{ kubectl --context dynamo-lab version -o json; kubectl --context dynamo-lab get "
                        "nodes,namespaces,deployments,customresourcedefinitions,validatingwebhookconfigurations,"
-                       "mutatingwebhookconfigurations -A -o json; } > cluster.json")
+                       "mutatingwebhookconfigurations,storageclasses -A -o json; } > cluster.json")
     assert "python3 dev.py preflight cross-server --from cluster.json" in readme
     # The lab's file is what that command writes: the version, then one List of those kinds.
     version, listing = cluster_data.documents(LAB.read_text(), str(LAB))
