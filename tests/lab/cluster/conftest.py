@@ -29,11 +29,13 @@ def cluster_bins() -> dict:
 
 @pytest.fixture(scope="session")
 def dgd_crd_dir(tmp_path_factory):
-    """The pinned Dynamo release's DynamoGraphDeployment CRD (infra/lab/upstream.py, sha256-checked)."""
+    """The DynamoGraphDeployment CRD pinned in infra/lab/upstream.py (sha256-checked): from Dynamo's 1.5.0
+    development line at upstream commit 2a6da14c, not the v1.6.2 release the stacks install, whose CRDs
+    could not be had here."""
     try:
         found = upstream.locate()
     except upstream.UpstreamUnavailable as exc:
-        pytest.skip(f"the DynamoGraphDeployment CRD is unavailable ({exc}): {upstream.HOW}")
+        pytest.skip(f"the DynamoGraphDeployment CRD ({upstream.PROVENANCE}) is unavailable ({exc}): {upstream.HOW}")
     d = tmp_path_factory.mktemp("crds")
     shutil.copy(found.file(DGD_CRD), d / "dgd.yaml")
     return d

@@ -7,8 +7,9 @@ under the labels the stack gives its namespaces, the scheduler placing pods by t
 node affinity and time-sliced GPU counts (kwok's simulated lab nodes), and preflight's live read of
 the same cluster. What is not: the Dynamo operator, whose module no registry serves here, so the
 graph's pods are created directly from the DynamoGraphDeployment's pod templates, as the operator
-would create them (its own additions to a pod are not modelled); and the Pulumi engine and
-provider, which cannot be built here (README, "Cluster tier").
+would create them (its own additions to a pod are not modelled). The objects go straight from the
+plan to the API server here; test_deploy.py sends them the way users do, through the real Pulumi
+engine and provider (docs/real-engine.md).
 """
 
 from __future__ import annotations
