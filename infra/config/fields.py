@@ -160,12 +160,28 @@ OperatorImage = Annotated[str, BeforeValidator(lambda v: operator_image(str(v)))
 ResourceName = Annotated[str, AfterValidator(resource_name)]
 
 
+def node_path(path: str) -> str:
+    """An absolute node path in the one form the node's kernel resolves it to without following a
+    link: duplicate and trailing slashes and `.` components dropped (`//a/./b/` is `/a/b`). A
+    `..` is refused before this (the API server rejects a hostPath holding one); symbolic links
+    live on the node and cannot be seen from a stack file."""
+    return "/" + "/".join(part for part in path.split("/") if part not in ("", "."))
+
+
 def vllm_int(value: str) -> Optional[int]:
-    """An integer flag's value as vLLM reads it: 2048, or human forms like 2k (1000s) or 2K (1024s)
-    (vLLM 0.31.0 `engine/arg_utils.py`, `human_readable_int`). None: not a number vLLM takes."""
-    match = re.fullmatch(r"(\d+)([kKmMgG]?)", value.strip())
-    if not match:
+    """An integer flag's value as vLLM reads it (vLLM 0.31.0 `utils/argparse_utils.py`,
+    `human_readable_int`): 2048; a decimal suffix k/m/g/t (1000s, decimals allowed: 2.5k is 2,500);
+    a binary suffix K/M/G/T (1024s, whole numbers only); else Python's int(). None: not a
+    non-negative count (vLLM's -1 and `auto` for --max-model-len ask it to pick one)."""
+    value = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix.islower():
+            return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+        return None if "." in number else int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)
+    try:
+        number = int(value)
+    except ValueError:
         return None
-    number, suffix = match.groups()
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[suffix]
-    return int(number) * scale
+    return number if number >= 0 else None

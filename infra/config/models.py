@@ -51,6 +51,7 @@ from infra.config.fields import (
     UcxTls,
     dns_label,
     label_value,
+    node_path,
     vllm_int,
 )
 from infra.prefix_cache import BLOCK_TOKENS, blocks
@@ -671,6 +672,11 @@ class PrePull(_Model):
     timeout_seconds: int = Field(1800, gt=0, description="the pre-pull Job's deadline, image pull included")
 
 
+# Where a node keeps data of its own: the default cache's root and the usual mount points of data
+# disks. A cache lies under one of them unless modelCache.allowedRoots says otherwise.
+DATA_ROOTS = ("/var/lib/dynamo-lab", "/srv", "/data", "/mnt")
+
+
 class ModelCache(_Model):
     """Where the workers' Hugging Face cache lives, so the model is fetched once per node, not per pod."""
 
@@ -691,9 +697,16 @@ class ModelCache(_Model):
     host_path: str = Field("/var/lib/dynamo-lab/hf-cache", description="`nodeVolume` and `hostPath`: the directory "
                            "on each GPU node under which each stack keeps its own cache, `<hostPath>/<graph "
                            "namespace>`", json_schema_extra={
-                               "accepts": "an absolute path without `..`, not a system directory (`/`, `/etc`, "
-                                          "`/usr`, `/var/lib/kubelet`, `/root`, `/proc`, `/sys`, ... are refused "
-                                          "with the reason)"})
+                               "accepts": "an absolute path without `..`; `<hostPath>/<graph namespace>`, "
+                                          "normalized, must lie under `allowedRoots` and outside the node's system, "
+                                          "kubelet, container-runtime and CNI directories (see \"Model cache\")"})
+    # The node directory is judged whole, after <hostPath>/<graph namespace> is joined and
+    # normalized (config.checks): it must lie under one of these, and never in a directory of the
+    # node's system, kubelet, container runtime or network plugin, whatever this list says.
+    allowed_roots: list[str] = Field(
+        list(DATA_ROOTS), description="`nodeVolume` and `hostPath`: the node directories a cache may lie under; "
+        "add one to widen them (a system, kubelet, container-runtime or CNI directory stays refused)",
+        json_schema_extra={"accepts": "absolute paths without `..`"})
     pvc: ModelCacheClaim = Field(ModelCacheClaim(), description="the claim of `mode: pvc`")
     pre_pull: PrePull = Field(PrePull(), description="the Job(s) that download the model into the cache")
 
@@ -779,6 +792,13 @@ class StackConfig(_Model):
         if self.workload.max_model_len is not None:
             return self.workload.max_model_len, "workload.maxModelLen"
         return self.workload.derived_max_model_len, "derived"
+
+    @property
+    def node_cache_directory(self) -> str:
+        """The directory on each GPU node that a node cache (nodeVolume, hostPath) really is: the
+        stack's own `<modelCache.hostPath>/<graph namespace>`, normalized (fields.node_path), the
+        path the PersistentVolume or the pods' hostPath and the pre-pull's root step use."""
+        return node_path(f"{self.model_cache.host_path}/{self.graph.namespace}")
 
     @property
     def creates_model_cache_claim(self) -> bool:

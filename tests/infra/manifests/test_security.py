@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.helpers import DGD, JOB, STACKS, everything_on, refused, run_stack
+from tests.helpers import DGD, JOB, STACKS, everything_on, run_stack
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -126,21 +126,7 @@ def test_pulumi_waits_for_the_graph_to_be_ready_within_the_stacks_timeout(stack)
                                                      "pulumi.com/timeoutSeconds": "600"}
 
 
-@pytest.mark.parametrize("path, why", [
-    ("/", "is the node's root directory"),
-    ("/etc", "is the node's /etc itself"),
-    ("/var/lib/kubelet", "is inside /var/lib/kubelet"),
-    ("/var/lib/kubelet/pods/x", "is inside /var/lib/kubelet"),
-    ("/root/.cache", "is inside /root"),
-    ("/usr/local/share/models", "is inside /usr"),
-    ("/proc", "is the node's /proc itself"),
-    ("/var/lib", "is the node's /var/lib itself"),
-    ("/sys/", "is the node's /sys itself"),
-])
-def test_a_system_directory_as_the_host_cache_is_refused_with_the_reason(path, why):
-    msg = str(refused("cross-server", lambda c: c.update(modelCache={"hostPath": path})))
-    assert msg.startswith(f"Pulumi.cross-server.yaml: modelCache.hostPath: {path!r} {why}")
-    assert "Give the cache a directory of its own, e.g. /var/lib/dynamo-lab/hf-cache" in msg
+# The node cache directory's refusals, joined and normalized: tests/infra/config/test_node_cache_directory.py.
 
 
 def test_a_dedicated_directory_is_accepted_and_each_stack_gets_its_own_under_it():
