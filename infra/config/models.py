@@ -37,6 +37,7 @@ from infra.catalogue import (
     SAME_NODE_BYTES_PER_SECOND,
     SERVING_IMAGE,
 )
+from infra.config import engine_flags
 from infra.config.fields import (
     Bytes,
     Cpu,
@@ -351,28 +352,6 @@ class KvTransfer(_Model):
         return "READ"
 
 
-# Flags dynamo-lab writes itself; setting them in extraArgs would contradict the sizing.
-MANAGED_FLAGS = {
-    "--model": "model.name",
-    "--disaggregation-mode": "role",
-    "--kv-transfer-config": "kvTransfer",
-    "--kv-events-config": "frontend.routerMode",
-    "--kv-cache-memory-bytes": "kvCacheBytes",
-    # The sizing, the prefix-cache model and the probe all rest on 16-token blocks (one 64 KiB
-    # descriptor per layer-block for Qwen3-0.6B); another size would make every figure wrong.
-    "--block-size": "nothing: dynamo-lab writes --block-size 16, which its sizing rests on",
-    "--revision": "model.revision",
-    "--gpu-memory-utilization": "kvCacheBytes (dynamo-lab derives it from the sizing)",
-    # The sizing takes KV bytes per token from model.dtype; another cache dtype would change them.
-    "--kv-cache-dtype": "model.dtype (the sizing's KV bytes per token come from it)",
-    # Each worker gets one GPU: it cannot split the model over more.
-    "--tensor-parallel-size": "replicas (each worker has one GPU; scale with more replicas)",
-    "-tp": "replicas (each worker has one GPU; scale with more replicas)",
-    "--pipeline-parallel-size": "replicas (each worker has one GPU; scale with more replicas)",
-    "-pp": "replicas (each worker has one GPU; scale with more replicas)",
-}
-
-
 class WorkerGroup(_Model):
     name: str = Field(max_length=40, description="names the graph component", json_schema_extra={
         "accepts": "a DNS label of at most 40 characters, unique, not `frontend`; `<graph>-<name>` must fit 63"})
@@ -399,9 +378,13 @@ class WorkerGroup(_Model):
     # None: equal to the limit.
     memory_request: Optional[Bytes] = Field(None, description="each worker's memory request", json_schema_extra={
         "accepts": "memory, at most the limit", "default_text": "= limit"})
-    extra_args: list[str] = Field([], description="more `dynamo.vllm` flags; flags dynamo-lab writes itself or "
-                                  "that contradict the sizing (`--block-size`, `--revision`, `--kv-cache-dtype`, "
-                                  "`--tensor-parallel-size`, `--pipeline-parallel-size`, ...) are refused; a "
+    extra_args: list[str] = Field([], description="more `dynamo.vllm` flags, read as vLLM's and Dynamo's parsers "
+                                  "read them (`_` for `-`, `--flag=value`, unambiguous prefixes, dotted JSON keys "
+                                  "such as `--kv-transfer-config.kv_role`, aliases, the last repeat winning): flags "
+                                  "dynamo-lab writes itself or that its sizing rests on (`--block-size`, "
+                                  "`--kv-transfer-config`, `--kv-cache-memory-bytes`, `--gpu-memory-utilization`, "
+                                  "`--revision`, `--kv-cache-dtype`, `--hf-token`, `-tp`, ...) are refused in any "
+                                  "spelling (see \"Engine flags\"); a "
                                   "`--max-model-len` here replaces `workload.maxModelLen` for this group and is "
                                   "checked the same way (a token count, at least `inputTokens` + `outputTokens`, "
                                   "within the model's context and the pool)",
@@ -425,21 +408,17 @@ class WorkerGroup(_Model):
                     f"{arg!r} is one element, so vLLM would read it as a single unknown argument and exit. "
                     f"Write the flag and its value as two elements ({name!r}, {value!r}), or as {name}={value}"
                 )
-            if flag in MANAGED_FLAGS:
-                raise ValueError(
-                    f"{flag} is written by dynamo-lab from `{MANAGED_FLAGS[flag]}`; set that key "
-                    "instead of passing the flag in extraArgs"
-                )
+        # Each flag as vLLM's and Dynamo's parsers read it (engine_flags): every spelling of a
+        # managed flag is refused, not only the one dynamo-lab writes.
+        for given in engine_flags.read(args):
+            if (why := engine_flags.refusal(given)) is not None:
+                raise ValueError(why)
         return args
 
     def extra_arg(self, flag: str) -> Optional[str]:
-        """The value given to `flag` in extraArgs (`--flag value` or `--flag=value`), if any."""
-        for i, arg in enumerate(self.extra_args):
-            if arg == flag:
-                return self.extra_args[i + 1] if i + 1 < len(self.extra_args) else ""
-            if arg.startswith(flag + "="):
-                return arg[len(flag) + 1:]
-        return None
+        """The value vLLM takes for `flag` from extraArgs, in any spelling its parser accepts (the
+        last one given wins; engine_flags.value), if any."""
+        return engine_flags.value(self.extra_args, flag)
 
     @model_validator(mode="after")
     def _cpu_request_within_limit(self) -> "WorkerGroup":
