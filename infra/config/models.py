@@ -741,7 +741,8 @@ class StackConfig(_Model):
     probe: Probe = Field(Probe(), description="the in-cluster KV-transfer probe")
     benchmark: Benchmark = Field(Benchmark(), description="the benchmark sweep")
     model_cache: ModelCache = Field(ModelCache(), description="the workers' Hugging Face cache")
-    hf_token: Optional[SecretStr] = Field(None, description="Hugging Face token", json_schema_extra={
+    hf_token: Optional[SecretStr] = Field(None, description="Hugging Face token; only the pods that download from "
+                                          "the Hub read it (see \"What a deploy grants\")", json_schema_extra={
         "accepts": "a Pulumi secret only: `pulumi config set --secret hfToken ...`; a plain-text token is refused "
                    "(and never shown)"})
     # Filled by config.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).

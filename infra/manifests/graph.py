@@ -113,14 +113,22 @@ def worker_env(group: WorkerGroup) -> list[dict[str, str]]:
 
 
 def with_hf_token(cfg: StackConfig, container: dict[str, Any]) -> dict[str, Any]:
-    """`container`, reading the token Secret's HF_TOKEN when the stack has a token (appended last)."""
+    """`container`, reading the token Secret's HF_TOKEN when the stack has a token (appended last).
+    Only for what downloads from the Hub: the pre-pull Jobs, the benchmark's tokenizer fetch, and
+    workers that download the model themselves (no pre-pull); see `workers_download`."""
     if cfg.hf_token is not None:
         container["envFrom"] = [{"secretRef": {"name": HF_TOKEN_SECRET}}]
     return container
 
 
+def workers_download(cfg: StackConfig) -> bool:
+    """Whether the workers fetch the model from the Hub themselves: no cache, or one no pre-pull
+    fills. Pre-pulled, they run with HF_HUB_OFFLINE=1 and never need the token."""
+    return not model_cache.pre_pulled(cfg)
+
+
 def _container(cfg: StackConfig, extra: dict[str, Any]) -> dict[str, Any]:
-    return with_hf_token(cfg, security.container({"name": "main", "image": cfg.image, **extra}))
+    return security.container({"name": "main", "image": cfg.image, **extra})
 
 
 # The graph's pods keep their ServiceAccount token: Dynamo's Kubernetes discovery has every worker
@@ -136,8 +144,9 @@ def frontend_component(cfg: StackConfig) -> dict[str, Any]:
         "env": [{"name": "DYN_ROUTER_MODE", "value": fe.router_mode}],
         "resources": _resources(fe.cpu, None, fe.memory, fe.memory),
     })
-    # No model cache here: with Dynamo's self-hosted metadata (DYN_SELF_HOST_METADATA, on by default)
-    # the frontend fetches the config and tokenizer from a worker over HTTP (lib/llm/src/local_model.rs).
+    # No model cache and no token here: with Dynamo's self-hosted metadata (DYN_SELF_HOST_METADATA, on
+    # by default) the frontend fetches the config and tokenizer from a worker over HTTP, never from
+    # the Hub (lib/llm/src/local_model.rs).
     spec = _pod_spec(containers=[main])
     return {"name": "frontend", "type": "frontend", "replicas": fe.replicas, "podTemplate": {"spec": spec}}
 
@@ -150,6 +159,8 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
         "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
                                 sized.memory_limit_bytes, gpu.resource),
     })
+    if workers_download(cfg):
+        with_hf_token(cfg, main)
     spec = _pod_spec(affinity=node_affinity(gpu.node_selector), containers=[main])
     env = worker_env(group)
     if model_cache.enabled(cfg):

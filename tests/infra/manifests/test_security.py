@@ -160,3 +160,50 @@ def test_network_policies_are_opt_in_and_let_in_only_the_namespace_and_the_front
     for r in run.of_type(NETPOL):
         assert r.inputs["metadata"]["namespace"] == f"dynamo-lab-{stack}"
         assert namespace.urn in r.dependencies
+
+
+# --- the Hugging Face token: only what downloads from the Hub reads it ----------------------------
+
+TOKEN = "hf_not_a_real_token"
+
+
+def _token_readers(run) -> set[str]:
+    """The pods whose containers read the token Secret ("component decode", "Job bench-job", ...)."""
+    readers = set()
+    for where, pod in _pods(run):
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            refs = [e["secretRef"]["name"] for e in c.get("envFrom", []) if "secretRef" in e]
+            refs += [e["valueFrom"]["secretKeyRef"]["name"] for e in c.get("env", []) if "valueFrom" in e]
+            if refs:
+                assert refs == ["hf-token"], where
+                readers.add(where)
+    return readers
+
+
+@pytest.mark.parametrize("cache, downloads", [
+    ({}, {"Job graph-model-cache-pull"}),  # nodeVolume, pre-pulled: the workers run Hub-offline
+    ({"mode": "hostPath"}, {"Job graph-model-cache-pull"}),
+    (PVC, {"Job graph-model-cache-pull"}),
+    # No pre-pull, no cache: the workers download the model themselves, so they need it.
+    ({"prePull": {"enabled": False}}, {"workers"}),
+    ({"mode": "off"}, {"workers"}),
+])
+def test_the_token_reaches_only_what_downloads_from_the_hub(stack, cache, downloads):
+    def edit(c):
+        everything_on(stack)(c)
+        c["hfToken"] = TOKEN
+        c["modelCache"] = cache
+    run = run_stack(stack, edit, ["dynamo-lab:hfToken"])
+    workers = {f"component {name}" for name in _components(run) if name != "frontend"}
+    pulls = {f"Job {r.name}" for r in run.of_type(JOB) if r.name.startswith("graph-model-cache-pull-")}
+    # AIPerf fetches the served model's tokenizer from the Hub; the pre-pull Jobs download the model.
+    expected = {"Job bench-job"} | (workers if "workers" in downloads else pulls)
+    assert _token_readers(run) == expected
+    assert ("workers" in downloads) == (pulls == set()), "a pre-pulled cache has its Jobs"
+    for r in run.resources:
+        assert TOKEN not in str(r.inputs) or r.type == "kubernetes:core/v1:Secret", r.name
+
+
+def _components(run) -> dict[str, Any]:
+    (dgd,) = run.of_type(DGD)
+    return {c["name"]: c for c in dgd.inputs["spec"]["components"]}
