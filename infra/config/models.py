@@ -534,6 +534,14 @@ class SizingParameters(_Model):
                                                               "per path"})
 
 
+# How long a finished probe or benchmark Job stays, with its pods and their logs, which hold its
+# result (read with the stack outputs probeLogs and benchLogs): a day to collect it, then the
+# TTL-after-finished controller deletes them (Kubernetes, "Automatic Cleanup for Finished Jobs").
+FINISHED_JOB_TTL = 86400
+# How long the benchmark waits for the frontend to list the model: workers may still be loading it.
+BENCH_READY_WAIT_SECONDS = 1800
+
+
 class Probe(_Model):
     """In-cluster KV-transfer probe (infra/payloads/kv_probe.py) deployed next to the graph; off by default."""
 
@@ -553,7 +561,12 @@ class Probe(_Model):
                                   "registers (otherwise its worker's `kvCacheBytes`, and never less than one "
                                   "request's blocks); each Job's memory is its pool + 1Gi")
     port: int = Field(5555, ge=1024, le=65535, description="the port the probe's sides talk on")
-    timeout_seconds: int = Field(600, gt=0, description="the probe Jobs' deadline")
+    timeout_seconds: int = Field(600, gt=0, description="the probe Jobs' deadline (`activeDeadlineSeconds`, and "
+                                 "the probe's own wait for its other side)")
+    # The Jobs, their pods and so their logs (the result) are deleted this long after they end.
+    ttl_seconds_after_finished: int = Field(FINISHED_JOB_TTL, ge=0, description="how long the probe Jobs, their "
+                                            "pods and logs (the result, `probeLogs`) stay after they end "
+                                            "(`ttlSecondsAfterFinished`); read the result before")
 
 
 class Benchmark(_Model):
@@ -580,6 +593,16 @@ class Benchmark(_Model):
     # In the cluster: a Job running AIPerf against the frontend (opt-in).
     enabled: bool = Field(False, description="run the benchmark in the cluster: a Job running AIPerf against the "
                           "frontend")
+    # The whole Job: AIPerf's install, the wait for the frontend (BENCH_READY_WAIT_SECONDS) and the
+    # sweep (the lab's 24 runs of 32-64 requests take minutes).
+    timeout_seconds: int = Field(7200, description="the benchmark Job's deadline "
+                                 "(`activeDeadlineSeconds`): AIPerf's install, the wait for the frontend (up to "
+                                 f"{BENCH_READY_WAIT_SECONDS} s) and the sweep", json_schema_extra={
+                                     "accepts": f"seconds, more than {BENCH_READY_WAIT_SECONDS} (the wait for the "
+                                                "frontend)"})
+    ttl_seconds_after_finished: int = Field(FINISHED_JOB_TTL, ge=0, description="how long the benchmark Job, its "
+                                            "pod and log (the results, `benchLogs`) stay after it ends "
+                                            "(`ttlSecondsAfterFinished`); collect the results before")
     image: str = Field("python:3.11-slim", description="the benchmark Job's image",
                        json_schema_extra={"accepts": "an image"})
     # The AIPerf release the Job installs, from infra/payloads/aiperf-requirements.txt, which pins it
@@ -596,6 +619,15 @@ class Benchmark(_Model):
     tokenizer: Optional[str] = Field(None, description="the tokenizer AIPerf counts tokens with (downloaded in the "
                                      "cluster)", json_schema_extra={"accepts": "a model id",
                                                                     "default_text": "`model.name`"})
+
+    @field_validator("timeout_seconds")
+    @classmethod
+    def _beyond_the_ready_wait(cls, seconds: int) -> int:
+        if seconds <= BENCH_READY_WAIT_SECONDS:
+            raise ValueError(f"{seconds} s ends the Job within its wait for the frontend to list the model (up to "
+                             f"{BENCH_READY_WAIT_SECONDS} s: the workers may still be loading it), before any run. "
+                             f"Write more than {BENCH_READY_WAIT_SECONDS}, e.g. 7200 (the default)")
+        return seconds
 
     @field_validator("prefix_types", "concurrency")
     @classmethod

@@ -123,7 +123,10 @@ def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: 
         # Pulumi would otherwise wait for the Jobs to finish (and fail `up` with the probe).
         "metadata": {"name": name, "namespace": cfg.graph.namespace,
                      "annotations": {"pulumi.com/skipAwait": "true"}},
+        # The result is the initiator's last log line (`probeLogs`); the Jobs, pods and logs go
+        # ttlSecondsAfterFinished after they end.
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": cfg.probe.timeout_seconds,
+                 "ttlSecondsAfterFinished": cfg.probe.ttl_seconds_after_finished,
                  "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}}, "spec": pod}},
     }
 
