@@ -14,10 +14,12 @@ the `#` comments say why, for whoever changes the code.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -270,6 +272,36 @@ class Frontend(_Model):
 GRAPH_NAME_MAX = 63 - len("-kv-probe-initiator-") - 10
 
 
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR a NetworkPolicy's ipBlock takes ({exc}); write e.g. "
+                         "192.168.1.0/24 or 10.0.0.5/32") from None
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+
+
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+
+
+class FrontendSource(_Model):
+    """Where requests to the frontend's port may come from, besides the graph namespace: one
+    namespace (all its pods) or one address range."""
+
+    namespace: OptionalDnsLabel = Field(None, description="a namespace whose pods may reach the frontend")
+    cidr: Optional[Cidr] = Field(None, description="an address range that may reach the frontend (a load "
+                                 "balancer's, a node's)", json_schema_extra={"accepts": "a CIDR"})
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "FrontendSource":
+        if (self.namespace is None) == (self.cidr is None):
+            raise ValueError("give exactly one of namespace or cidr, e.g. {namespace: monitoring} or "
+                             "{cidr: 192.168.1.0/24}")
+        return self
+
+
 class Graph(_Model):
     # None: the stack name, so each variant's graph is recognisable in `kubectl get dgd`.
     name: OptionalDnsLabel = Field(None, description="the DynamoGraphDeployment's name", json_schema_extra={
@@ -288,8 +320,36 @@ class Graph(_Model):
     # NetworkPolicies in the graph namespace: deny ingress by default, allow it from the namespace's
     # own pods and to the frontend's HTTP port. Off by default: they take effect only where the
     # cluster's network plugin enforces NetworkPolicy, and the lab's has not been checked.
-    network_policy: bool = Field(False, description="NetworkPolicies: ingress only from the graph namespace and to "
-                                 "the frontend's port 8000 (see \"What a deploy grants\")")
+    network_policy: bool = Field(False, description="NetworkPolicies for ingress and egress: every flow the graph "
+                                 "makes and nothing else (see \"What a deploy grants\")")
+    # With networkPolicy: who else may reach the frontend's port (the namespace always may).
+    frontend_sources: list[FrontendSource] = Field([], description="`networkPolicy`: who may reach the "
+                                                   "frontend's port 8000 besides the graph namespace (its "
+                                                   "workers and the benchmark)", json_schema_extra={
+                                                       "accepts": "`[{namespace: NAME}]` or `[{cidr: CIDR}]` "
+                                                                  "entries"})
+    # The API server's endpoints, as pods reach them after the Service's address is translated; a
+    # stack file cannot know them, so by default the private ranges a lab's control plane lives in
+    # (RFC 1918, shared address space, IPv6 unique local): never the Internet.
+    api_server_cidrs: list[Cidr] = Field(list(PRIVATE_RANGES), description="`networkPolicy`: the API server's "
+                                         "addresses (`kubectl get endpointslices -n default -l "
+                                         "kubernetes.io/service-name=kubernetes`), which the frontend and workers "
+                                         "reach on 443 and 6443 for Dynamo's discovery; write yours to narrow them",
+                                         json_schema_extra={"accepts": "CIDRs"})
+    # NetworkPolicy names no host: the Hub (and PyPI, for the benchmark's AIPerf) are address ranges.
+    download_cidrs: list[Cidr] = Field(["0.0.0.0/0", "::/0"], description="`networkPolicy`: the addresses the "
+                                       "pods that download (pre-pull Jobs, the benchmark; workers without a "
+                                       "pre-pull) reach on 443: the Hub, PyPI, or your mirror's range",
+                                       json_schema_extra={"accepts": "CIDRs"})
+
+    @field_validator("api_server_cidrs", "download_cidrs")
+    @classmethod
+    def _some_range(cls, cidrs: list[str]) -> list[str]:
+        # A NetworkPolicy rule whose `to` is empty matches every destination.
+        if not cidrs:
+            raise ValueError("an empty list would be a NetworkPolicy rule with no `to`, which Kubernetes reads as "
+                             "every address. Write at least one CIDR, e.g. 192.168.1.10/32, or remove the key")
+        return cidrs
 
     @field_validator("name")
     @classmethod

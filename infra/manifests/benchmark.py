@@ -12,7 +12,7 @@ from typing import Any
 
 from infra import payloads
 from infra.config.models import BENCH_READY_WAIT_SECONDS, Benchmark, StackConfig
-from infra.manifests import digest_named, digest_suffix, security
+from infra.manifests import BENCHMARK_JOB, JOB_LABEL, digest_named, digest_suffix, security
 from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
 
 PAYLOAD = "aiperf_sweep.py"
@@ -70,7 +70,8 @@ def _build(cfg: StackConfig, stack: str, payload: str, requirements: str, digest
                 # A deadline, and cleanup once it ends: the results are the log's JSON lines, which
                 # `benchLogs` collects; the Job, its pod and log go ttlSecondsAfterFinished later.
                 "spec": {"backoffLimit": 0, "activeDeadlineSeconds": b.timeout_seconds,
-                         "ttlSecondsAfterFinished": b.ttl_seconds_after_finished, "template": {"spec": pod}}},
+                         "ttlSecondsAfterFinished": b.ttl_seconds_after_finished,
+                         "template": {"metadata": {"labels": {JOB_LABEL: BENCHMARK_JOB}}, "spec": pod}}},
     }
 
 

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from infra import payloads, units
 from infra.config.models import Model, StackConfig, WorkerGroup
-from infra.manifests import digest_named, digest_suffix, security
+from infra.manifests import JOB_LABEL, KV_PROBE_JOB, digest_named, digest_suffix, security
 from infra.manifests.graph import node_affinity, worker_env
 from infra.payloads import kv_probe
 from infra.sizing import StackSizing, kv_block_bytes
@@ -127,7 +127,8 @@ def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: 
         # ttlSecondsAfterFinished after they end.
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": cfg.probe.timeout_seconds,
                  "ttlSecondsAfterFinished": cfg.probe.ttl_seconds_after_finished,
-                 "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}}, "spec": pod}},
+                 "template": {"metadata": {"labels": {"app.kubernetes.io/name": name, JOB_LABEL: KV_PROBE_JOB}},
+                              "spec": pod}},
     }
 
 

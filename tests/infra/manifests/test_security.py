@@ -142,20 +142,16 @@ def test_a_dedicated_directory_is_accepted_and_each_stack_gets_its_own_under_it(
 NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 
 
-def test_network_policies_are_opt_in_and_let_in_only_the_namespace_and_the_frontend_port(stack):
+def test_network_policies_are_opt_in_and_isolate_every_pod_both_ways(stack):
+    # What each policy allows, flow by flow: tests/infra/manifests/test_network_flows.py.
     assert run_stack(stack).of_type(NETPOL) == []
     run = run_stack(stack, lambda c: c.update(graph={"networkPolicy": True}))
     policies = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in run.of_type(NETPOL)}
-    assert policies == {
-        f"{stack}-deny-ingress": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": []},
-        f"{stack}-within-namespace": {"podSelector": {}, "policyTypes": ["Ingress"],
-                                      "ingress": [{"from": [{"podSelector": {}}]}]},
-        # The labels the operator gives the frontend's pods.
-        f"{stack}-frontend-http": {
-            "podSelector": {"matchLabels": {"nvidia.com/dynamo-component-type": "frontend",
-                                            "nvidia.com/dynamo-graph-deployment-name": stack}},
-            "policyTypes": ["Ingress"], "ingress": [{"ports": [{"protocol": "TCP", "port": 8000}]}]},
-    }
+    assert policies[f"{stack}-default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
+                                                 "ingress": [], "egress": []}
+    # The labels the operator gives the frontend's pods.
+    assert policies[f"{stack}-frontend-http"]["podSelector"] == {"matchLabels": {
+        "nvidia.com/dynamo-component-type": "frontend", "nvidia.com/dynamo-graph-deployment-name": stack}}
     namespace = next(r for r in run.of_type(NAMESPACE) if r.inputs["metadata"]["name"] == f"dynamo-lab-{stack}")
     for r in run.of_type(NETPOL):
         assert r.inputs["metadata"]["namespace"] == f"dynamo-lab-{stack}"
