@@ -464,6 +464,8 @@ class WorkerGroup(_Model):
             flag = arg.split("=", 1)[0]
             if arg.startswith("-") and len(flag.split()) > 1:
                 name, value = flag.split(None, 1)
+                if "token" in name:  # never shown: it may be the Hub token
+                    value, arg = "...", f"{name} ..."
                 raise ValueError(
                     f"{arg!r} is one element, so vLLM would read it as a single unknown argument and exit. "
                     f"Write the flag and its value as two elements ({name!r}, {value!r}), or as {name}={value}"

@@ -172,3 +172,8 @@ def test_the_readme_names_every_managed_flag():
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("### Engine flags"):readme.index("## Sizing")]
     assert [m.options for m in engine_flags.MANAGED if not any(f"`{o}" in section for o in m.options)] == []
+
+
+def test_a_token_written_as_one_element_is_refused_without_showing_it():
+    msg = _refusal(["--hf-token hf_abc"])
+    assert "is one element" in msg and "hf_abc" not in msg
