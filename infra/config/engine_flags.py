@@ -92,16 +92,11 @@ _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse's: a value, not
 class Given:
     """One flag of extraArgs: where, as typed, and what the parsers make of it."""
 
-    index: int
     text: str
     name: str  # normalized: `_` as `-` up to the first `.`, without `=value` or a dotted key
     flag: Optional[Managed]  # the managed flag it sets, or None
     how: str  # "" (its own name), "abbreviation", "dotted key", "spelling"
     value: Optional[str]  # `=value`, else the next entry when it is not a flag; None: none given
-
-    @property
-    def canonical(self) -> str:
-        return self.flag.options[0] if self.flag else self.name
 
 
 def is_flag(arg: str) -> bool:
@@ -129,18 +124,15 @@ def read(args: list[str]) -> list[Given]:
         if not is_flag(arg) or (arg.startswith("-O") and not arg.startswith("--")):
             continue  # a value; or `-O...`, vLLM's --optimization-level (no managed setting)
         key, eq, explicit = arg.partition("=")
-        dotted = False
-        if key.startswith("--"):
-            base, dot, _ = key[2:].partition(".")
-            dotted = bool(dot)
-            name = "--" + base.replace("_", "-")
-        else:
-            name = key
+        # The dotted keys of `-x.a` gather under `-x` too; only `--` names have `_` written as `-`.
+        base, dot, _ = key.partition(".")
+        dotted = bool(dot)
+        name = "--" + base[2:].replace("_", "-") if base.startswith("--") else base
         flag, by_prefix = _resolve(name)
         how = ("dotted key" if dotted else "abbreviation" if by_prefix
                else "spelling" if flag is not None and key != name else "")
         following = args[i + 1] if i + 1 < len(args) and not is_flag(args[i + 1]) else None
-        found.append(Given(i, arg, name, flag, how, explicit if eq else following))
+        found.append(Given(arg, name, flag, how, explicit if eq else following))
     return found
 
 

@@ -2,13 +2,14 @@
 
 Each annotated type parses one value or raises ValueError with what it would have meant and what
 to write: Kubernetes quantities (`units`), DNS labels and label keys/values (the API server's
-rules), exact release versions (Helm pins), image tags (the Dynamo operator's rule) and UCX
-transport lists (UCX's names).
+rules), exact release versions (Helm pins), image tags (the Dynamo operator's rule), UCX
+transport lists (UCX's names), node paths and address ranges (NetworkPolicy's ipBlock).
 """
 
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from typing import Annotated, Optional
 
@@ -151,7 +152,17 @@ def expand_tls(value: str) -> set[str]:
     return ALIASES["all"] - expand(names) if value.startswith("^") else expand(names)
 
 
+def cidr(value: str) -> str:
+    """An address range as a NetworkPolicy's ipBlock takes it: a network address, no host bits."""
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR a NetworkPolicy's ipBlock takes ({exc}); write e.g. "
+                         "192.168.1.0/24 or 10.0.0.5/32") from None
+
+
 UcxTls = Annotated[str, AfterValidator(ucx_tls)]
+Cidr = Annotated[str, AfterValidator(cidr)]
 DnsLabel = Annotated[str, AfterValidator(dns_label)]
 OptionalDnsLabel = Optional[DnsLabel]
 LabelKey = Annotated[str, AfterValidator(label_key)]

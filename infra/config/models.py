@@ -14,12 +14,10 @@ the `#` comments say why, for whoever changes the code.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -42,6 +40,7 @@ from infra.catalogue import (
 from infra.config import engine_flags
 from infra.config.fields import (
     Bytes,
+    Cidr,
     Cpu,
     DnsLabel,
     ExactRelease,
@@ -270,17 +269,6 @@ class Frontend(_Model):
 # The longest name derived from the graph's: `<graph>-kv-probe-initiator-<10 hex>` (a Job, whose
 # name must fit a 63-character label).
 GRAPH_NAME_MAX = 63 - len("-kv-probe-initiator-") - 10
-
-
-def _cidr(value: str) -> str:
-    try:
-        return str(ipaddress.ip_network(value, strict=True))
-    except ValueError as exc:
-        raise ValueError(f"{value!r} is not a CIDR a NetworkPolicy's ipBlock takes ({exc}); write e.g. "
-                         "192.168.1.0/24 or 10.0.0.5/32") from None
-
-
-Cidr = Annotated[str, AfterValidator(_cidr)]
 
 
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
