@@ -1,10 +1,11 @@
 """Every preflight check of a stack against a cluster, as one Report: where the stack's pods land
-and whether they fit (fit.py), and what is already installed there (ownership.py). Pure: the
+and whether they fit (fit.py), what is already installed there (ownership.py), and whether
+the cluster's DNS is where the graph's NetworkPolicies let its pods reach it (network.py). Pure: the
 cluster comes in as data."""
 
 from __future__ import annotations
 
-from infra.lab.preflight import fit, ownership
+from infra.lab.preflight import fit, network, ownership
 from infra.lab.preflight.cluster_data import ClusterData
 from infra.lab.preflight.report import Report
 from infra.lab.preflight.workloads import workloads
@@ -15,4 +16,5 @@ def check(stack: Stack, data: ClusterData) -> Report:
     report = Report(stack=stack.name, source=data.source, server_version=data.server_version)
     fit.nodes_and_classes(stack.config, stack.sizing, data, workloads(plan(stack)), report)
     ownership.cluster_checks(stack.config, stack.name, data, report)
+    network.network_checks(stack.config, data, report)
     return report
