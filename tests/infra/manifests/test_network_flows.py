@@ -19,7 +19,7 @@ import pytest
 
 from infra.manifests.graph import COMPONENT_TYPE_LABEL, GRAPH_NAME_LABEL, KV_EVENTS_CONFIG
 from infra.plan import plan
-from tests.helpers import everything_on, loaded
+from tests.helpers import everything_on, loaded, refused
 
 
 @dataclass(frozen=True)
@@ -242,3 +242,25 @@ def test_narrowed_address_ranges_are_the_only_ones_reached():
 
 def test_without_network_policy_there_is_none():
     assert plan(loaded("cross-server")).of_kind("NetworkPolicy") == []
+
+
+# --- what the policies' keys refuse ------------------------------------------------------------
+
+@pytest.mark.parametrize("graph, key, why", [
+    ({"apiServerCidrs": []}, "graph.apiServerCidrs", "an empty list would be a NetworkPolicy rule with no `to`, "
+                                                     "which Kubernetes reads as every address"),
+    ({"downloadCidrs": []}, "graph.downloadCidrs", "an empty list would be a NetworkPolicy rule with no `to`"),
+    ({"apiServerCidrs": ["10.0.0.1/8"]}, "graph.apiServerCidrs[0]", "'10.0.0.1/8' is not a CIDR a NetworkPolicy's "
+                                                                    "ipBlock takes (10.0.0.1/8 has host bits set)"),
+    ({"downloadCidrs": ["0.0.0.0/0", "huggingface.co"]}, "graph.downloadCidrs[1]", "'huggingface.co' is not a CIDR"),
+    ({"apiServerCidrs": ["192.168.1.10/33"]}, "graph.apiServerCidrs[0]", "'192.168.1.10/33' is not a CIDR"),
+    ({"frontendSources": [{"namespace": "monitoring", "cidr": "10.0.0.0/8"}]}, "graph.frontendSources[0]",
+     "give exactly one of namespace or cidr"),
+    ({"frontendSources": [{}]}, "graph.frontendSources[0]", "give exactly one of namespace or cidr"),
+    ({"frontendSources": [{"namespace": "Monitoring"}]}, "graph.frontendSources[0].namespace", "is not a DNS label"),
+    ({"frontendSources": [{"cidr": "10.0.0.0/33"}]}, "graph.frontendSources[0].cidr", "is not a CIDR"),
+])
+def test_address_ranges_and_sources_the_policies_cannot_mean_are_refused(graph, key, why):
+    msg = str(refused("cross-server", lambda c: c.update(graph={"networkPolicy": True, **graph})))
+    assert msg.startswith(f"Pulumi.cross-server.yaml: {key}: "), msg
+    assert why in msg
