@@ -10,7 +10,15 @@ import itertools
 import re
 
 from infra import payloads
-from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, did_you_mean, dns_label, expand_tls, vllm_int
+from infra.config.fields import (
+    GPU_CAPABLE_TLS,
+    NETWORK_TLS,
+    did_you_mean,
+    dns_label,
+    expand_tls,
+    node_path,
+    vllm_int,
+)
 from infra.config.models import StackConfig, WorkerGroup
 
 Problems = list[tuple[str, str]]
@@ -211,43 +219,89 @@ def _namespaces(cfg: StackConfig) -> Problems:
     return []
 
 
-# Directories of a node that no model cache may be, or sit directly in: the system's own, the
-# kubelet's and the container runtime's state, and the home directories.
-SYSTEM_DIRECTORIES = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
-                      "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/lib",
-                      "/var/log", "/var/run")
-# Trees nothing else may write into, at any depth.
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run", "/sbin",
-                "/sys", "/usr", "/var/lib/kubelet", "/var/lib/containerd", "/var/lib/docker", "/var/lib/cni",
-                "/var/lib/etcd", "/var/log", "/var/run")
+# Directories of a node that a model cache may be neither in, nor above (a cache holding one could
+# rename it away): each with whose it is. The system's own; the kubelet's; the container runtimes'
+# (containerd, CRI-O, Docker); the network plugins' (CNI configuration, binaries and state, Calico,
+# Cilium); the Kubernetes distributions' (kubeadm under /etc/kubernetes, k3s and RKE2 under
+# /var/lib/rancher and /etc/rancher, k0s, etcd). Their default locations, from each project's docs.
+PROTECTED = {
+    **dict.fromkeys(("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
+                     "/sbin", "/sys", "/usr", "/var/log", "/var/lib/dpkg", "/var/lib/rpm", "/var/lib/apt",
+                     "/var/lib/systemd"), "the node's system"),
+    **dict.fromkeys(("/run", "/var/run"), "the node's runtime state (container runtime and kubelet sockets)"),
+    "/var/lib/kubelet": "the kubelet (every pod's volumes and Secrets)",
+    **dict.fromkeys(("/var/lib/containerd", "/opt/containerd"), "containerd"),
+    **dict.fromkeys(("/var/lib/containers", "/var/lib/crio"), "CRI-O and Podman (image and container storage)"),
+    **dict.fromkeys(("/var/lib/docker", "/var/lib/dockershim", "/var/lib/cri-dockerd"), "Docker"),
+    **dict.fromkeys(("/opt/cni", "/var/lib/cni", "/var/lib/calico", "/var/lib/cilium"),
+                    "the network plugin (CNI binaries and state)"),
+    **dict.fromkeys(("/var/lib/rancher", "/var/lib/k0s", "/var/lib/etcd", "/var/lib/kube-proxy",
+                     "/var/lib/minikube"), "the Kubernetes distribution (k3s, RKE2, k0s, etcd)"),
+}
+# Directories that hold others' data of many kinds: never the cache itself.
+SHARED_DIRECTORIES = ("/", "/home", "/opt", "/srv", "/tmp", "/var", "/var/lib", "/var/tmp", "/mnt", "/data",
+                      "/media")
 
 
-def _system_directory(path: str) -> str | None:
-    """Why `path` is no place for a model cache, or None."""
-    clean = "/" + "/".join(part for part in path.split("/") if part and part != ".")
-    if clean in SYSTEM_DIRECTORIES:
-        return f"the node's {clean} itself" if clean != "/" else "the node's root directory"
-    tree = next((t for t in SYSTEM_TREES if clean == t or clean.startswith(t + "/")), None)
-    return None if tree is None else f"inside {tree}, which belongs to the node's system or the kubelet"
+def _within(path: str, tree: str) -> bool:
+    return tree == "/" or path == tree or path.startswith(tree + "/")
+
+
+def _protected(path: str) -> str | None:
+    """Why the node directory `path` (normalized) is no place for a model cache, or None."""
+    if path in SHARED_DIRECTORIES:
+        return f"is the node's {path}" if path != "/" else "is the node's root directory"
+    for tree, whose in PROTECTED.items():
+        if _within(path, tree):
+            return f"is {'' if path == tree else 'inside '}{tree}, which belongs to {whose}"
+        if _within(tree, path):
+            return f"holds {tree}, which belongs to {whose}"
+    return None
+
+
+def _absolute(path: str) -> str | None:
+    if not path.startswith("/"):
+        return (f"{path!r} is not an absolute path; the cache is the same directory on every GPU node, named "
+                "from the node's root. Write an absolute path, e.g. /var/lib/dynamo-lab/hf-cache")
+    if ".." in path.split("/"):
+        return (f"{path!r} contains '..', and the API server rejects a hostPath that does. Write the directory "
+                "without it, e.g. /var/lib/dynamo-lab/hf-cache")
+    return None
+
+
+def _node_directory(cfg: StackConfig) -> Problems:
+    """The node cache's directory, judged as the node sees it: `<hostPath>/<graph namespace>` joined
+    and normalized (StackConfig.node_cache_directory), not modelCache.hostPath alone. The pre-pull's
+    root step makes it group-writable and every worker mounts it, so it must be the stack's own."""
+    mc = cfg.model_cache
+    found: Problems = [(f"modelCache.allowedRoots[{i}]", why) for i, root in enumerate(mc.allowed_roots)
+                       if (why := _absolute(root)) is not None]
+    if (why := _absolute(mc.host_path)) is not None:
+        return [("modelCache.hostPath", why), *found]
+    if found:
+        return found
+    final = cfg.node_cache_directory
+    formed = (f"the node cache directory would be {final!r}, formed from modelCache.hostPath {mc.host_path!r} and "
+              f"graph.namespace {cfg.graph.namespace!r} (default: dynamo-lab-<stack>)")
+    harm = ("the pre-pull's root step makes it group-writable (chgrp 0, chmod g+rwxs) and every worker's pod "
+            "mounts it")
+    if (why := _protected(final)) is not None:
+        return [("modelCache.hostPath", f"{formed}. It {why}: {harm}, which would hand that part of the node to "
+                 "the stack's pods, and modelCache.allowedRoots cannot allow it. Give the cache a directory of its "
+                 "own, e.g. hostPath: /var/lib/dynamo-lab/hf-cache")]
+    roots = [node_path(root) for root in mc.allowed_roots]
+    if not any(_within(final, root) and final != root for root in roots):
+        return [("modelCache.hostPath", f"{formed}. It is under none of the data roots a cache may use "
+                 f"({', '.join(roots) or 'none'}; modelCache.allowedRoots): {harm}, so it must be a directory that "
+                 "holds nothing else of the node's. Write a hostPath under one of them, e.g. "
+                 "/var/lib/dynamo-lab/hf-cache, or add this disk's root to modelCache.allowedRoots")]
+    return []
 
 
 def _model_cache(cfg: StackConfig) -> Problems:
     mc, problems = cfg.model_cache, []
     if mc.mode in ("hostPath", "nodeVolume"):
-        path = mc.host_path
-        if not path.startswith("/"):
-            problems.append(("modelCache.hostPath", f"{path!r} is not an absolute path; the cache is the "
-                             "same directory on every GPU node, named from the node's root. Write an "
-                             "absolute path, e.g. /var/lib/dynamo-lab/hf-cache"))
-        elif ".." in path.split("/"):
-            problems.append(("modelCache.hostPath", f"{path!r} contains '..', and the API server rejects "
-                             "a hostPath that does. Write the directory without it, e.g. "
-                             "/var/lib/dynamo-lab/hf-cache"))
-        elif (system := _system_directory(path)) is not None:
-            problems.append(("modelCache.hostPath", f"{path!r} is {system}: the pre-pull runs as root there "
-                             "to make it group-writable and every worker's pod mounts it, which would hand "
-                             "that part of the node to the stack's pods. Give the cache a directory of its "
-                             "own, e.g. /var/lib/dynamo-lab/hf-cache"))
+        problems += _node_directory(cfg)
     nodes = cfg.worker_nodes
     if mc.mode == "nodeVolume":
         # Each GPU class with workers names a claim, <graph>-model-cache-<class>, and its volume.

@@ -2,13 +2,14 @@
 
 Each annotated type parses one value or raises ValueError with what it would have meant and what
 to write: Kubernetes quantities (`units`), DNS labels and label keys/values (the API server's
-rules), exact release versions (Helm pins), image tags (the Dynamo operator's rule) and UCX
-transport lists (UCX's names).
+rules), exact release versions (Helm pins), image tags (the Dynamo operator's rule), UCX
+transport lists (UCX's names), node paths and address ranges (NetworkPolicy's ipBlock).
 """
 
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from typing import Annotated, Optional
 
@@ -151,7 +152,17 @@ def expand_tls(value: str) -> set[str]:
     return ALIASES["all"] - expand(names) if value.startswith("^") else expand(names)
 
 
+def cidr(value: str) -> str:
+    """An address range as a NetworkPolicy's ipBlock takes it: a network address, no host bits."""
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR a NetworkPolicy's ipBlock takes ({exc}); write e.g. "
+                         "192.168.1.0/24 or 10.0.0.5/32") from None
+
+
 UcxTls = Annotated[str, AfterValidator(ucx_tls)]
+Cidr = Annotated[str, AfterValidator(cidr)]
 DnsLabel = Annotated[str, AfterValidator(dns_label)]
 OptionalDnsLabel = Optional[DnsLabel]
 LabelKey = Annotated[str, AfterValidator(label_key)]
@@ -160,12 +171,28 @@ OperatorImage = Annotated[str, BeforeValidator(lambda v: operator_image(str(v)))
 ResourceName = Annotated[str, AfterValidator(resource_name)]
 
 
+def node_path(path: str) -> str:
+    """An absolute node path in the one form the node's kernel resolves it to without following a
+    link: duplicate and trailing slashes and `.` components dropped (`//a/./b/` is `/a/b`). A
+    `..` is refused before this (the API server rejects a hostPath holding one); symbolic links
+    live on the node and cannot be seen from a stack file."""
+    return "/" + "/".join(part for part in path.split("/") if part not in ("", "."))
+
+
 def vllm_int(value: str) -> Optional[int]:
-    """An integer flag's value as vLLM reads it: 2048, or human forms like 2k (1000s) or 2K (1024s)
-    (vLLM 0.31.0 `engine/arg_utils.py`, `human_readable_int`). None: not a number vLLM takes."""
-    match = re.fullmatch(r"(\d+)([kKmMgG]?)", value.strip())
-    if not match:
+    """An integer flag's value as vLLM reads it (vLLM 0.31.0 `utils/argparse_utils.py`,
+    `human_readable_int`): 2048; a decimal suffix k/m/g/t (1000s, decimals allowed: 2.5k is 2,500);
+    a binary suffix K/M/G/T (1024s, whole numbers only); else Python's int(). None: not a
+    non-negative count (vLLM's -1 and `auto` for --max-model-len ask it to pick one)."""
+    value = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix.islower():
+            return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+        return None if "." in number else int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)
+    try:
+        number = int(value)
+    except ValueError:
         return None
-    number, suffix = match.groups()
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[suffix]
-    return int(number) * scale
+    return number if number >= 0 else None

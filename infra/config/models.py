@@ -37,8 +37,10 @@ from infra.catalogue import (
     SAME_NODE_BYTES_PER_SECOND,
     SERVING_IMAGE,
 )
+from infra.config import engine_flags
 from infra.config.fields import (
     Bytes,
+    Cidr,
     Cpu,
     DnsLabel,
     ExactRelease,
@@ -51,6 +53,7 @@ from infra.config.fields import (
     UcxTls,
     dns_label,
     label_value,
+    node_path,
     vllm_int,
 )
 from infra.prefix_cache import BLOCK_TOKENS, blocks
@@ -268,6 +271,25 @@ class Frontend(_Model):
 GRAPH_NAME_MAX = 63 - len("-kv-probe-initiator-") - 10
 
 
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+
+
+class FrontendSource(_Model):
+    """Where requests to the frontend's port may come from, besides the graph namespace: one
+    namespace (all its pods) or one address range."""
+
+    namespace: OptionalDnsLabel = Field(None, description="a namespace whose pods may reach the frontend")
+    cidr: Optional[Cidr] = Field(None, description="an address range that may reach the frontend (a load "
+                                 "balancer's, a node's)", json_schema_extra={"accepts": "a CIDR"})
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "FrontendSource":
+        if (self.namespace is None) == (self.cidr is None):
+            raise ValueError("give exactly one of namespace or cidr, e.g. {namespace: monitoring} or "
+                             "{cidr: 192.168.1.0/24}")
+        return self
+
+
 class Graph(_Model):
     # None: the stack name, so each variant's graph is recognisable in `kubectl get dgd`.
     name: OptionalDnsLabel = Field(None, description="the DynamoGraphDeployment's name", json_schema_extra={
@@ -286,8 +308,36 @@ class Graph(_Model):
     # NetworkPolicies in the graph namespace: deny ingress by default, allow it from the namespace's
     # own pods and to the frontend's HTTP port. Off by default: they take effect only where the
     # cluster's network plugin enforces NetworkPolicy, and the lab's has not been checked.
-    network_policy: bool = Field(False, description="NetworkPolicies: ingress only from the graph namespace and to "
-                                 "the frontend's port 8000 (see \"What a deploy grants\")")
+    network_policy: bool = Field(False, description="NetworkPolicies for ingress and egress: every flow the graph "
+                                 "makes and nothing else (see \"What a deploy grants\")")
+    # With networkPolicy: who else may reach the frontend's port (the namespace always may).
+    frontend_sources: list[FrontendSource] = Field([], description="`networkPolicy`: who may reach the "
+                                                   "frontend's port 8000 besides the graph namespace (its "
+                                                   "workers and the benchmark)", json_schema_extra={
+                                                       "accepts": "`[{namespace: NAME}]` or `[{cidr: CIDR}]` "
+                                                                  "entries"})
+    # The API server's endpoints, as pods reach them after the Service's address is translated; a
+    # stack file cannot know them, so by default the private ranges a lab's control plane lives in
+    # (RFC 1918, shared address space, IPv6 unique local): never the Internet.
+    api_server_cidrs: list[Cidr] = Field(list(PRIVATE_RANGES), description="`networkPolicy`: the API server's "
+                                         "addresses (`kubectl get endpointslices -n default -l "
+                                         "kubernetes.io/service-name=kubernetes`), which the frontend and workers "
+                                         "reach on 443 and 6443 for Dynamo's discovery; write yours to narrow them",
+                                         json_schema_extra={"accepts": "CIDRs"})
+    # NetworkPolicy names no host: the Hub (and PyPI, for the benchmark's AIPerf) are address ranges.
+    download_cidrs: list[Cidr] = Field(["0.0.0.0/0", "::/0"], description="`networkPolicy`: the addresses the "
+                                       "pods that download (pre-pull Jobs, the benchmark; workers without a "
+                                       "pre-pull) reach on 443: the Hub, PyPI, or your mirror's range",
+                                       json_schema_extra={"accepts": "CIDRs"})
+
+    @field_validator("api_server_cidrs", "download_cidrs")
+    @classmethod
+    def _some_range(cls, cidrs: list[str]) -> list[str]:
+        # A NetworkPolicy rule whose `to` is empty matches every destination.
+        if not cidrs:
+            raise ValueError("an empty list would be a NetworkPolicy rule with no `to`, which Kubernetes reads as "
+                             "every address. Write at least one CIDR, e.g. 192.168.1.10/32, or remove the key")
+        return cidrs
 
     @field_validator("name")
     @classmethod
@@ -350,28 +400,6 @@ class KvTransfer(_Model):
         return "READ"
 
 
-# Flags dynamo-lab writes itself; setting them in extraArgs would contradict the sizing.
-MANAGED_FLAGS = {
-    "--model": "model.name",
-    "--disaggregation-mode": "role",
-    "--kv-transfer-config": "kvTransfer",
-    "--kv-events-config": "frontend.routerMode",
-    "--kv-cache-memory-bytes": "kvCacheBytes",
-    # The sizing, the prefix-cache model and the probe all rest on 16-token blocks (one 64 KiB
-    # descriptor per layer-block for Qwen3-0.6B); another size would make every figure wrong.
-    "--block-size": "nothing: dynamo-lab writes --block-size 16, which its sizing rests on",
-    "--revision": "model.revision",
-    "--gpu-memory-utilization": "kvCacheBytes (dynamo-lab derives it from the sizing)",
-    # The sizing takes KV bytes per token from model.dtype; another cache dtype would change them.
-    "--kv-cache-dtype": "model.dtype (the sizing's KV bytes per token come from it)",
-    # Each worker gets one GPU: it cannot split the model over more.
-    "--tensor-parallel-size": "replicas (each worker has one GPU; scale with more replicas)",
-    "-tp": "replicas (each worker has one GPU; scale with more replicas)",
-    "--pipeline-parallel-size": "replicas (each worker has one GPU; scale with more replicas)",
-    "-pp": "replicas (each worker has one GPU; scale with more replicas)",
-}
-
-
 class WorkerGroup(_Model):
     name: str = Field(max_length=40, description="names the graph component", json_schema_extra={
         "accepts": "a DNS label of at most 40 characters, unique, not `frontend`; `<graph>-<name>` must fit 63"})
@@ -398,9 +426,13 @@ class WorkerGroup(_Model):
     # None: equal to the limit.
     memory_request: Optional[Bytes] = Field(None, description="each worker's memory request", json_schema_extra={
         "accepts": "memory, at most the limit", "default_text": "= limit"})
-    extra_args: list[str] = Field([], description="more `dynamo.vllm` flags; flags dynamo-lab writes itself or "
-                                  "that contradict the sizing (`--block-size`, `--revision`, `--kv-cache-dtype`, "
-                                  "`--tensor-parallel-size`, `--pipeline-parallel-size`, ...) are refused; a "
+    extra_args: list[str] = Field([], description="more `dynamo.vllm` flags, read as vLLM's and Dynamo's parsers "
+                                  "read them (`_` for `-`, `--flag=value`, unambiguous prefixes, dotted JSON keys "
+                                  "such as `--kv-transfer-config.kv_role`, aliases, the last repeat winning): flags "
+                                  "dynamo-lab writes itself or that its sizing rests on (`--block-size`, "
+                                  "`--kv-transfer-config`, `--kv-cache-memory-bytes`, `--gpu-memory-utilization`, "
+                                  "`--revision`, `--kv-cache-dtype`, `--hf-token`, `-tp`, ...) are refused in any "
+                                  "spelling (see \"Engine flags\"); a "
                                   "`--max-model-len` here replaces `workload.maxModelLen` for this group and is "
                                   "checked the same way (a token count, at least `inputTokens` + `outputTokens`, "
                                   "within the model's context and the pool)",
@@ -420,25 +452,23 @@ class WorkerGroup(_Model):
             flag = arg.split("=", 1)[0]
             if arg.startswith("-") and len(flag.split()) > 1:
                 name, value = flag.split(None, 1)
+                if "token" in name:  # never shown: it may be the Hub token
+                    value, arg = "...", f"{name} ..."
                 raise ValueError(
                     f"{arg!r} is one element, so vLLM would read it as a single unknown argument and exit. "
                     f"Write the flag and its value as two elements ({name!r}, {value!r}), or as {name}={value}"
                 )
-            if flag in MANAGED_FLAGS:
-                raise ValueError(
-                    f"{flag} is written by dynamo-lab from `{MANAGED_FLAGS[flag]}`; set that key "
-                    "instead of passing the flag in extraArgs"
-                )
+        # Each flag as vLLM's and Dynamo's parsers read it (engine_flags): every spelling of a
+        # managed flag is refused, not only the one dynamo-lab writes.
+        for given in engine_flags.read(args):
+            if (why := engine_flags.refusal(given)) is not None:
+                raise ValueError(why)
         return args
 
     def extra_arg(self, flag: str) -> Optional[str]:
-        """The value given to `flag` in extraArgs (`--flag value` or `--flag=value`), if any."""
-        for i, arg in enumerate(self.extra_args):
-            if arg == flag:
-                return self.extra_args[i + 1] if i + 1 < len(self.extra_args) else ""
-            if arg.startswith(flag + "="):
-                return arg[len(flag) + 1:]
-        return None
+        """The value vLLM takes for `flag` from extraArgs, in any spelling its parser accepts (the
+        last one given wins; engine_flags.value), if any."""
+        return engine_flags.value(self.extra_args, flag)
 
     @model_validator(mode="after")
     def _cpu_request_within_limit(self) -> "WorkerGroup":
@@ -554,6 +584,14 @@ class SizingParameters(_Model):
                                                               "per path"})
 
 
+# How long a finished probe or benchmark Job stays, with its pods and their logs, which hold its
+# result (read with the stack outputs probeLogs and benchLogs): a day to collect it, then the
+# TTL-after-finished controller deletes them (Kubernetes, "Automatic Cleanup for Finished Jobs").
+FINISHED_JOB_TTL = 86400
+# How long the benchmark waits for the frontend to list the model: workers may still be loading it.
+BENCH_READY_WAIT_SECONDS = 1800
+
+
 class Probe(_Model):
     """In-cluster KV-transfer probe (infra/payloads/kv_probe.py) deployed next to the graph; off by default."""
 
@@ -573,7 +611,12 @@ class Probe(_Model):
                                   "registers (otherwise its worker's `kvCacheBytes`, and never less than one "
                                   "request's blocks); each Job's memory is its pool + 1Gi")
     port: int = Field(5555, ge=1024, le=65535, description="the port the probe's sides talk on")
-    timeout_seconds: int = Field(600, gt=0, description="the probe Jobs' deadline")
+    timeout_seconds: int = Field(600, gt=0, description="the probe Jobs' deadline (`activeDeadlineSeconds`, and "
+                                 "the probe's own wait for its other side)")
+    # The Jobs, their pods and so their logs (the result) are deleted this long after they end.
+    ttl_seconds_after_finished: int = Field(FINISHED_JOB_TTL, ge=0, description="how long the probe Jobs, their "
+                                            "pods and logs (the result, `probeLogs`) stay after they end "
+                                            "(`ttlSecondsAfterFinished`); read the result before")
 
 
 class Benchmark(_Model):
@@ -600,6 +643,16 @@ class Benchmark(_Model):
     # In the cluster: a Job running AIPerf against the frontend (opt-in).
     enabled: bool = Field(False, description="run the benchmark in the cluster: a Job running AIPerf against the "
                           "frontend")
+    # The whole Job: AIPerf's install, the wait for the frontend (BENCH_READY_WAIT_SECONDS) and the
+    # sweep (the lab's 24 runs of 32-64 requests take minutes).
+    timeout_seconds: int = Field(7200, description="the benchmark Job's deadline "
+                                 "(`activeDeadlineSeconds`): AIPerf's install, the wait for the frontend (up to "
+                                 f"{BENCH_READY_WAIT_SECONDS} s) and the sweep", json_schema_extra={
+                                     "accepts": f"seconds, more than {BENCH_READY_WAIT_SECONDS} (the wait for the "
+                                                "frontend)"})
+    ttl_seconds_after_finished: int = Field(FINISHED_JOB_TTL, ge=0, description="how long the benchmark Job, its "
+                                            "pod and log (the results, `benchLogs`) stay after it ends "
+                                            "(`ttlSecondsAfterFinished`); collect the results before")
     image: str = Field("python:3.11-slim", description="the benchmark Job's image",
                        json_schema_extra={"accepts": "an image"})
     # The AIPerf release the Job installs, from infra/payloads/aiperf-requirements.txt, which pins it
@@ -616,6 +669,15 @@ class Benchmark(_Model):
     tokenizer: Optional[str] = Field(None, description="the tokenizer AIPerf counts tokens with (downloaded in the "
                                      "cluster)", json_schema_extra={"accepts": "a model id",
                                                                     "default_text": "`model.name`"})
+
+    @field_validator("timeout_seconds")
+    @classmethod
+    def _beyond_the_ready_wait(cls, seconds: int) -> int:
+        if seconds <= BENCH_READY_WAIT_SECONDS:
+            raise ValueError(f"{seconds} s ends the Job within its wait for the frontend to list the model (up to "
+                             f"{BENCH_READY_WAIT_SECONDS} s: the workers may still be loading it), before any run. "
+                             f"Write more than {BENCH_READY_WAIT_SECONDS}, e.g. 7200 (the default)")
+        return seconds
 
     @field_validator("prefix_types", "concurrency")
     @classmethod
@@ -671,6 +733,11 @@ class PrePull(_Model):
     timeout_seconds: int = Field(1800, gt=0, description="the pre-pull Job's deadline, image pull included")
 
 
+# Where a node keeps data of its own: the default cache's root and the usual mount points of data
+# disks. A cache lies under one of them unless modelCache.allowedRoots says otherwise.
+DATA_ROOTS = ("/var/lib/dynamo-lab", "/srv", "/data", "/mnt")
+
+
 class ModelCache(_Model):
     """Where the workers' Hugging Face cache lives, so the model is fetched once per node, not per pod."""
 
@@ -691,9 +758,16 @@ class ModelCache(_Model):
     host_path: str = Field("/var/lib/dynamo-lab/hf-cache", description="`nodeVolume` and `hostPath`: the directory "
                            "on each GPU node under which each stack keeps its own cache, `<hostPath>/<graph "
                            "namespace>`", json_schema_extra={
-                               "accepts": "an absolute path without `..`, not a system directory (`/`, `/etc`, "
-                                          "`/usr`, `/var/lib/kubelet`, `/root`, `/proc`, `/sys`, ... are refused "
-                                          "with the reason)"})
+                               "accepts": "an absolute path without `..`; `<hostPath>/<graph namespace>`, "
+                                          "normalized, must lie under `allowedRoots` and outside the node's system, "
+                                          "kubelet, container-runtime and CNI directories (see \"Model cache\")"})
+    # The node directory is judged whole, after <hostPath>/<graph namespace> is joined and
+    # normalized (config.checks): it must lie under one of these, and never in a directory of the
+    # node's system, kubelet, container runtime or network plugin, whatever this list says.
+    allowed_roots: list[str] = Field(
+        list(DATA_ROOTS), description="`nodeVolume` and `hostPath`: the node directories a cache may lie under; "
+        "add one to widen them (a system, kubelet, container-runtime or CNI directory stays refused)",
+        json_schema_extra={"accepts": "absolute paths without `..`"})
     pvc: ModelCacheClaim = Field(ModelCacheClaim(), description="the claim of `mode: pvc`")
     pre_pull: PrePull = Field(PrePull(), description="the Job(s) that download the model into the cache")
 
@@ -749,7 +823,8 @@ class StackConfig(_Model):
     probe: Probe = Field(Probe(), description="the in-cluster KV-transfer probe")
     benchmark: Benchmark = Field(Benchmark(), description="the benchmark sweep")
     model_cache: ModelCache = Field(ModelCache(), description="the workers' Hugging Face cache")
-    hf_token: Optional[SecretStr] = Field(None, description="Hugging Face token", json_schema_extra={
+    hf_token: Optional[SecretStr] = Field(None, description="Hugging Face token; only the pods that download from "
+                                          "the Hub read it (see \"What a deploy grants\")", json_schema_extra={
         "accepts": "a Pulumi secret only: `pulumi config set --secret hfToken ...`; a plain-text token is refused "
                    "(and never shown)"})
     # Filled by config.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).
@@ -779,6 +854,13 @@ class StackConfig(_Model):
         if self.workload.max_model_len is not None:
             return self.workload.max_model_len, "workload.maxModelLen"
         return self.workload.derived_max_model_len, "derived"
+
+    @property
+    def node_cache_directory(self) -> str:
+        """The directory on each GPU node that a node cache (nodeVolume, hostPath) really is: the
+        stack's own `<modelCache.hostPath>/<graph namespace>`, normalized (fields.node_path), the
+        path the PersistentVolume or the pods' hostPath and the pre-pull's root step use."""
+        return node_path(f"{self.model_cache.host_path}/{self.graph.namespace}")
 
     @property
     def creates_model_cache_claim(self) -> bool:

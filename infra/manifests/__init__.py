@@ -16,6 +16,12 @@ T = TypeVar("T")
 STACK_LABEL = "dynamo-lab/stack"
 
 
+# Marks the pods of each Job kind a stack runs, so the graph's NetworkPolicies can tell them apart
+# (a Job's own `job-name` label carries its digest).
+JOB_LABEL = "dynamo-lab/job"
+MODEL_PULL_JOB, BENCHMARK_JOB, KV_PROBE_JOB = "model-pull", "benchmark", "kv-probe"
+
+
 def owner_labels(stack: str) -> dict[str, str]:
     """The labels of a namespace that `stack` creates and owns."""
     return {STACK_LABEL: stack}

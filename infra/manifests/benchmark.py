@@ -11,14 +11,13 @@ import json
 from typing import Any
 
 from infra import payloads
-from infra.config.models import Benchmark, StackConfig
-from infra.manifests import digest_named, digest_suffix, security
+from infra.config.models import BENCH_READY_WAIT_SECONDS, Benchmark, StackConfig
+from infra.manifests import BENCHMARK_JOB, JOB_LABEL, digest_named, digest_suffix, security
 from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
 
 PAYLOAD = "aiperf_sweep.py"
 REQUIREMENTS = "requirements.txt"  # payloads.AIPERF_REQUIREMENTS, in the ConfigMap
 MOUNT = "/bench"
-READY_WAIT_SECONDS = 1800  # workers may still be loading the model when the Job starts
 HOME = "/home/aiperf"  # an emptyDir: pip's --user install and the tokenizer cache
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -46,7 +45,7 @@ def _build(cfg: StackConfig, stack: str, payload: str, requirements: str, digest
     script = (f"python3 -m pip install --user --quiet --disable-pip-version-check --require-hashes --no-deps "
               f"--only-binary :all: -r {MOUNT}/{REQUIREMENTS}"
               f" && exec python3 {MOUNT}/{PAYLOAD} --plan {MOUNT}/plan.json"
-              f" --wait-ready {READY_WAIT_SECONDS}")
+              f" --wait-ready {BENCH_READY_WAIT_SECONDS}")
     container = with_hf_token(cfg, security.container({  # the tokenizer download may need it
         "name": "aiperf", "image": b.image, "command": ["sh", "-c", script],
         "env": [{"name": "HOME", "value": HOME}, {"name": "PATH", "value": f"{HOME}/.local/bin:{SYSTEM_PATH}"}],
@@ -68,7 +67,11 @@ def _build(cfg: StackConfig, stack: str, payload: str, requirements: str, digest
         "job": {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": job, "namespace": cfg.graph.namespace,
                              "annotations": {"pulumi.com/skipAwait": "true"}},
-                "spec": {"backoffLimit": 0, "template": {"spec": pod}}},
+                # A deadline, and cleanup once it ends: the results are the log's JSON lines, which
+                # `benchLogs` collects; the Job, its pod and log go ttlSecondsAfterFinished later.
+                "spec": {"backoffLimit": 0, "activeDeadlineSeconds": b.timeout_seconds,
+                         "ttlSecondsAfterFinished": b.ttl_seconds_after_finished,
+                         "template": {"metadata": {"labels": {JOB_LABEL: BENCHMARK_JOB}}, "spec": pod}}},
     }
 
 

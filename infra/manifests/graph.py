@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from infra import prefix_cache, units
 from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
-from infra.manifests import match_expressions, model_cache, security
+from infra.manifests import BENCHMARK_JOB, JOB_LABEL, MODEL_PULL_JOB, match_expressions, model_cache, security
 from infra.sizing import GroupSizing, StackSizing
 
 API_VERSION = "nvidia.com/v1beta1"
@@ -113,14 +113,22 @@ def worker_env(group: WorkerGroup) -> list[dict[str, str]]:
 
 
 def with_hf_token(cfg: StackConfig, container: dict[str, Any]) -> dict[str, Any]:
-    """`container`, reading the token Secret's HF_TOKEN when the stack has a token (appended last)."""
+    """`container`, reading the token Secret's HF_TOKEN when the stack has a token (appended last).
+    Only for what downloads from the Hub: the pre-pull Jobs, the benchmark's tokenizer fetch, and
+    workers that download the model themselves (no pre-pull); see `workers_download`."""
     if cfg.hf_token is not None:
         container["envFrom"] = [{"secretRef": {"name": HF_TOKEN_SECRET}}]
     return container
 
 
+def workers_download(cfg: StackConfig) -> bool:
+    """Whether the workers fetch the model from the Hub themselves: no cache, or one no pre-pull
+    fills. Pre-pulled, they run with HF_HUB_OFFLINE=1 and never need the token."""
+    return not model_cache.pre_pulled(cfg)
+
+
 def _container(cfg: StackConfig, extra: dict[str, Any]) -> dict[str, Any]:
-    return with_hf_token(cfg, security.container({"name": "main", "image": cfg.image, **extra}))
+    return security.container({"name": "main", "image": cfg.image, **extra})
 
 
 # The graph's pods keep their ServiceAccount token: Dynamo's Kubernetes discovery has every worker
@@ -136,8 +144,9 @@ def frontend_component(cfg: StackConfig) -> dict[str, Any]:
         "env": [{"name": "DYN_ROUTER_MODE", "value": fe.router_mode}],
         "resources": _resources(fe.cpu, None, fe.memory, fe.memory),
     })
-    # No model cache here: with Dynamo's self-hosted metadata (DYN_SELF_HOST_METADATA, on by default)
-    # the frontend fetches the config and tokenizer from a worker over HTTP (lib/llm/src/local_model.rs).
+    # No model cache and no token here: with Dynamo's self-hosted metadata (DYN_SELF_HOST_METADATA, on
+    # by default) the frontend fetches the config and tokenizer from a worker over HTTP, never from
+    # the Hub (lib/llm/src/local_model.rs).
     spec = _pod_spec(containers=[main])
     return {"name": "frontend", "type": "frontend", "replicas": fe.replicas, "podTemplate": {"spec": spec}}
 
@@ -150,6 +159,8 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
         "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
                                 sized.memory_limit_bytes, gpu.resource),
     })
+    if workers_download(cfg):
+        with_hf_token(cfg, main)
     spec = _pod_spec(affinity=node_affinity(gpu.node_selector), containers=[main])
     env = worker_env(group)
     if model_cache.enabled(cfg):
@@ -187,25 +198,77 @@ COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
 GRAPH_NAME_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 
 
+# Where the cluster's DNS runs: CoreDNS's Service and pods keep kube-dns's labels in kubeadm, k3s
+# and RKE2 (k8s-app=kube-dns in kube-system).
+DNS_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+# The API server as pods reach it: the `kubernetes` Service's 443, translated to the endpoints'
+# port (6443 for kubeadm, k3s and RKE2) before the policy sees it.
+API_SERVER_PORTS = [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]
+HTTPS = [{"protocol": "TCP", "port": 443}]
+
+
+def _namespace_peer(namespace: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
+
+
+def _ip_peers(cidrs: list[str]) -> list[dict[str, Any]]:
+    return [{"ipBlock": {"cidr": cidr}} for cidr in cidrs]
+
+
 def network_policies(cfg: StackConfig) -> list[dict[str, Any]]:
-    """graph.networkPolicy: no ingress to the namespace's pods but from the namespace itself (workers,
-    frontend, probe and benchmark Jobs reach each other), and the frontend's HTTP port from anywhere.
-    Egress stays open: the pre-pull reads the Hub, and every graph pod talks to the API server."""
+    """graph.networkPolicy: every pod of the graph namespace is denied all ingress and egress, then
+    given the flows the graph makes (tests/infra/manifests/test_network_flows.py lists them):
+      - within the namespace, both ways: frontend to workers (requests, KV events, metadata), the
+        workers' NIXL side channel and UCX transfers, the probe's sides, the benchmark to the frontend;
+      - DNS, for every pod;
+      - the API server, for the frontend and workers (Dynamo's Kubernetes discovery);
+      - the platform's namespace, for the frontend and workers (its services, e.g. NATS or etcd when
+        platform.values installs them);
+      - HTTPS to graph.downloadCidrs for what downloads: the pre-pull Jobs, the benchmark (AIPerf
+        from PyPI, the tokenizer from the Hub), and the workers only when no pre-pull fills their cache;
+      - the frontend's port from graph.frontendSources, beside the namespace.
+    `kubectl port-forward` reaches a pod inside its own network namespace, which no policy governs."""
     if not cfg.graph.network_policy:
         return []
-    ns, name = cfg.graph.namespace, cfg.graph.name
+    g = cfg.graph
+    ns, name = g.namespace, g.name
 
-    def policy(suffix: str, selector: dict[str, Any], ingress: list[dict[str, Any]]) -> dict[str, Any]:
+    def policy(suffix: str, selector: dict[str, Any], ingress: Optional[list[dict[str, Any]]] = None,
+               egress: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"podSelector": selector, "policyTypes": []}
+        for kind, rules in (("Ingress", ingress), ("Egress", egress)):
+            if rules is not None:
+                spec["policyTypes"].append(kind)
+                spec[kind.lower()] = rules
         return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                "metadata": {"name": f"{name}-{suffix}", "namespace": ns},
-                "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": ingress}}
+                "metadata": {"name": f"{name}-{suffix}", "namespace": ns}, "spec": spec}
 
+    graph_pods = {"matchLabels": {GRAPH_NAME_LABEL: name}}  # the operator's label on frontend and workers
     frontend = {"matchLabels": {COMPONENT_TYPE_LABEL: "frontend", GRAPH_NAME_LABEL: name}}
-    return [
-        policy("deny-ingress", {}, []),
-        policy("within-namespace", {}, [{"from": [{"podSelector": {}}]}]),
-        policy("frontend-http", frontend, [{"ports": [{"protocol": "TCP", "port": FRONTEND_PORT}]}]),
+    downloaders = [{"matchExpressions": [{"key": JOB_LABEL, "operator": "In",
+                                          "values": [MODEL_PULL_JOB, BENCHMARK_JOB]}]}]
+    if workers_download(cfg):
+        downloaders.append({"matchExpressions": [
+            {"key": GRAPH_NAME_LABEL, "operator": "In", "values": [name]},
+            {"key": COMPONENT_TYPE_LABEL, "operator": "In", "values": sorted(set(COMPONENT_TYPE.values()))}]})
+    sources = [{"podSelector": {}}] + [_namespace_peer(s.namespace) if s.namespace else {"ipBlock": {"cidr": s.cidr}}
+                                       for s in g.frontend_sources]
+    policies = [
+        policy("default-deny", {}, ingress=[], egress=[]),
+        policy("within-namespace", {}, ingress=[{"from": [{"podSelector": {}}]}],
+               egress=[{"to": [{"podSelector": {}}]}]),
+        policy("dns", {}, egress=[{"to": [DNS_PEER], "ports": DNS_PORTS}]),
+        policy("api-server", graph_pods, egress=[{"to": _ip_peers(g.api_server_cidrs), "ports": API_SERVER_PORTS}]),
+        policy("platform", graph_pods, egress=[{"to": [_namespace_peer(cfg.platform.namespace)]}]),
+        policy("frontend-http", frontend, ingress=[{"from": sources,
+                                                    "ports": [{"protocol": "TCP", "port": FRONTEND_PORT}]}]),
     ]
+    policies += [policy(f"downloads{'-' + str(i) if i else ''}", selector,
+                        egress=[{"to": _ip_peers(g.download_cidrs), "ports": HTTPS}])
+                 for i, selector in enumerate(downloaders)]
+    return policies
 
 
 def frontend_service(cfg: StackConfig) -> str:

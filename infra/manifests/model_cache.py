@@ -29,8 +29,8 @@ def enabled(cfg: StackConfig) -> bool:
 
 def host_directory(cfg: StackConfig) -> str:
     """The stack's own directory under modelCache.hostPath, named after its graph namespace: no other
-    stack's Jobs write into it."""
-    return f"{cfg.model_cache.host_path.rstrip('/')}/{cfg.graph.namespace}"
+    stack's Jobs write into it. Normalized: the directory config.checks judged is the one deployed."""
+    return cfg.node_cache_directory
 
 
 def on_nodes(cfg: StackConfig) -> bool:

@@ -15,7 +15,7 @@ import re
 from typing import Any, Optional
 
 from infra.config.models import StackConfig
-from infra.manifests import digest_named, digest_suffix, model_cache, security
+from infra.manifests import JOB_LABEL, MODEL_PULL_JOB, digest_named, digest_suffix, model_cache, security
 from infra.manifests.graph import node_affinity, with_hf_token
 
 # What vLLM and the frontend read: safetensors weights, JSON config and tokenizer files, merges/vocab
@@ -80,7 +80,7 @@ def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any
             "metadata": {"name": name, "namespace": cfg.graph.namespace,
                          "annotations": {"pulumi.com/replaceUnready": "true"}},
             "spec": {"backoffLimit": 2, "activeDeadlineSeconds": cfg.model_cache.pre_pull.timeout_seconds,
-                     "template": {"spec": pod}}}
+                     "template": {"metadata": {"labels": {JOB_LABEL: MODEL_PULL_JOB}}, "spec": pod}}}
 
 
 def _build(cfg: StackConfig, digest: str) -> dict[str, dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from infra import payloads, units
 from infra.config.models import Model, StackConfig, WorkerGroup
-from infra.manifests import digest_named, digest_suffix, security
+from infra.manifests import JOB_LABEL, KV_PROBE_JOB, digest_named, digest_suffix, security
 from infra.manifests.graph import node_affinity, worker_env
 from infra.payloads import kv_probe
 from infra.sizing import StackSizing, kv_block_bytes
@@ -123,8 +123,12 @@ def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: 
         # Pulumi would otherwise wait for the Jobs to finish (and fail `up` with the probe).
         "metadata": {"name": name, "namespace": cfg.graph.namespace,
                      "annotations": {"pulumi.com/skipAwait": "true"}},
+        # The result is the initiator's last log line (`probeLogs`); the Jobs, pods and logs go
+        # ttlSecondsAfterFinished after they end.
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": cfg.probe.timeout_seconds,
-                 "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}}, "spec": pod}},
+                 "ttlSecondsAfterFinished": cfg.probe.ttl_seconds_after_finished,
+                 "template": {"metadata": {"labels": {"app.kubernetes.io/name": name, JOB_LABEL: KV_PROBE_JOB}},
+                              "spec": pod}},
     }
 
 

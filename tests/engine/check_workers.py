@@ -3,9 +3,13 @@
 
     .venv-engine/bin/python tests/engine/check_workers.py REQUEST.json REPORT.json
 
-request: {"workers": [{"id": "...", "argv": [...]}, ...]}, each argv what a worker container runs after
-`python3 -m dynamo.vllm`, its --model a local directory holding the model's config.json.
-report: {"versions": {...}, "workers": [{"id", "ok", "stage", "error", "max_model_len", ...}, ...]}.
+request: {"workers": [{"id": "...", "argv": [...], "parse_only": false}, ...]}, each argv what a worker
+container runs after `python3 -m dynamo.vllm`, its --model a local directory holding the model's
+config.json; `parse_only` stops after step 1 (the override attempts only need what the parsers took).
+report: {"versions": {...}, "options": {...}, "workers": [{"id", "ok", "stage", "error", "parsed",
+"max_model_len", ...}, ...]}: `parsed` holds what the parsers took for every setting dynamo-lab
+manages (EFFECTIVE), `options` every option string of the two parsers, and whether vLLM's takes
+abbreviations.
 
 Whose code runs, step by step (the steps a worker takes before it serves, in its order):
   1. Dynamo: `dynamo.vllm.args.parse_args(argv)`, the worker's own parser (Dynamo's flags and vLLM's
@@ -56,7 +60,51 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def check(argv: list[str]) -> dict[str, Any]:
+# The engine arguments dynamo-lab writes or its sizing rests on (infra/config/engine_flags.py),
+# read back from what Dynamo's parser hands vLLM.
+EFFECTIVE = ("model", "revision", "tokenizer_revision", "code_revision", "max_model_len", "block_size",
+             "kv_cache_memory_bytes", "gpu_memory_utilization", "num_gpu_blocks_override", "kv_cache_dtype",
+             "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "download_dir", "hf_overrides",
+             "kv_transfer_config", "kv_events_config")
+
+
+def _plain(value: Any) -> Any:
+    """A parsed value as JSON: configs (KVTransferConfig, ...) as their fields, the rest as is or text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    try:
+        import dataclasses
+        if dataclasses.is_dataclass(value):
+            return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    except Exception:
+        pass
+    if hasattr(value, "model_dump"):
+        return _plain(value.model_dump())
+    return str(value)
+
+
+def options() -> dict[str, Any]:
+    """Every option string of the worker's two parsers, built as `dynamo.vllm.args._parse_cli_args`
+    builds them (OURS: the construction, copied from that function; the groups are Dynamo's)."""
+    import argparse
+
+    from dynamo.vllm.args import DynamoRuntimeArgGroup, DynamoVllmArgGroup
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    dynamo = argparse.ArgumentParser(allow_abbrev=False)
+    DynamoRuntimeArgGroup().add_arguments(dynamo)
+    DynamoVllmArgGroup().add_arguments(dynamo)
+    vllm = FlexibleArgumentParser(add_help=False)
+    AsyncEngineArgs.add_cli_args(vllm, async_args_only=False)
+    return {"dynamo": sorted(o for a in dynamo._actions for o in a.option_strings),
+            "vllm": sorted(o for a in vllm._actions for o in a.option_strings),
+            "vllm_allow_abbrev": vllm.allow_abbrev}
+
+
+def check(argv: list[str], parse_only: bool = False) -> dict[str, Any]:
     from dynamo.vllm.args import parse_args
     from dynamo.vllm.kv_connector_protocols import (
         disable_hybrid_kv_cache_manager_for_incompatible_pd_connector,
@@ -91,11 +139,15 @@ def check(argv: list[str]) -> dict[str, Any]:
     except Exception as exc:
         return refused("dynamo.vllm.args.parse_args", exc)
     engine_args = config.engine_args
-    out["parsed"] = {"max_model_len": engine_args.max_model_len, "block_size": engine_args.block_size,
-                     "kv_cache_memory_bytes": engine_args.kv_cache_memory_bytes,
-                     "disaggregation_mode": str(getattr(config, "disaggregation_mode", None))}
+    out["parsed"] = {name: _plain(getattr(engine_args, name)) for name in EFFECTIVE}
+    out["parsed"]["hf_token_given"] = engine_args.hf_token is not None
+    mode = getattr(config, "disaggregation_mode", None)
+    out["parsed"]["disaggregation_mode"] = getattr(mode, "value", None if mode is None else str(mode))
     # Dynamo sets the NIXL side-channel host only for the literal NixlConnector (dynamo/vllm/args.py).
     out["nixl_side_channel_host_set"] = "VLLM_NIXL_SIDE_CHANNEL_HOST" in os.environ
+    if parse_only:
+        out["ok"] = True
+        return out
 
     # 2. vLLM's engine config, as Dynamo's worker builds it.
     try:
@@ -175,11 +227,12 @@ def main(request_path: str, report_path: str) -> int:
 
     report: dict[str, Any] = {
         "versions": {name: version(name) for name in ("ai-dynamo", "ai-dynamo-runtime", "vllm", "torch")},
+        "options": options(),
         "workers": [],
     }
     for worker in request["workers"]:
         try:
-            result = check(list(worker["argv"]))
+            result = check(list(worker["argv"]), bool(worker.get("parse_only")))
         except Exception:  # a failure of this script, not a refusal: say where
             result = {"ok": False, "stage": "check_workers.py", "error": traceback.format_exc()}
         report["workers"].append({"id": worker["id"], **result})

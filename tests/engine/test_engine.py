@@ -28,10 +28,13 @@ from typing import Any, Callable, Optional
 
 import pytest
 
+from infra.config import engine_flags
+from infra.config.fields import vllm_int
 from infra.errors import ConfigError
-from infra.manifests.graph import deployment
+from infra.manifests.graph import KV_ROLE, deployment
 from tests.engine import model
 from tests.helpers import STACKS, everything_on, main_container, sized, unavailable
+from tests.infra.config.test_engine_flags import SPELLINGS
 
 pytestmark = pytest.mark.engine
 
@@ -125,13 +128,28 @@ def usable_tokens(pool_bytes: int) -> int:
 BITE_STACK, BITE_GROUP = "cross-server", "prefill"
 
 
+# Override attempts on the cross-server prefill worker. Allowed: a group's own context in the
+# spellings vLLM's parser takes, rendered by the project. Refused: every spelling the fast tier
+# refuses (tests/infra/config/test_engine_flags.py), appended to the worker's rendered argv and
+# parsed by the real parsers, to show what each would have changed.
+OVERRIDE_STACK, OVERRIDE_GROUP = "cross-server", "prefill"
+ALLOWED_CONTEXTS = [["--max-model-len", "4096"], ["--max_model_len", "4096"], ["--max-model-len=4k"],
+                    ["--max-model", "4096"], ["--max_model=2.5k"],
+                    ["--max-model-len", "8192", "--enforce-eager", "--max_model_len", "4096"]]
+REFUSED = {f"override/refused/{flag}/{i}": (flag, args) for flag, spellings in SPELLINGS.items()
+           for i, args in enumerate(spellings)}
+
+
 @dataclass
 class EngineRun:
-    """The checker's report: package versions, and each worker's result by id."""
+    """The checker's report: package versions, each worker's result by id, the parsers' options."""
     versions: dict[str, str]
     results: dict[str, dict[str, Any]] = field(repr=False)
     render_errors: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     probes: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    options: dict[str, Any] = field(default_factory=dict, repr=False)
+    sized: dict[str, tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)  # id -> (cfg, group, sizing)
+    model_dir: str = ""
 
 
 def _engine_python() -> str:
@@ -169,17 +187,86 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
         "bite/push-connector": with_flag(base, "--kv-transfer-config",
                                          json.dumps({**transfer, "kv_connector": "NixlPushConnector"})),
     }
+    # What each checked worker's sizing assumed, for comparing the parsers' values with it.
+    sized_for: dict[str, tuple[Any, Any, Any]] = {}
+    for stack, variant in CASES:
+        if (stack, variant) in render_errors:
+            continue
+        make_edit = VARIANTS[variant]
+        cfg, sizing = sized(stack, make_edit(stack) if make_edit else None)
+        sized_for.update({f"{stack}/{variant}/{g.name}": (cfg, g, sizing.group(g.name)) for g in cfg.workers})
+    for i, args in enumerate(ALLOWED_CONTEXTS):
+        key = f"override/allowed/{i}"
+        try:
+            edit = _extra(OVERRIDE_GROUP, args)
+            workers[key] = render(OVERRIDE_STACK, edit, model_dir)[OVERRIDE_GROUP]
+            cfg, sizing = sized(OVERRIDE_STACK, edit)
+            g = next(g for g in cfg.workers if g.name == OVERRIDE_GROUP)
+            sized_for[key] = (cfg, g, sizing.group(g.name))
+        except ConfigError as exc:
+            render_errors[(OVERRIDE_STACK, key)] = str(exc)
+    parse_only = {key: base + args for key, (_, args) in REFUSED.items()}
     request_file, report_file = work / "request.json", work / "report.json"
-    request_file.write_text(json.dumps({"workers": [{"id": k, "argv": v} for k, v in {**workers, **probes}.items()]}))
+    request_file.write_text(json.dumps({"workers": [{"id": k, "argv": v} for k, v in {**workers, **probes}.items()]
+                                        + [{"id": k, "argv": v, "parse_only": True} for k, v in parse_only.items()]}))
     proc = subprocess.run([python, str(CHECKER), str(request_file), str(report_file)], cwd=work,
                           capture_output=True, text=True, timeout=CHECKER_TIMEOUT_S)
     assert proc.returncode == 0 and report_file.is_file(), f"check_workers.py failed:\n{proc.stdout}\n{proc.stderr}"
     report = json.loads(report_file.read_text())
-    run = EngineRun(report["versions"], {w["id"]: w for w in report["workers"]}, render_errors, probes)
+    run = EngineRun(report["versions"], {w["id"]: w for w in report["workers"]}, render_errors, probes,
+                    report["options"], sized_for, str(model_dir))
     engine_summary.append(" ".join(f"{k} {v}" for k, v in run.versions.items()))
-    engine_summary.extend(describe(k, r) for k, r in run.results.items())
+    engine_summary.extend(describe(k, r) for k, r in run.results.items() if not k.startswith("override/refused/"))
+    engine_summary.extend(f"{k}: {' '.join(REFUSED[k][1])}: {_changed(run, k) or 'changed nothing'}"
+                          for k in REFUSED)
     engine_summary.extend(f"{s}/{v}: the project refused it: {e}" for (s, v), e in render_errors.items())
     return run
+
+
+def _extra(group: str, args: list[str]) -> Callable[[dict[str, Any]], None]:
+    def edit(c: dict[str, Any]) -> None:
+        g = next(g for g in c["workers"] if g["name"] == group)
+        g["extraArgs"] = [*g.get("extraArgs", []), *args]
+    return edit
+
+
+def _transfer(kv: Optional[dict[str, Any]]) -> Optional[tuple[Any, Any, Any]]:
+    return None if kv is None else (kv.get("kv_connector"), kv.get("kv_role"), kv.get("kv_buffer_device"))
+
+
+def effective(parsed: dict[str, Any]) -> dict[str, Any]:
+    """What the parsers took for each setting dynamo-lab manages, KV configs reduced to what it sets."""
+    out = {k: v for k, v in parsed.items() if k not in ("kv_transfer_config", "kv_events_config")}
+    out["kv_transfer"] = _transfer(parsed["kv_transfer_config"])
+    events = parsed["kv_events_config"]
+    out["kv_events"] = None if events is None else (events.get("publisher"), events.get("endpoint"),
+                                                    events.get("enable_kv_cache_events"))
+    return out
+
+
+def assumed(cfg: Any, group: Any, sizing: Any, model_dir: str) -> dict[str, Any]:
+    """The same settings as dynamo-lab's config and sizing have them: what the worker must run with."""
+    from infra.manifests.graph import KV_EVENTS_CONFIG
+    kv = group.kv_transfer
+    events = cfg.frontend.router_mode == "kv" and group.role in ("agg", "prefill")
+    return {"model": model_dir, "revision": cfg.model.revision, "tokenizer_revision": None, "code_revision": None,
+            "max_model_len": sizing.max_model_len, "block_size": 16, "kv_cache_memory_bytes": sizing.kv_cache_bytes,
+            "gpu_memory_utilization": float(f"{sizing.gpu_memory_utilization:.2f}"), "num_gpu_blocks_override": None,
+            "kv_cache_dtype": "auto", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+            "data_parallel_size": 1, "download_dir": None, "hf_overrides": {}, "hf_token_given": False,
+            "disaggregation_mode": group.role,
+            "kv_transfer": None if group.role == "agg" else (kv.connector, KV_ROLE[group.role], kv.buffer_device),
+            "kv_events": (KV_EVENTS_CONFIG["publisher"], KV_EVENTS_CONFIG["endpoint"], True) if events else None}
+
+
+def _changed(run: EngineRun, key: str) -> str:
+    """What a refused spelling would have changed, by the real parsers: the settings that differ from
+    the worker's own, or the parsers' refusal ("" when neither)."""
+    r, base = run.results[key], run.results[f"{OVERRIDE_STACK}/shipped/{OVERRIDE_GROUP}"]
+    if not r["ok"]:
+        return f"the worker would not start: {r['error']}"
+    mine, theirs = effective(r["parsed"]), effective(base["parsed"])
+    return ", ".join(f"{k} {theirs[k]!r} -> {v!r}" for k, v in mine.items() if v != theirs[k])
 
 
 def describe(worker_id: str, r: dict[str, Any]) -> str:
@@ -242,3 +329,48 @@ def test_dynamo_sets_the_nixl_side_channel_host_for_every_disaggregated_worker(e
     assert disaggregated
     assert {k: (r["connector"], r["nixl_side_channel_host_set"]) for k, r in disaggregated.items()} == {
         k: ("NixlConnector", True) for k in disaggregated}
+
+
+def test_every_worker_runs_with_the_values_the_sizing_assumed(engine):
+    """For every checked worker, shipped and varied, Dynamo's and vLLM's parsers take exactly the
+    context, block size, pool, GPU share, revision, KV transfer and events the sizing assumed."""
+    assert engine.sized
+    wrong = {}
+    for key, (cfg, group, sizing) in engine.sized.items():
+        r = engine.results[key]
+        got, want = effective(r.get("parsed") or {}), assumed(cfg, group, sizing, engine.model_dir)
+        if got != want:
+            wrong[key] = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
+    assert wrong == {}
+
+
+def test_a_groups_own_context_in_any_spelling_is_what_vllm_takes(engine):
+    for i, args in enumerate(ALLOWED_CONTEXTS):
+        key = f"override/allowed/{i}"
+        assert (OVERRIDE_STACK, key) not in engine.render_errors, engine.render_errors.get((OVERRIDE_STACK, key))
+        r = engine.results[key]
+        assert r["ok"], describe(key, r)
+        assert r["parsed"]["max_model_len"] == engine.sized[key][2].max_model_len == vllm_int(
+            engine_flags.value(args, "--max-model-len")), (args, describe(key, r))
+
+
+@pytest.mark.parametrize("key", list(REFUSED), ids=[" ".join(a) for _, a in REFUSED.values()])
+def test_a_refused_spelling_is_refused_at_preview_and_would_have_changed_the_worker(engine, key):
+    flag, args = REFUSED[key]
+    with pytest.raises(ConfigError, match=f"sets {flag}, "):
+        sized(OVERRIDE_STACK, _extra(OVERRIDE_GROUP, args))
+    # By the real parsers: the spelling changes a managed setting, or the worker exits at start.
+    assert _changed(engine, key), f"{' '.join(args)} changes nothing in vLLM's or Dynamo's reading"
+
+
+def test_the_normalization_rests_on_the_parsers_as_they_are(engine):
+    """engine_flags' assumptions about the two parsers: vLLM's takes abbreviations, every managed
+    flag is one of theirs (`--config` is FlexibleArgumentParser's own step), and the parsers' flags
+    that are a prefix of a managed one are exactly OPTIONS_WITHIN_MANAGED."""
+    real = set(engine.options["vllm"]) | set(engine.options["dynamo"])
+    assert engine.options["vllm_allow_abbrev"] is True
+    managed = {o for m in engine_flags.MANAGED for o in m.options}
+    assert managed - real == {"--config"}
+    within = {r for r in real for m in managed
+              if m != r and m.startswith(r) and r.startswith("--") == m.startswith("--")}
+    assert within == set(engine_flags.OPTIONS_WITHIN_MANAGED)

@@ -68,7 +68,9 @@ def cluster_steps(stack: str, cfg: StackConfig, out: Path) -> str:
         f"pulumi up --stack {q(stack)}",
         "# Follow it (the stack output benchJob names the Job); each finished run prints one JSON line:",
         f'kubectl logs -n {q(ns)} -f "job/$(pulumi stack output benchJob --stack {q(stack)})"',
-        "# Collect the lines into the same results format the twin writes (benchLogs is a shell command):",
+        f"# Collect the lines into the same results format the twin writes (benchLogs is a shell command),"
+        f" within {cfg.benchmark.ttl_seconds_after_finished} s of the Job's end: then Kubernetes deletes it and"
+        " its log (benchmark.ttlSecondsAfterFinished):",
         f'mkdir -p {q(str(out))} && eval "$(pulumi stack output benchLogs --stack {q(stack)})" > {results}',
         f"python3 dev.py report {results}",
     ])

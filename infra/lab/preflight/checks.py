@@ -1,10 +1,11 @@
 """Every preflight check of a stack against a cluster, as one Report: where the stack's pods land
-and whether they fit (fit.py), what is already installed there (ownership.py), and whether the
-model cache claim's StorageClass is there (storage.py). Pure: the cluster comes in as data."""
+and whether they fit (fit.py), what is already installed there (ownership.py), whether the model
+cache claim's StorageClass is there (storage.py), and whether the cluster's DNS is where the graph's
+NetworkPolicies let its pods reach it (network.py). Pure: the cluster comes in as data."""
 
 from __future__ import annotations
 
-from infra.lab.preflight import fit, ownership, storage
+from infra.lab.preflight import fit, network, ownership, storage
 from infra.lab.preflight.cluster_data import ClusterData
 from infra.lab.preflight.report import Report
 from infra.lab.preflight.workloads import workloads
@@ -16,4 +17,5 @@ def check(stack: Stack, data: ClusterData) -> Report:
     fit.nodes_and_classes(stack.config, stack.sizing, data, workloads(plan(stack)), report)
     ownership.cluster_checks(stack.config, stack.name, data, report)
     storage.storage_class_check(stack.config, stack.name, data, report)
+    network.network_checks(stack.config, data, report)
     return report

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.helpers import DGD, JOB, STACKS, everything_on, refused, run_stack
+from tests.helpers import DGD, JOB, STACKS, everything_on, run_stack
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -126,21 +126,7 @@ def test_pulumi_waits_for_the_graph_to_be_ready_within_the_stacks_timeout(stack)
                                                      "pulumi.com/timeoutSeconds": "600"}
 
 
-@pytest.mark.parametrize("path, why", [
-    ("/", "is the node's root directory"),
-    ("/etc", "is the node's /etc itself"),
-    ("/var/lib/kubelet", "is inside /var/lib/kubelet"),
-    ("/var/lib/kubelet/pods/x", "is inside /var/lib/kubelet"),
-    ("/root/.cache", "is inside /root"),
-    ("/usr/local/share/models", "is inside /usr"),
-    ("/proc", "is the node's /proc itself"),
-    ("/var/lib", "is the node's /var/lib itself"),
-    ("/sys/", "is the node's /sys itself"),
-])
-def test_a_system_directory_as_the_host_cache_is_refused_with_the_reason(path, why):
-    msg = str(refused("cross-server", lambda c: c.update(modelCache={"hostPath": path})))
-    assert msg.startswith(f"Pulumi.cross-server.yaml: modelCache.hostPath: {path!r} {why}")
-    assert "Give the cache a directory of its own, e.g. /var/lib/dynamo-lab/hf-cache" in msg
+# The node cache directory's refusals, joined and normalized: tests/infra/config/test_node_cache_directory.py.
 
 
 def test_a_dedicated_directory_is_accepted_and_each_stack_gets_its_own_under_it():
@@ -156,21 +142,64 @@ def test_a_dedicated_directory_is_accepted_and_each_stack_gets_its_own_under_it(
 NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 
 
-def test_network_policies_are_opt_in_and_let_in_only_the_namespace_and_the_frontend_port(stack):
+def test_network_policies_are_opt_in_and_isolate_every_pod_both_ways(stack):
+    # What each policy allows, flow by flow: tests/infra/manifests/test_network_flows.py.
     assert run_stack(stack).of_type(NETPOL) == []
     run = run_stack(stack, lambda c: c.update(graph={"networkPolicy": True}))
     policies = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in run.of_type(NETPOL)}
-    assert policies == {
-        f"{stack}-deny-ingress": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": []},
-        f"{stack}-within-namespace": {"podSelector": {}, "policyTypes": ["Ingress"],
-                                      "ingress": [{"from": [{"podSelector": {}}]}]},
-        # The labels the operator gives the frontend's pods.
-        f"{stack}-frontend-http": {
-            "podSelector": {"matchLabels": {"nvidia.com/dynamo-component-type": "frontend",
-                                            "nvidia.com/dynamo-graph-deployment-name": stack}},
-            "policyTypes": ["Ingress"], "ingress": [{"ports": [{"protocol": "TCP", "port": 8000}]}]},
-    }
+    assert policies[f"{stack}-default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
+                                                 "ingress": [], "egress": []}
+    # The labels the operator gives the frontend's pods.
+    assert policies[f"{stack}-frontend-http"]["podSelector"] == {"matchLabels": {
+        "nvidia.com/dynamo-component-type": "frontend", "nvidia.com/dynamo-graph-deployment-name": stack}}
     namespace = next(r for r in run.of_type(NAMESPACE) if r.inputs["metadata"]["name"] == f"dynamo-lab-{stack}")
     for r in run.of_type(NETPOL):
         assert r.inputs["metadata"]["namespace"] == f"dynamo-lab-{stack}"
         assert namespace.urn in r.dependencies
+
+
+# --- the Hugging Face token: only what downloads from the Hub reads it ----------------------------
+
+TOKEN = "hf_not_a_real_token"
+
+
+def _token_readers(run) -> set[str]:
+    """The pods whose containers read the token Secret ("component decode", "Job bench-job", ...)."""
+    readers = set()
+    for where, pod in _pods(run):
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            refs = [e["secretRef"]["name"] for e in c.get("envFrom", []) if "secretRef" in e]
+            refs += [e["valueFrom"]["secretKeyRef"]["name"] for e in c.get("env", []) if "valueFrom" in e]
+            if refs:
+                assert refs == ["hf-token"], where
+                readers.add(where)
+    return readers
+
+
+@pytest.mark.parametrize("cache, downloads", [
+    ({}, {"Job graph-model-cache-pull"}),  # nodeVolume, pre-pulled: the workers run Hub-offline
+    ({"mode": "hostPath"}, {"Job graph-model-cache-pull"}),
+    (PVC, {"Job graph-model-cache-pull"}),
+    # No pre-pull, no cache: the workers download the model themselves, so they need it.
+    ({"prePull": {"enabled": False}}, {"workers"}),
+    ({"mode": "off"}, {"workers"}),
+])
+def test_the_token_reaches_only_what_downloads_from_the_hub(stack, cache, downloads):
+    def edit(c):
+        everything_on(stack)(c)
+        c["hfToken"] = TOKEN
+        c["modelCache"] = cache
+    run = run_stack(stack, edit, ["dynamo-lab:hfToken"])
+    workers = {f"component {name}" for name in _components(run) if name != "frontend"}
+    pulls = {f"Job {r.name}" for r in run.of_type(JOB) if r.name.startswith("graph-model-cache-pull-")}
+    # AIPerf fetches the served model's tokenizer from the Hub; the pre-pull Jobs download the model.
+    expected = {"Job bench-job"} | (workers if "workers" in downloads else pulls)
+    assert _token_readers(run) == expected
+    assert ("workers" in downloads) == (pulls == set()), "a pre-pulled cache has its Jobs"
+    for r in run.resources:
+        assert TOKEN not in str(r.inputs) or r.type == "kubernetes:core/v1:Secret", r.name
+
+
+def _components(run) -> dict[str, Any]:
+    (dgd,) = run.of_type(DGD)
+    return {c["name"]: c for c in dgd.inputs["spec"]["components"]}

@@ -1,0 +1,179 @@
+"""extraArgs read as the worker's parsers read them (vLLM 0.31.0's FlexibleArgumentParser behind
+Dynamo 1.6.1's): every spelling of a managed flag is refused at preview, with what it was read as and
+the key to set; a group's own context length is taken in every spelling, the last one winning, and
+the sizing uses what vLLM will. The engine tier runs the real parsers over the same spellings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infra.config import engine_flags
+from infra.errors import ConfigError
+from infra.manifests.graph import deployment
+from tests.helpers import ROOT, refused, sized
+
+F = "Pulumi.cross-server.yaml"
+KEY = f"{F}: workers.prefill.extraArgs: "
+
+
+def _extra(args: list[str]):
+    def edit(c: dict[str, Any]) -> None:
+        c["workers"][0]["extraArgs"] = args
+    return edit
+
+
+def _refusal(args: list[str]) -> str:
+    return str(refused("cross-server", _extra(args)))
+
+
+# Several spellings per managed flag: its own, underscores, `=value`, a prefix argparse expands, a
+# dotted JSON key, an alias; each after a flag that is allowed, so the position does not matter.
+SPELLINGS = {
+    "--kv-transfer-config": [
+        ["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'],
+        ["--kv-transfer-config={}"], ["--kv_transfer_config", "{}"],
+        ["--kv-transfer-config.kv_role", "kv_both"], ["--kv-transfer-config.kv_buffer_device=cuda"],
+        ["--kv_transfer_config.kv_connector=NixlPushConnector"], ["--kv-transfer", "{}"],
+        ["--kv-transfer.kv_role", "kv_both"]],
+    "--block-size": [["--block-size", "32"], ["--block_size=32"], ["--block", "32"], ["--block-s=32"]],
+    "--kv-cache-memory-bytes": [["--kv-cache-memory-bytes", "1G"], ["--kv_cache_memory_bytes=1G"],
+                                ["--kv-cache-mem", "1G"]],
+    "--gpu-memory-utilization": [["--gpu-memory-utilization", "0.9"], ["--device-memory-utilization=0.9"],
+                                 ["--gpu_memory_util", "0.9"]],
+    "--num-gpu-blocks-override": [["--num-gpu-blocks-override", "100"], ["--num_gpu_blocks", "100"]],
+    "--revision": [["--revision", "main"], ["--revision=main"], ["--rev", "main"]],
+    "--tokenizer-revision": [["--tokenizer-revision", "main"], ["--tokenizer_rev=main"]],
+    "--code-revision": [["--code_revision", "main"]],
+    "--model": [["--model", "other/model"], ["--model=other/model"], ["--mod", "other/model"]],
+    "--disaggregation-mode": [["--disaggregation-mode", "agg"], ["--disaggregation_mode=agg"]],
+    "--kv-events-config": [["--kv-events-config", "{}"], ["--kv_events_config.publisher", "null"]],
+    "--tensor-parallel-size": [["-tp", "2"], ["-tp=2"], ["-t", "2"], ["--tensor_parallel_size", "2"],
+                               ["--tensor-parallel", "2"]],
+    "--pipeline-parallel-size": [["-pp", "2"], ["--pipeline_parallel_size=2"]],
+    "--data-parallel-size": [["-dp", "2"], ["--data-parallel-size=2"]],
+    "--hf-token": [["--hf-token", "hf_abc"], ["--hf_token=hf_abc"], ["--hf-tok", "hf_abc"]],
+    "--hf-overrides": [["--hf-overrides", '{"num_key_value_heads": 4}'], ["--hf-overrides.head_dim", "64"]],
+    "--kv-cache-dtype": [["--kv-cache-dtype", "fp8"], ["--kv_cache_dtype=fp8"]],
+    "--download-dir": [["--download-dir", "/tmp/models"], ["--download_dir=/tmp/models"]],
+    "--config": [["--config", "flags.yaml"]],
+}
+REFUSED = [(flag, args) for flag, spellings in SPELLINGS.items() for args in spellings]
+
+
+@pytest.mark.parametrize("flag, args", REFUSED, ids=[" ".join(a) for _, a in REFUSED])
+def test_every_spelling_of_a_managed_flag_is_refused_with_what_it_sets(flag, args):
+    msg = _refusal(["--enforce-eager", *args])
+    typed = args[0].split("=", 1)[0] + ("=..." if "=" in args[0] else "")
+    assert msg.startswith(f"{KEY}{typed!r}"), msg
+    assert f"sets {flag}, " in msg, msg
+    assert "hf_abc" not in msg, "a token is never shown"
+    assert len(msg.splitlines()) == 1
+
+
+def test_the_refusal_says_how_the_parser_reads_the_spelling():
+    assert _refusal(["--block_size=32"]) == (
+        f"{KEY}'--block_size=...', which vLLM reads as --block-size, sets --block-size, which dynamo-lab writes "
+        "itself or its sizing rests on. Remove it: dynamo-lab writes --block-size 16, which its sizing rests on")
+    assert _refusal(["--kv-cache-mem", "1G"]).startswith(
+        f"{KEY}'--kv-cache-mem', a prefix vLLM's parser takes for --kv-cache-memory-bytes (argparse abbreviations), "
+        "sets --kv-cache-memory-bytes")
+    assert _refusal(["--kv-transfer-config.kv_role", "kv_both"]).startswith(
+        f"{KEY}'--kv-transfer-config.kv_role', a dotted key that vLLM turns into a whole --kv-transfer-config JSON, "
+        "sets --kv-transfer-config")
+    assert _refusal(["--hf-token", "hf_abc"]) == (
+        f"{KEY}'--hf-token' sets --hf-token, which would write the token into the pod spec in plain text. Remove it "
+        "and set hfToken, a Pulumi secret, which reaches only what downloads from the Hub")
+
+
+# --- the context length: the group's own, in any spelling, the last one winning -----------------
+
+@pytest.mark.parametrize("args, tokens", [
+    (["--max-model-len", "4096"], 4096), (["--max_model_len", "4096"], 4096), (["--max-model-len=4096"], 4096),
+    (["--max-model", "4096"], 4096), (["--max_model=4k"], 4000), (["--max-model-len", "4K"], 4096),
+    (["--max-model-len", "2.5k"], 2500),
+    (["--max-model-len", "3000", "--enforce-eager", "--max-model-len", "4096"], 4096),
+    (["--max-model-len=8192", "--max_model_len", "4096"], 4096),
+])
+def test_a_groups_own_context_is_taken_in_every_spelling_and_the_last_wins(args, tokens):
+    cfg, sizing = sized("cross-server", _extra(args))
+    assert cfg.context_length(cfg.workers[0]) == (tokens, "extraArgs")
+    assert sizing.group("prefill").max_model_len == tokens
+    (prefill,) = [c for c in deployment(cfg, sizing)["spec"]["components"] if c["name"] == "prefill"]
+    argv = prefill["podTemplate"]["spec"]["containers"][0]["args"]
+    # dynamo-lab writes no context of its own beside the group's: the group's spelling is what vLLM reads.
+    assert argv[-len(args):] == args
+    assert engine_flags.value(argv, "--max-model-len") == args[-1].split("=")[-1]
+
+
+@pytest.mark.parametrize("args, shown", [
+    (["--max-model", "100"], "--max-model-len 100 (100 tokens) is shorter than"),
+    (["--max_model_len=8192", "--max-model-len", "2048"], "--max-model-len 2048 (2,048 tokens) is shorter than"),
+    (["--max-model-len", "-1"], "--max-model-len '-1' is not a token count"),
+    (["--max-model=auto"], "--max-model-len 'auto' is not a token count"),
+    (["--max-model-len.value", "4096"], "'--max-model-len.value', a dotted key that vLLM turns into a whole "
+                                        "--max-model-len JSON, is not a token count"),
+])
+def test_a_context_in_any_spelling_is_checked_like_the_others(args, shown):
+    assert shown in _refusal(args)
+
+
+@pytest.mark.parametrize("args", [["--enforce-eager"], ["-O3"], ["-O", "3"], ["--max-num-seqs", "8"],
+                                  ["--tokenizer", "Qwen/Qwen3-0.6B"], ["--kv-cache-dtype-skip-layers", "0"],
+                                  ["--compilation-config.cudagraph_mode", "NONE"], ["--max_num_batched_tokens=4096"]])
+def test_flags_dynamo_lab_does_not_manage_pass_through(args):
+    cfg, sizing = sized("cross-server", _extra(args))
+    (prefill,) = [c for c in deployment(cfg, sizing)["spec"]["components"] if c["name"] == "prefill"]
+    assert prefill["podTemplate"]["spec"]["containers"][0]["args"][-len(args):] == args
+
+
+def test_values_that_look_like_flags_are_values():
+    given = engine_flags.read(["--max-model-len", "-1", "-O3", "--x=--block-size"])
+    assert [(g.name, g.value) for g in given] == [("--max-model-len", "-1"), ("--x", "--block-size")]
+
+
+# --- any spelling a parser accepts, generated ------------------------------------------------------
+
+def _spell(draw, option: str) -> list[str]:
+    """One way of writing `option` that vLLM's or argparse's rules read as it."""
+    if option.startswith("--"):
+        name = option[2:]
+        name = name[:draw(st.integers(1, len(name)))]  # a prefix (argparse abbreviations), or all of it
+        name = "".join(c if c != "-" or not draw(st.booleans()) else "_" for c in name)  # `_` for `-`
+        text = "--" + name + draw(st.sampled_from(["", ".kv_role", ".a.b", ".x+"]))  # dotted keys
+    else:
+        text = option[:draw(st.integers(2, len(option)))]
+    if draw(st.booleans()):
+        return [text + "=1"]
+    return [text, "1"]
+
+
+@st.composite
+def managed_spellings(draw) -> tuple[str, list[str]]:
+    flag = draw(st.sampled_from([m for m in engine_flags.MANAGED if m.options[0] != engine_flags.CONTEXT_FLAG]))
+    return flag.options[0], _spell(draw, draw(st.sampled_from(flag.options)))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spelling=managed_spellings(), before=st.sampled_from([[], ["--enforce-eager"], ["--max-num-seqs", "8"]]))
+def test_no_spelling_of_a_managed_flag_gets_through(spelling, before):
+    flag, args = spelling
+    if "--" + args[0][2:].split("=")[0].split(".")[0].replace("_", "-") in engine_flags.OPTIONS_WITHIN_MANAGED:
+        return  # a prefix that is a flag of vLLM's own (--tokenizer of --tokenizer-revision): not managed
+    with pytest.raises(ConfigError) as info:
+        sized("cross-server", _extra([*before, *args]))
+    assert "workers.prefill.extraArgs: " in str(info.value)
+
+
+def test_the_readme_names_every_managed_flag():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Engine flags"):readme.index("## Sizing")]
+    assert [m.options for m in engine_flags.MANAGED if not any(f"`{o}" in section for o in m.options)] == []
+
+
+def test_a_token_written_as_one_element_is_refused_without_showing_it():
+    msg = _refusal(["--hf-token hf_abc"])
+    assert "is one element" in msg and "hf_abc" not in msg

@@ -1,0 +1,162 @@
+"""The node cache directory is judged as the node sees it: `<modelCache.hostPath>/<graph namespace>`
+joined and normalized, the directory the PersistentVolume (or the pods' hostPath) and the pre-pull's
+root step really use. Whatever the spelling or the mix of keys, it never lands in or above a
+directory of the node's system, kubelet, container runtime, network plugin or Kubernetes distribution,
+and by default it lies under one of a few data roots."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Optional
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infra.errors import ConfigError
+from infra.plan import plan
+from tests.helpers import loaded, refused
+
+F = "Pulumi.cross-server.yaml"
+# The directories the issue names, written out here on their own (not read from the code under
+# test): kubeadm, the kubelet, k3s/RKE2, containerd, CRI-O, Docker, CNI, and the system's.
+NODE_OWNED = ("/etc/kubernetes", "/var/lib/kubelet", "/var/lib/rancher", "/etc/rancher", "/var/lib/containerd",
+              "/run/containerd", "/var/lib/containers", "/etc/crio", "/var/lib/docker", "/etc/cni", "/opt/cni",
+              "/var/lib/cni", "/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/boot", "/root", "/var/run", "/run")
+
+
+def _edit(host_path: str, namespace: Optional[str] = None, roots: Optional[list[str]] = None, mode="nodeVolume"):
+    def edit(c: dict[str, Any]) -> None:
+        c["modelCache"] = {"mode": mode, "hostPath": host_path, **({"allowedRoots": roots} if roots else {})}
+        if namespace is not None:
+            c["graph"] = {"namespace": namespace}
+    return edit
+
+
+def _message(edit) -> str:
+    return str(refused("cross-server", edit))
+
+
+def _node_directories(edit) -> set[str]:
+    """Every node directory the stack's plan mounts: the PersistentVolumes' and the pods' hostPaths."""
+    p = plan(loaded("cross-server", edit))
+    found = set()
+    for o in p.objects:
+        spec = o.manifest.get("spec", {})
+        if o.manifest["kind"] == "PersistentVolume":
+            found.add(spec["hostPath"]["path"])
+        pods = [spec["template"]["spec"]] if o.manifest["kind"] == "Job" else [
+            c["podTemplate"]["spec"] for c in spec.get("components", [])]
+        found |= {v["hostPath"]["path"] for pod in pods for v in pod.get("volumes", []) if "hostPath" in v}
+    return found
+
+
+def _inside_or_above(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree + "/") or tree.startswith(path.rstrip("/") + "/")
+
+
+# --- combinations that land on the node's own directories ---------------------------------------
+
+@pytest.mark.parametrize("host_path, namespace, final, why", [
+    # No single key names a runtime directory; joined, they do.
+    ("/var/lib/rancher", "k3s", "/var/lib/rancher/k3s", "It is inside /var/lib/rancher, which belongs to the "
+                                                        "Kubernetes distribution"),
+    ("/var/lib//rancher/", "rke2", "/var/lib/rancher/rke2", "It is inside /var/lib/rancher"),
+    ("/var/lib/./rancher/.", "k3s", "/var/lib/rancher/k3s", "It is inside /var/lib/rancher"),
+    ("/var/lib", "kubelet", "/var/lib/kubelet", "It is /var/lib/kubelet, which belongs to the kubelet"),
+    ("/var/lib/", "containerd", "/var/lib/containerd", "It is /var/lib/containerd, which belongs to containerd"),
+    ("//var//lib", "containers", "/var/lib/containers", "It is /var/lib/containers, which belongs to CRI-O"),
+    ("/var/lib", "docker", "/var/lib/docker", "It is /var/lib/docker, which belongs to Docker"),
+    ("/var/lib", "cni", "/var/lib/cni", "It is /var/lib/cni, which belongs to the network plugin"),
+    ("/opt/cni", None, "/opt/cni/dynamo-lab-cross-server", "It is inside /opt/cni, which belongs to the network"),
+    ("/opt//cni/./", None, "/opt/cni/dynamo-lab-cross-server", "It is inside /opt/cni"),
+    ("/etc/cni/net.d", None, "/etc/cni/net.d/dynamo-lab-cross-server", "It is inside /etc"),
+    ("/etc/kubernetes", None, "/etc/kubernetes/dynamo-lab-cross-server", "It is inside /etc"),
+    ("/run", "containerd", "/run/containerd", "It is inside /run"),
+    ("/var/run/", None, "/var/run/dynamo-lab-cross-server", "It is inside /var/run"),
+    ("/", "etc", "/etc", "It is /etc, which belongs to the node's system"),
+    # Above a runtime directory: a group-writable /opt lets a pod rename /opt/cni away.
+    ("/", "opt", "/opt", "It is the node's /opt"),
+    ("/usr/local/share/models", None, "/usr/local/share/models/dynamo-lab-cross-server", "It is inside /usr"),
+    ("/root/.cache", None, "/root/.cache/dynamo-lab-cross-server", "It is inside /root"),
+    ("/proc", None, "/proc/dynamo-lab-cross-server", "It is inside /proc"),
+    ("/sys/", None, "/sys/dynamo-lab-cross-server", "It is inside /sys"),
+])
+@pytest.mark.parametrize("roots", [None, ["/"]], ids=["default-roots", "roots-widened-to-everything"])
+def test_a_node_directory_the_keys_form_together_is_refused_whatever_the_roots(host_path, namespace, final, why,
+                                                                                roots):
+    msg = _message(_edit(host_path, namespace, roots))
+    ns = namespace or "dynamo-lab-cross-server"
+    assert msg.startswith(f"{F}: modelCache.hostPath: the node cache directory would be {final!r}, formed from "
+                          f"modelCache.hostPath {host_path!r} and graph.namespace {ns!r}"), msg
+    assert why in msg
+    assert "the pre-pull's root step makes it group-writable (chgrp 0, chmod g+rwxs)" in msg
+    assert msg.endswith("modelCache.allowedRoots cannot allow it. Give the cache a directory of its own, e.g. "
+                        "hostPath: /var/lib/dynamo-lab/hf-cache")
+
+
+@pytest.mark.parametrize("mode", ["nodeVolume", "hostPath"])
+def test_both_node_cache_modes_are_judged(mode):
+    assert "It is /var/lib/kubelet" in _message(_edit("/var/lib", "kubelet", ["/"], mode=mode))
+
+
+def test_a_cache_outside_the_data_roots_is_refused_and_names_the_key_that_widens_them():
+    msg = _message(_edit("/home/me/models"))
+    assert msg == (
+        f"{F}: modelCache.hostPath: the node cache directory would be '/home/me/models/dynamo-lab-cross-server', "
+        "formed from modelCache.hostPath '/home/me/models' and graph.namespace 'dynamo-lab-cross-server' (default: "
+        "dynamo-lab-<stack>). It is under none of the data roots a cache may use (/var/lib/dynamo-lab, /srv, /data, "
+        "/mnt; modelCache.allowedRoots): the pre-pull's root step makes it group-writable (chgrp 0, chmod g+rwxs) "
+        "and every worker's pod mounts it, so it must be a directory that holds nothing else of the node's. Write a "
+        "hostPath under one of them, e.g. /var/lib/dynamo-lab/hf-cache, or add this disk's root to "
+        "modelCache.allowedRoots")
+    # The key it names widens them.
+    assert _node_directories(_edit("/home/me/models", roots=["/home/me/"])) == {
+        "/home/me/models/dynamo-lab-cross-server"}
+
+
+@pytest.mark.parametrize("host_path", ["/", "/var/lib", "/var", "/tmp"])
+def test_a_shared_directory_is_outside_the_default_roots(host_path):
+    assert "It is under none of the data roots a cache may use" in _message(_edit(host_path))
+
+
+@pytest.mark.parametrize("root, why", [("models", "'models' is not an absolute path"),
+                                       ("/data/../etc", "'/data/../etc' contains '..'")])
+def test_an_allowed_root_must_be_an_absolute_path_without_dot_dot(root, why):
+    assert _message(_edit("/data/hf", roots=["/data", root])).startswith(f"{F}: modelCache.allowedRoots[1]: {why}")
+
+
+@pytest.mark.parametrize("host_path, deployed", [
+    ("/data//hf/", "/data/hf/dynamo-lab-cross-server"),
+    ("/srv/./models/", "/srv/models/dynamo-lab-cross-server"),
+    ("/var/lib/dynamo-lab/hf-cache", "/var/lib/dynamo-lab/hf-cache/dynamo-lab-cross-server"),
+])
+@pytest.mark.parametrize("mode", ["nodeVolume", "hostPath"])
+def test_what_is_deployed_is_the_normalized_directory_that_was_judged(host_path, deployed, mode):
+    assert _node_directories(_edit(host_path, mode=mode)) == {deployed}
+
+
+# --- every combination: refused, or a directory of the cache's own -------------------------------
+
+COMPONENTS = st.sampled_from(["", ".", "var", "lib", "opt", "etc", "run", "kubelet", "rancher", "k3s", "cni",
+                              "containerd", "containers", "docker", "usr", "data", "srv", "mnt", "models", "hf"])
+NAMESPACES = st.sampled_from([None, "kubelet", "containerd", "containers", "docker", "cni", "rancher", "etc", "opt",
+                              "lib", "var", "run", "k3s", "models"])
+ROOTS = st.sampled_from([None, ["/"], ["/var"], ["/var/lib"], ["/opt"], ["/etc"], ["/run"]])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(COMPONENTS, max_size=5), trailing=st.booleans(), namespace=NAMESPACES, roots=ROOTS,
+       mode=st.sampled_from(["nodeVolume", "hostPath"]))
+def test_no_accepted_combination_reaches_a_directory_of_the_node(parts, trailing, namespace, roots, mode):
+    host_path = "/" + "/".join(parts) + ("/" if trailing else "")
+    edit = _edit(host_path, namespace, roots, mode)
+    try:
+        deployed = _node_directories(edit)
+    except ConfigError as exc:
+        assert str(exc).startswith(f"{F}: modelCache.hostPath: the node cache directory would be ")
+        return
+    expected = posixpath.normpath(f"{host_path}/{namespace or 'dynamo-lab-cross-server'}").replace("//", "/")
+    assert deployed == {expected}
+    for tree in NODE_OWNED:
+        assert not _inside_or_above(expected, tree), (host_path, namespace, roots, expected, tree)
