@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from infra.lab.cluster import engine
+from infra.lab.cluster import engine, harness
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import HF_TOKEN_KEY, plan
 from tests.helpers import loaded, wait_for
@@ -111,20 +112,25 @@ def test_up_killed_with_sigkill_leaves_a_lock_that_cancel_clears_then_a_rerun_co
     ok(engine.invoke("destroy", ws, engine_bins))
 
 
-def test_the_api_server_stopped_during_up_fails_it_clearly_and_a_rerun_converges(lab_cluster_with_crd, engine_bins,
-                                                                                  tmp_path):
+def test_the_api_server_stopped_during_up_is_ridden_out_or_fails_clearly_and_a_rerun_converges(
+        lab_cluster_with_crd, engine_bins, tmp_path):
+    """The API server stopped for 40 s while `up` works (the stand-in running throughout, so only the
+    outage can fail it). The pinned provider retries and watches again, so `up` may ride it out;
+    where it does not, it fails naming the lost connection, never hangs and never half-owns: a
+    re-run converges either way."""
     api = lab_cluster_with_crd.api()
     ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
-    proc, result = engine.start("up", ws, engine_bins)
     ns = next(iter(plan(loaded(STACK, LOCAL)).of_kind("Namespace"))).manifest["metadata"]["name"]
-    wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}")[0] == 200, 180)
-    lab_cluster_with_crd.stop_apiserver(40)
-    inv = engine.finish(proc, result, timeout=600)
-    assert inv.rc == 1, inv.output[-3000:]
+    with GraphReady(api):
+        proc, result = engine.start("up", ws, engine_bins)
+        wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}")[0] == 200, 180)
+        lab_cluster_with_crd.stop_apiserver(40)
+        wait_for(lambda: harness.status_of(lab_cluster_with_crd.layout.state).get("apiserver") == "stopped", 60)
+        inv = engine.finish(proc, result, timeout=900)
+        wait_for(lab_cluster_with_crd.apiserver_back, 180)
     assert "Traceback" not in inv.output
-    assert "connection refused" in inv.output or "unreachable" in inv.output or "EOF" in inv.output, \
-        inv.output[-3000:]
-    wait_for(lab_cluster_with_crd.apiserver_back, 180)
+    if inv.rc != 0:
+        assert re.search(r"connection refused|connect: |EOF|unreachable|i/o timeout", inv.output), inv.output[-3000:]
     converged(ws, engine_bins, api)
     ok(engine.invoke("destroy", ws, engine_bins))
 
