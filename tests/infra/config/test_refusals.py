@@ -335,6 +335,16 @@ def test_unknown_gpu_class():
                         "'gpu-8gb'? Defined classes (add one under gpuClasses): gpu-24gb, gpu-8gb")
 
 
+@pytest.mark.parametrize("stack", ["cross-server", "kv-routing"])
+@pytest.mark.parametrize("typo", ["gpu-24gb ", "GPU-24gb", "gpu_24gb"])
+def test_a_gpu_class_typo_is_one_error_not_a_second_about_a_class_never_defined(stack, typo):
+    # A worker's misspelled class that is not a DNS label: the node cache's claim check must not
+    # report it as if it were a class of gpuClasses.
+    err = refused(stack, lambda c: c["workers"][0].update(gpuClass=typo))
+    assert [p.endswith(".gpuClass") for p, _ in err.problems] == [True]
+    assert f"unknown GPU class {typo!r}; did you mean 'gpu-24gb'?" in str(err)
+
+
 def test_prefill_without_decode():
     err = _error(lambda c: c.update(workers=[c["workers"][0]]))
     assert str(err) == (f"{F}: workers: a disaggregated graph needs both prefill and decode groups; this "
