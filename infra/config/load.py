@@ -70,6 +70,21 @@ _HINTS = {
     "greater_than": "write a number > {gt}",
 }
 
+# A value of the wrong type: what it is not, and how to write one (pydantic's own text is for Python
+# programmers: "Input should be a valid integer, unable to parse string as an integer").
+_TYPE_HINTS = {
+    "int_parsing": "is not a whole number; write it in digits, e.g. `{key}: 2`",
+    "int_type": "is not a whole number; write it in digits, e.g. `{key}: 2`",
+    "int_from_float": "is not a whole number; write an integer, e.g. `{key}: 2`",
+    "float_parsing": "is not a number; write it in digits, e.g. `{key}: 40` or `{key}: 0.5`",
+    "float_type": "is not a number; write it in digits, e.g. `{key}: 40` or `{key}: 0.5`",
+    "bool_parsing": "is not true or false; write `{key}: true` or `{key}: false`",
+    "bool_type": "is not true or false; write `{key}: true` or `{key}: false`",
+    "list_type": "is not a list; write a YAML list, e.g. `{key}: [a, b]`, or one `- item` per line under it",
+    "dict_type": "is not a map; write `key: value` pairs indented under `{key}:`",
+    "string_type": "is not text; write it as a string, e.g. `{key}: \"...\"`",
+}
+
 
 def _message(err: dict[str, Any]) -> str:
     kind = err["type"]
@@ -93,6 +108,13 @@ def _message(err: dict[str, Any]) -> str:
         return str(err["ctx"]["error"])
     if kind in _HINTS:
         return f"{err['input']!r} is not allowed: {_HINTS[kind].format(**err.get('ctx', {}))}"
+    key = next((str(part) for part in reversed(err["loc"]) if isinstance(part, str)), "value")
+    if kind in _TYPE_HINTS:
+        return f"{err['input']!r} {_TYPE_HINTS[kind].format(key=key)}"
+    if kind == "too_short":
+        ctx = err.get("ctx", {})
+        return (f"{err['input']!r} has {ctx.get('actual_length', 0)} items; it needs at least "
+                f"{ctx.get('min_length', 1)}")
     return f"{err['msg']} (got {err.get('input')!r})"
 
 

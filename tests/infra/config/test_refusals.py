@@ -374,6 +374,29 @@ def test_negative_replicas():
     assert str(err) == f"{F}: workers.decode.replicas: -1 is not allowed: write a number >= 0"
 
 
+def test_a_word_for_a_number_gets_the_house_message_not_the_validators_text():
+    err = _error(lambda c: c["workers"][1].update(replicas="two"))
+    assert str(err) == f"{F}: workers.decode.replicas: 'two' is not a whole number; write it in digits, e.g. `replicas: 2`"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c["workers"][0].update(replicas=1.5), "workers.prefill.replicas: 1.5 is not a whole number"),
+    (lambda c: c.update(graph={"networkPolicy": "maybe"}),
+     "graph.networkPolicy: 'maybe' is not true or false; write `networkPolicy: true` or `networkPolicy: false`"),
+    (lambda c: c.update(benchmark={"concurrency": "4,8"}), "benchmark.concurrency: '4,8' is not a list"),
+    (lambda c: c.update(platform={"values": "x"}), "platform.values: 'x' is not a map"),
+    (lambda c: c["workers"][0].update(extraArgs="--max-num-seqs"), "workers.prefill.extraArgs: '--max-num-seqs' is not a list"),
+    (lambda c: c.update(gpuClasses={"a": {"memory": "1Gi", "effectiveTflops": "fast", "nodeSelector": []}}),
+     "gpuClasses.a.effectiveTflops: 'fast' is not a number"),
+    (lambda c: c.update(gpuClasses={"a": {"memory": "1Gi", "effectiveTflops": 1, "nodeSelector": []}}),
+     "gpuClasses.a.nodeSelector: [] has 0 items; it needs at least 1"),
+])
+def test_a_value_of_the_wrong_type_says_what_to_write(edit, message):
+    text = str(_error(edit))
+    assert f"{F}: {message}" in text
+    assert "Input should" not in text
+
+
 @pytest.mark.parametrize("tag", ["latest", "1.6", "v1.6.2-", "main"])
 def test_image_tag_that_is_not_semver(tag):
     err = _error(lambda c: c.update(image=f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{tag}"))
