@@ -133,7 +133,8 @@ KUBERNETES = "kubernetes:"
 CLUSTER_KEYS = ("context", "kubeconfig")
 
 
-def _cluster(raw_config: dict[str, str], stack: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
+def _cluster(raw_config: dict[str, str], stack: str,
+             foreign: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The cluster keys (`kubernetes:context`, `kubernetes:kubeconfig`) and their problems."""
     found = {k[len(KUBERNETES):]: v for k, v in raw_config.items() if k.startswith(KUBERNETES)}
     problems = []
@@ -146,8 +147,43 @@ def _cluster(raw_config: dict[str, str], stack: str) -> tuple[dict[str, str], li
         problems.append((KUBERNETES + "context", "not set: without it this stack would deploy to whatever "
                          "cluster your current kubectl context points at. Name the cluster it deploys to "
                          "(`kubectl config get-contexts -o name` lists yours): pulumi config set "
-                         f"kubernetes:context <context> --stack {stack}"))
+                         f"kubernetes:context <context> --stack {stack}"
+                         + (f" (the stack file sets `{twin}`, in a misspelled namespace: rename it "
+                            f"`{KUBERNETES}context`)" if (twin := _twin(KUBERNETES + "context", foreign)) else "")))
     return {k: v for k, v in found.items() if k in CLUSTER_KEYS}, problems
+
+
+# The namespaces of the config keys this program reads, or that Pulumi itself reads (`pulumi:`).
+NAMESPACES = (PROJECT, KUBERNETES[:-1], "pulumi")
+
+
+def _foreign(raw_config: dict[str, str]) -> dict[str, str]:
+    """Keys in a namespace nothing reads -> the key they were likely meant as ('' when none is close)."""
+    out = {}
+    for key in raw_config:
+        namespace, _, rest = key.partition(":")
+        if namespace in NAMESPACES:
+            continue
+        close = difflib.get_close_matches(namespace.lower().replace("_", "-"), NAMESPACES, n=1, cutoff=0.6)
+        out[key] = f"{close[0]}:{rest}" if close else ""
+    return out
+
+
+def _namespace_problems(foreign: dict[str, str], stack: str) -> list[tuple[str, str]]:
+    problems = []
+    for key, meant in foreign.items():
+        namespace = key.partition(":")[0]
+        hint = f"; did you mean `{meant}`? Rename the key in {stack_file(stack)}" if meant else (
+            f". Remove it: pulumi config rm {key} --stack {stack}")
+        problems.append((key, f"unknown namespace `{namespace}:`: this program reads `{PROJECT}:` keys and "
+                         f"`{KUBERNETES}context` / `{KUBERNETES}kubeconfig` only, so this key would be silently "
+                         f"ignored{hint}"))
+    return problems
+
+
+def _twin(key: str, foreign: dict[str, str]) -> str:
+    """For a missing key: the stack file's key in a misspelled namespace that was meant as it ('' if none)."""
+    return next((k for k, meant in foreign.items() if meant == key), "")
 
 
 def _plain_secrets(raw_config: dict[str, str], secret_keys: Collection[str], stack: str) -> list[tuple[str, str]]:
@@ -166,7 +202,9 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
     """
     prefix = PROJECT + ":"
     data = {k[len(prefix):]: _decode(v) for k, v in raw_config.items() if k.startswith(prefix)}
-    cluster, cluster_problems = _cluster(raw_config, stack)
+    foreign = _foreign(raw_config)
+    cluster, cluster_problems = _cluster(raw_config, stack, foreign)
+    cluster_problems = _namespace_problems(foreign, stack) + cluster_problems
     cluster_problems += _plain_secrets(raw_config, secret_keys, stack)
     if "cluster" in data:
         cluster_problems.insert(0, ("cluster", f"unknown key `{prefix}cluster`: name the cluster with Pulumi's "
@@ -183,7 +221,11 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
             if e["type"] == "extra_forbidden":
                 close = difflib.get_close_matches(str(e["loc"][-1]), _valid_keys(e["loc"]), n=1)
                 misspelled.update(tuple(e["loc"][:-1]) + (c,) for c in close)
-        problems = [(_key_path(e["loc"], data), _message(e)) for e in errors
+        def message(e: dict[str, Any]) -> str:
+            twin = _twin(f"{prefix}{e['loc'][0]}", foreign) if e["type"] == "missing" and len(e["loc"]) == 1 else ""
+            return (f"required key is missing: the stack file sets `{twin}`, in a misspelled namespace; rename "
+                    f"it `{prefix}{e['loc'][0]}`" if twin else _message(e))
+        problems = [(_key_path(e["loc"], data), message(e)) for e in errors
                     if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)
                     and not (e["loc"][:1] == ("cluster",) and cluster_problems)]
         raise ConfigError(stack_file(stack), cluster_problems + problems) from None
