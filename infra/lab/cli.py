@@ -1,4 +1,4 @@
-"""`dynamo-lab COMMAND` (also `python -m infra.lab` and `python -m infra`): the lab's tools.
+"""`dynamo-lab COMMAND` (also `python -m infra.lab COMMAND` and `python3 dev.py COMMAND`): the lab's tools.
 
 No Pulumi CLI: each command reads a stack file of the project it is run in; only `preflight`
 reads a cluster (read-only), or a saved copy of what it reads.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -308,6 +309,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         from infra.errors import ConfigError
 
         print(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] == "infra":
+            raise
+        # Only the standard library is imported before a command runs: a package missing here means
+        # this Python is not the project's environment (the system python3 outside .venv, say).
+        print(f"error: `dynamo-lab {args.command}` needs the Python package `{exc.name}`, which this Python "
+              f"({sys.executable}) does not have: it is not the project's environment. Run it as "
+              f"`python3 dev.py {shlex.join(argv)}` from the project: dev.py installs what uv.lock pins for "
+              "the command into .venv and runs it there", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C; SIGTERM and SIGHUP where a command handles them (procs)
         print(procs.interrupted_message(), file=sys.stderr)
