@@ -200,6 +200,18 @@ def _test_python(*selection: str) -> Path:
     return python
 
 
+def _runs_the_twin(argv: list[str]) -> bool:
+    """`twin`, and `bench` against the twin: the commands that start Dynamo's processes locally."""
+    if argv[:1] == ["twin"]:
+        return True
+    if argv[:1] != ["bench"]:
+        return False
+    rest = argv[1:]
+    targets = [rest[i + 1] for i, a in enumerate(rest[:-1]) if a == "--target"]
+    targets += [a.split("=", 1)[1] for a in rest if a.startswith("--target=")]
+    return "cluster" not in targets
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -241,8 +253,9 @@ def main(argv: list[str]) -> int:
         extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"],
                   "preflight": ["--extra", "preflight"]}.get(command, [])
         python = sync(VENV, *extras)
-        # A twin Python the caller names is used as is: no .venv-twin to sync (about 2 GB fresh).
-        if command in ("twin", "bench") and "DYNAMO_LAB_TWIN_PYTHON" not in env:
+        # A twin Python the caller names is used as is: no .venv-twin to sync (about 2 GB fresh). Nor
+        # for `bench --target cluster`, which only prints the in-cluster steps.
+        if _runs_the_twin(argv) and "DYNAMO_LAB_TWIN_PYTHON" not in env:
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
         cmd = [str(python), "-m", "infra.lab", *argv]
     return run_to_the_end(cmd, cwd=ROOT, env=env)

@@ -1,0 +1,34 @@
+"""What dev.py installs before it runs a lab command: only what that command uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import dev
+
+
+@pytest.fixture
+def installs(monkeypatch):
+    """dev.main with its installs recorded instead of made, and the command recorded instead of run."""
+    made: list[str] = []
+    monkeypatch.setattr(dev, "sync", lambda environment=dev.VENV, *selection: made.append(
+        f"{Path(environment).name} {' '.join(selection)}".strip()) or Path("python"))
+    monkeypatch.setattr(dev, "ensure_twin", lambda: made.append(".venv-twin") or Path("twin-python"))
+    monkeypatch.setattr(dev, "run_to_the_end", lambda cmd, **popen: made.append("ran " + " ".join(cmd[1:])) or 0)
+    monkeypatch.delenv("DYNAMO_LAB_TWIN_PYTHON", raising=False)
+    return made
+
+
+@pytest.mark.parametrize("argv", [["bench", "same-server", "--target", "cluster"],
+                                  ["bench", "--target=cluster", "same-server"]])
+def test_bench_against_the_cluster_prints_steps_without_installing_the_twin(installs, argv):
+    assert dev.main(argv) == 0
+    assert installs == [".venv", "ran -m infra.lab " + " ".join(argv)]
+
+
+@pytest.mark.parametrize("argv", [["bench", "same-server", "--target", "twin", "--quick"], ["twin", "kv-routing"]])
+def test_the_commands_that_start_the_twin_get_its_environment(installs, argv):
+    assert dev.main(argv) == 0
+    assert installs == [".venv", ".venv-twin", "ran -m infra.lab " + " ".join(argv)]
