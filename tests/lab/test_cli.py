@@ -95,3 +95,19 @@ def test_help_names_only_the_entries_that_run_the_tools():
     assert "python -m infra.lab COMMAND" in text and "python3 dev.py COMMAND" in text
     # `python -m infra` is the Pulumi program's entry: it only says where the tools are.
     assert "python -m infra`" not in text and "python -m infra " not in text
+
+
+def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_path, monkeypatch):
+    # As `pip install .` installs it: the code in site-packages, no Pulumi.yaml beside it.
+    from infra.lab import mockrun
+
+    monkeypatch.setattr(mockrun, "ROOT", tmp_path / "site-packages")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = run_cli("sizing", "cross-server", cwd=elsewhere)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"error: no Pulumi.yaml of dynamo-lab in {elsewhere} or any directory above it: "
+                                  "run dynamo-lab in the project's checkout")
+    assert "site-packages" not in proc.stderr
+    # Below the project, the project is found, as the Pulumi CLI finds it.
+    assert run_cli("sizing", "cross-server", cwd=ROOT / "infra").returncode == 0
