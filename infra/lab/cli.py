@@ -173,7 +173,8 @@ def _predict(args: argparse.Namespace) -> int:
             print(f"# loss {loss:.4f}; paste into infra/lab/predict/params.py\n{fit!r}")
             return 0
         result = validate.validate(stacks)
-        print(json.dumps(result.as_dict(), indent=2) if args.json else text.validation(result))
+        print(json.dumps({**result.as_dict(), "pool_scale": LAB.pool_scale}, indent=2) if args.json
+              else text.validation(result, LAB.pool_scale))
         return 0
     if not args.stack:
         raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
@@ -184,7 +185,7 @@ def _predict(args: argparse.Namespace) -> int:
         print(json.dumps({"stack": args.stack, "rows": [r.__dict__ for r in rows],
                           "inputs": cells.inputs(cfg, sizing)}, indent=2))
     else:
-        print(text.matrix(args.stack, rows))
+        print(text.matrix(args.stack, rows, LAB.pool_scale))
     return 0
 
 
