@@ -15,6 +15,7 @@ import pytest
 
 from infra.lab import upstream
 
+
 def _content(name: str) -> bytes:
     return f"# {name}\nkind: test\n".encode()
 

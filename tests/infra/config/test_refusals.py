@@ -376,7 +376,8 @@ def test_negative_replicas():
 
 def test_a_word_for_a_number_gets_the_house_message_not_the_validators_text():
     err = _error(lambda c: c["workers"][1].update(replicas="two"))
-    assert str(err) == f"{F}: workers.decode.replicas: 'two' is not a whole number; write it in digits, e.g. `replicas: 2`"
+    assert str(err) == (f"{F}: workers.decode.replicas: 'two' is not a whole number; write it in digits, "
+                        "e.g. `replicas: 2`")
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -385,7 +386,8 @@ def test_a_word_for_a_number_gets_the_house_message_not_the_validators_text():
      "graph.networkPolicy: 'maybe' is not true or false; write `networkPolicy: true` or `networkPolicy: false`"),
     (lambda c: c.update(benchmark={"concurrency": "4,8"}), "benchmark.concurrency: '4,8' is not a list"),
     (lambda c: c.update(platform={"values": "x"}), "platform.values: 'x' is not a map"),
-    (lambda c: c["workers"][0].update(extraArgs="--max-num-seqs"), "workers.prefill.extraArgs: '--max-num-seqs' is not a list"),
+    (lambda c: c["workers"][0].update(extraArgs="--max-num-seqs"),
+     "workers.prefill.extraArgs: '--max-num-seqs' is not a list"),
     (lambda c: c.update(gpuClasses={"a": {"memory": "1Gi", "effectiveTflops": "fast", "nodeSelector": []}}),
      "gpuClasses.a.effectiveTflops: 'fast' is not a number"),
     (lambda c: c.update(gpuClasses={"a": {"memory": "1Gi", "effectiveTflops": 1, "nodeSelector": []}}),
