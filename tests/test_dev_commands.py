@@ -32,3 +32,18 @@ def test_bench_against_the_cluster_prints_steps_without_installing_the_twin(inst
 def test_the_commands_that_start_the_twin_get_its_environment(installs, argv):
     assert dev.main(argv) == 0
     assert installs == [".venv", ".venv-twin", "ran -m infra.lab " + " ".join(argv)]
+
+
+def test_every_marked_tier_is_left_out_of_the_fast_tier_and_run_by_ci():
+    import tomllib
+
+    from tests.helpers import ROOT
+
+    markers = [m.split(":")[0] for m in tomllib.loads((ROOT / "pyproject.toml").read_text())
+               ["tool"]["pytest"]["ini_options"]["markers"]]
+    assert set(markers) == {"slow", "lab", "engine", "cluster"}
+    selection = dev.FAST_TIER[dev.FAST_TIER.index("-m") + 1]
+    ci = (ROOT / ".ci" / "run").read_text()
+    for marker in markers:
+        assert f"not {marker}" in selection.split(" and "), marker
+        assert f"\npython3 dev.py test-{marker} " in ci, f".ci/run does not run the {marker} tier"

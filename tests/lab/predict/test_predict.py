@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import json
 
+import pytest
+
 from infra.lab.predict import cells, text, validate
 from infra.lab.predict.params import LAB
 from tests.helpers import ROOT, run_cli, sized
@@ -46,6 +48,7 @@ def test_cross_server_never_beats_its_shared_link():
         assert r["requests_per_s"] <= link / (371 * 114_688) * 1.01, r
 
 
+@pytest.mark.slow
 def test_the_readme_shows_the_current_validation():
     stacks = {name: sized(name) for name in ("cross-server", "kv-routing", "same-server")}
     table = text.validation(validate.validate(stacks), LAB.pool_scale)
