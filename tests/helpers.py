@@ -3,6 +3,7 @@ the command line in-process, and the pieces of a rendered graph the tests look a
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
@@ -66,8 +67,17 @@ def encoded(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     return mockrun.config_from_doc(config)
 
 
+_RUNS: dict[tuple, mockrun.Run] = {}
+
+
 def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:
-    return mockrun.run(stack, raw_config(stack, edit), secret_keys or [])
+    """The program's run of the stack file (edited by `edit`) under mocks. Each distinct config runs
+    once per test process; every caller gets its own copy, free to change."""
+    raw = raw_config(stack, edit)
+    key = (stack, json.dumps(raw, sort_keys=True), tuple(secret_keys or ()))
+    if key not in _RUNS:
+        _RUNS[key] = mockrun.run(stack, raw, list(secret_keys or []))
+    return copy.deepcopy(_RUNS[key])
 
 
 def run_cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
