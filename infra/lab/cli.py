@@ -208,7 +208,8 @@ def _config_reference(args: argparse.Namespace) -> int:
     from infra.lab import config_reference
 
     changed = config_reference.write()
-    print(f"{config_reference.README.name}: configuration reference {'rewritten' if changed else 'already current'}")
+    page = config_reference.PAGE.relative_to(config_reference.ROOT)
+    print(f"{page}: configuration reference {'rewritten' if changed else 'already current'}")
     return 0
 
 
@@ -269,7 +270,7 @@ def parser() -> argparse.ArgumentParser:
                         "2 cluster unreadable")
     pf.add_argument("stack")
     pf.add_argument("--from", dest="source", metavar="FILE",
-                    help="read saved kubectl output instead of the live cluster ('-': stdin; README, 'Preflight')")
+                    help="read saved kubectl output instead of the live cluster ('-': stdin; docs/preflight.md)")
     pf.add_argument("--json", action="store_true")
     pf.set_defaults(func=_preflight)
     pd = sub.add_parser("predict", help="predicted TTFT and requests/s for every cell of the benchmark matrix")
@@ -289,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--predicted", action="store_true",
                     help="add the predictor's figures for each stack as configured (docs/predictor.md)")
     rp.set_defaults(func=_report)
-    cr = sub.add_parser("config-reference", help="rewrite README.md's configuration reference from the schema "
+    cr = sub.add_parser("config-reference", help="rewrite docs/configuration.md's tables from the schema "
                         "(infra/config/models.py)")
     cr.set_defaults(func=_config_reference)
     return p

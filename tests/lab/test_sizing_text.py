@@ -1,4 +1,4 @@
-"""The sizing report in words: its verdicts, and the README's sample, printed by the tool itself."""
+"""The sizing report in words: its verdicts, and docs/sizing.md's sample, printed by the tool itself."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ def test_the_cross_server_verdict_says_it_does_not_pay_and_where_the_link_caps_i
 
 
 def test_readme_sizing_section_is_what_the_tool_prints():
-    readme = (ROOT / "README.md").read_text()
-    assert table(sized("cross-server")[1]) in readme, "README's cross-server sizing report is stale"
+    readme = (ROOT / "docs" / "sizing.md").read_text()
+    assert table(sized("cross-server")[1]) in readme, "docs/sizing.md's cross-server sizing report is stale"
     with pytest.raises(ConfigError) as info:
         sized("cross-server", lambda c: c["workers"][0].update(memoryLimit="3584Mi"))
-    assert str(info.value) in readme, "README's 3584Mi example error is stale"
+    assert str(info.value) in readme, "docs/sizing.md's 3584Mi example error is stale"
 
 
 def test_the_same_node_default_is_labelled_an_estimate():

@@ -9,7 +9,7 @@ from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
 from infra.lab.predict.cells import Error, Row
 from infra.lab.sizing_text import text_table
 
-# The goal the README states: every TTFT p50 and requests/s cell within 25%, every p99 within 35%.
+# The goal docs/predictor.md states: every TTFT p50 and requests/s cell within 25%, every p99 within 35%.
 GOALS = {"ttft_p50_ms": 0.25, "requests_per_s": 0.25, "ttft_p99_ms": 0.35}
 LABELS = {"ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms", "requests_per_s": "req/s"}
 

@@ -7,7 +7,7 @@ node affinity and time-sliced GPU counts (kwok's simulated lab nodes), and prefl
 the same cluster. What is not: the Dynamo operator, whose module no registry serves here, so the
 graph's pods are created directly from the DynamoGraphDeployment's pod templates, as the operator
 would create them (its own additions to a pod are not modelled); and the Pulumi engine and
-provider, which cannot be built here (README, "Cluster tier").
+provider, which cannot be built here (docs/testing.md, "Cluster tier").
 """
 
 from __future__ import annotations

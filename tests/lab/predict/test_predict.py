@@ -52,7 +52,8 @@ def test_cross_server_never_beats_its_shared_link():
 def test_the_readme_shows_the_current_validation():
     stacks = {name: sized(name) for name in ("cross-server", "kv-routing", "same-server")}
     table = text.validation(validate.validate(stacks), LAB.pool_scale)
-    assert table in (ROOT / "README.md").read_text(), "README's predictor table is stale: paste predict --validate"
+    assert table in (ROOT / "docs" / "predictor.md").read_text(), (
+        "docs/predictor.md's validation table is stale: paste predict --validate")
 
 
 def test_both_outputs_say_why_they_differ_for_the_same_cell():
