@@ -283,21 +283,24 @@ def run_to_the_end(cmd: list[str], **popen) -> int:
     """
     import signal
 
-    proc = subprocess.Popen(cmd, **popen)
     stopped_by: list[int] = []
+    proc: subprocess.Popen | None = None
 
-    def pass_on(signum, frame):
+    def on_signal(signum, frame):
+        # Recorded, never raised: a Ctrl-C between starting the command and waiting for it must not
+        # leave dev.py without waiting (the command gets Ctrl-C from the terminal itself).
         stopped_by.append(signum)
-        proc.send_signal(signum)
-    passed_on = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])  # no SIGHUP on Windows
-    previous = {sig: signal.signal(sig, pass_on) for sig in passed_on}
+        if signum != signal.SIGINT and proc is not None:
+            proc.send_signal(signum)
+    # No SIGHUP on Windows.
+    handled = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {sig: signal.signal(sig, on_signal) for sig in handled}
     try:
-        while True:
-            try:
-                code = proc.wait()
-                break
-            except KeyboardInterrupt:
-                stopped_by.append(signal.SIGINT)
+        proc = subprocess.Popen(cmd, **popen)
+        for sig in stopped_by:  # arrived while it was starting
+            if sig != signal.SIGINT:
+                proc.send_signal(sig)
+        code = proc.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
