@@ -111,3 +111,14 @@ def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_p
     assert "site-packages" not in proc.stderr
     # Below the project, the project is found, as the Pulumi CLI finds it.
     assert run_cli("sizing", "cross-server", cwd=ROOT / "infra").returncode == 0
+
+
+def test_the_process_entry_exits_with_the_commands_code_and_its_whole_output():
+    # python -m infra.lab (and the console script) end through cli.entry, which freezes the heap
+    # before exit: the output still arrives whole and the exit code is the command's.
+    bad = subprocess.run([sys.executable, "-m", "infra.lab", "sizing", "no-such-stack"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stdout == "" and "no stack file Pulumi.no-such-stack.yaml" in bad.stderr
+    good = subprocess.run([sys.executable, "-m", "infra.lab", "sizing", "cross-server"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0 and good.stdout == run_cli("sizing", "cross-server").stdout
