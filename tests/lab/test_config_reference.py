@@ -97,7 +97,7 @@ def _schema_keys() -> dict[str, set[str]]:
     return tables
 
 
-def test_readme_configuration_reference_is_current():
+def test_the_configuration_reference_is_current():
     assert _readme_part() == config_reference.render(), STALE
 
 

@@ -350,7 +350,7 @@ def test_an_unknown_mode_lists_the_modes():
         "'hostPath' or 'pvc'")
 
 
-def test_readme_shows_the_refusals_as_the_program_words_them():
+def test_the_model_cache_page_shows_the_refusals_as_the_program_words_them():
     readme = (ROOT / "docs" / "model-cache.md").read_text()
     for message in (_refusal("cross-server", {"hostPath": "hf-cache"}),
                     _refusal("cross-server", {"mode": "pvc", "pvc": {"accessMode": "ReadWriteOnce"}}),

@@ -169,7 +169,7 @@ def test_the_shipped_example_is_the_lab_without_time_slicing(tmp_path):
     assert (ROOT / NO_TIME_SLICING).read_text() == Path(saved(tmp_path, _no_time_slicing)).read_text()
 
 
-def test_the_readmes_example_is_what_preflight_prints_for_the_shipped_file(capsys, monkeypatch):
+def test_the_preflight_pages_example_is_what_preflight_prints_for_the_shipped_file(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     code, out, _ = preflight(capsys, "kv-routing", NO_TIME_SLICING)
     assert code == 1
@@ -496,7 +496,7 @@ def test_the_probe_and_benchmark_jobs_are_counted_where_they_run(tmp_path):
 # --- The saved-data format docs/preflight.md documents ----------------------------------------------------
 
 
-def test_the_readme_documents_the_command_whose_output_the_code_reads():
+def test_the_preflight_page_documents_the_command_whose_output_the_code_reads():
     readme = (ROOT / "docs" / "preflight.md").read_text()
     command = cluster_data.save_command(ClusterTarget(context="dynamo-lab"))
     assert command in readme
