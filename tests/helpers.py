@@ -186,6 +186,13 @@ class ChecklistStep:
         return out
 
 
+def pulumi_steps(readme: str) -> list[tuple[int, str]]:
+    """The checklist's Pulumi CLI commands in order, each with its step's number (what the cluster
+    tier runs as written against the local cluster)."""
+    return [(step.number, command) for step in deploy_checklist(readme) for command in step.commands()
+            if command.startswith("pulumi ")]
+
+
 def deploy_checklist(readme: str) -> list[ChecklistStep]:
     """The steps between the README's checklist markers: `N. **Title**` items, each with its ```sh blocks."""
     body = readme[readme.index(CHECKLIST_BEGIN) + len(CHECKLIST_BEGIN):readme.index(CHECKLIST_END)]

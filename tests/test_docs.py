@@ -8,7 +8,7 @@ import re
 import yaml
 
 from infra.manifests import graph
-from tests.helpers import ROOT, deploy_checklist, everything_on, loaded, run_stack
+from tests.helpers import ROOT, deploy_checklist, everything_on, loaded, pulumi_steps, run_stack
 
 README = (ROOT / "README.md").read_text()
 PAGES = sorted((ROOT / "docs").glob("*.md"))
@@ -109,3 +109,11 @@ def test_the_checklist_holds_a_place_for_a_real_preview_under_its_preview_step()
     preview = next(s for s in CHECKLIST if any(c.startswith("pulumi preview") for c in s.commands()))
     after = README[README.index("pulumi preview --stack cross-server"):]
     assert preview.number == 8 and after.index("<!-- preview-output -->") < after.index("9. **")
+
+
+def test_the_pulumi_steps_are_the_checklists_pulumi_commands_each_naming_the_stack():
+    steps = pulumi_steps(README)
+    assert [n for n, _ in steps] == sorted(n for n, _ in steps)
+    assert steps[0] == (1, "pulumi version")
+    for _, command in steps[1:]:
+        assert "cross-server" in command.split(), command
