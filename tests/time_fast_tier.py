@@ -1,6 +1,6 @@
 """How long the fast test tier takes: `python3 dev.py time-tests [--runs N]`.
 
-A benchmark, not a test: it runs the README's test command's pytest (the fast tier, everything
+A benchmark, not a test: it runs `python3 dev.py test`'s pytest (the fast tier, everything
 installed) N times in fresh processes and prints each wall time, the median and the goal (30 s
 on the 2-core development machine). It judges nothing: the figures are for the reader; it exits
 non-zero only when a run's tests fail.

@@ -9,7 +9,11 @@ deployed: that is the plan's.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import re
+import sys
+import types
 from typing import Any, Optional
 
 import pulumi
@@ -17,17 +21,53 @@ import pulumi_kubernetes as k8s
 
 from infra.plan import HELM_RELEASE, HF_TOKEN_KEY, Component, Planned, StackPlan
 
-# Typed resources by (apiVersion, kind); any other kind is a CustomResource.
+
+class _OnFirstUse(types.ModuleType):
+    """Stands in for a module in sys.modules until one of its attributes is read; the first read
+    imports the real module, which then replaces it there, and every later read is a plain one."""
+
+    def __getattr__(self, attr: str) -> Any:  # only for attributes the stand-in does not have
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        self.__dict__.update(real.__dict__)
+        return getattr(real, attr)
+
+
+def _import_on_first_use(name: str) -> None:
+    """pulumi_kubernetes.helm.v3 imports pulumi_kubernetes.yaml, which imports `requests` at its top
+    for the one function that fetches a manifest URL (yaml.ConfigFile, helm.v3.Chart). This program
+    registers neither, and `requests`, with urllib3, charset_normalizer and idna, is about 0.09 s of
+    every `pulumi preview`, `pulumi up` and `dynamo-lab render`; whatever does use it gets the real one.
+    (importlib's LazyLoader cannot do this on Python 3.11: `import requests` reads `__spec__`,
+    which loads it.)"""
+    if name not in sys.modules:
+        sys.modules[name] = _OnFirstUse(name)
+
+
+# Before any helm.v3 is read (pulumi_kubernetes imports its API groups on first attribute access).
+_import_on_first_use("requests")
+
+
+# Typed resources by (apiVersion, kind), as their path in pulumi_kubernetes; any other kind is a
+# CustomResource. Named, not imported: each API group's module is imported when a plan first holds
+# one of its kinds (pulumi_kubernetes loads its groups lazily; networking.v1, for NetworkPolicies
+# only a stack with graph.networkPolicy has, costs a twentieth of a second to import).
 TYPED = {
-    ("v1", "Namespace"): k8s.core.v1.Namespace,
-    ("v1", "Secret"): k8s.core.v1.Secret,
-    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
-    ("v1", "Service"): k8s.core.v1.Service,
-    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
-    ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
-    ("batch/v1", "Job"): k8s.batch.v1.Job,
-    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+    ("v1", "Namespace"): "core.v1.Namespace",
+    ("v1", "Secret"): "core.v1.Secret",
+    ("v1", "ConfigMap"): "core.v1.ConfigMap",
+    ("v1", "Service"): "core.v1.Service",
+    ("v1", "PersistentVolumeClaim"): "core.v1.PersistentVolumeClaim",
+    ("v1", "PersistentVolume"): "core.v1.PersistentVolume",
+    ("batch/v1", "Job"): "batch.v1.Job",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "networking.v1.NetworkPolicy",
 }
+
+
+def _typed(kind: tuple[str, str]) -> type:
+    return functools.reduce(getattr, TYPED[kind].split("."), k8s)
 
 
 class PlanComponent(pulumi.ComponentResource):
@@ -72,14 +112,14 @@ def _resource(o: Planned, parent: PlanComponent, made: dict[str, pulumi.Resource
             raise ValueError(f"{o.name}: the plan has a token Secret but the stack has no hfToken")
         body["string_data"] = {**body["string_data"], HF_TOKEN_KEY: pulumi.Output.secret(hf_token)}
     if o.kind in TYPED:
-        return TYPED[o.kind](o.name, **body, opts=opts)
+        return _typed(o.kind)(o.name, **body, opts=opts)
     return k8s.apiextensions.CustomResource(o.name, api_version=doc["apiVersion"], kind=doc["kind"],
                                             metadata=body["metadata"], spec=body.get("spec"), opts=opts)
 
 
-def _name_of(resource: pulumi.Resource) -> Any:
-    if isinstance(resource, k8s.helm.v3.Release):
-        return resource.status
+def _name_of(o: Planned, resource: pulumi.Resource) -> Any:
+    if o.kind == HELM_RELEASE:
+        return resource.status  # type: ignore[attr-defined]
     return resource.metadata["name"]  # type: ignore[attr-defined]
 
 
@@ -101,9 +141,10 @@ def deploy(plan: StackPlan, provider: pulumi.ProviderResource) -> dict[str, pulu
             components[name] = PlanComponent(name, spec, opts)
         return components[name]
 
+    planned = {o.name: o for o in plan.objects}
     for o in plan.objects:
         owner = component(o.component)
         made[o.name] = owner.children[o.name] = _resource(o, owner, made, hf_token)
         if last[o.component] == o.name:
-            owner.register_outputs({n: _name_of(r) for n, r in owner.children.items()})
+            owner.register_outputs({n: _name_of(planned[n], r) for n, r in owner.children.items()})
     return made

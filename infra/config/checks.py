@@ -304,8 +304,9 @@ def _model_cache(cfg: StackConfig) -> Problems:
         problems += _node_directory(cfg)
     nodes = cfg.worker_nodes
     if mc.mode == "nodeVolume":
-        # Each GPU class with workers names a claim, <graph>-model-cache-<class>, and its volume.
-        for cls in nodes:
+        # Each GPU class with workers names a claim, <graph>-model-cache-<class>, and its volume. A
+        # worker's class that is not defined is _group_refs' one error (did you mean), not a second here.
+        for cls in (n for n in nodes if n in cfg.gpu_classes):
             claim = f"{cfg.graph.name}-model-cache-{cls}"
             try:
                 dns_label(claim)

@@ -70,6 +70,21 @@ _HINTS = {
     "greater_than": "write a number > {gt}",
 }
 
+# A value of the wrong type: what it is not, and how to write one (pydantic's own text is for Python
+# programmers: "Input should be a valid integer, unable to parse string as an integer").
+_TYPE_HINTS = {
+    "int_parsing": "is not a whole number; write it in digits, e.g. `{key}: 2`",
+    "int_type": "is not a whole number; write it in digits, e.g. `{key}: 2`",
+    "int_from_float": "is not a whole number; write an integer, e.g. `{key}: 2`",
+    "float_parsing": "is not a number; write it in digits, e.g. `{key}: 40` or `{key}: 0.5`",
+    "float_type": "is not a number; write it in digits, e.g. `{key}: 40` or `{key}: 0.5`",
+    "bool_parsing": "is not true or false; write `{key}: true` or `{key}: false`",
+    "bool_type": "is not true or false; write `{key}: true` or `{key}: false`",
+    "list_type": "is not a list; write a YAML list, e.g. `{key}: [a, b]`, or one `- item` per line under it",
+    "dict_type": "is not a map; write `key: value` pairs indented under `{key}:`",
+    "string_type": "is not text; write it as a string, e.g. `{key}: \"...\"`",
+}
+
 
 def _message(err: dict[str, Any]) -> str:
     kind = err["type"]
@@ -93,6 +108,13 @@ def _message(err: dict[str, Any]) -> str:
         return str(err["ctx"]["error"])
     if kind in _HINTS:
         return f"{err['input']!r} is not allowed: {_HINTS[kind].format(**err.get('ctx', {}))}"
+    key = next((str(part) for part in reversed(err["loc"]) if isinstance(part, str)), "value")
+    if kind in _TYPE_HINTS:
+        return f"{err['input']!r} {_TYPE_HINTS[kind].format(key=key)}"
+    if kind == "too_short":
+        ctx = err.get("ctx", {})
+        return (f"{err['input']!r} has {ctx.get('actual_length', 0)} items; it needs at least "
+                f"{ctx.get('min_length', 1)}")
     return f"{err['msg']} (got {err.get('input')!r})"
 
 
@@ -111,7 +133,8 @@ KUBERNETES = "kubernetes:"
 CLUSTER_KEYS = ("context", "kubeconfig")
 
 
-def _cluster(raw_config: dict[str, str], stack: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
+def _cluster(raw_config: dict[str, str], stack: str,
+             foreign: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The cluster keys (`kubernetes:context`, `kubernetes:kubeconfig`) and their problems."""
     found = {k[len(KUBERNETES):]: v for k, v in raw_config.items() if k.startswith(KUBERNETES)}
     problems = []
@@ -124,8 +147,43 @@ def _cluster(raw_config: dict[str, str], stack: str) -> tuple[dict[str, str], li
         problems.append((KUBERNETES + "context", "not set: without it this stack would deploy to whatever "
                          "cluster your current kubectl context points at. Name the cluster it deploys to "
                          "(`kubectl config get-contexts -o name` lists yours): pulumi config set "
-                         f"kubernetes:context <context> --stack {stack}"))
+                         f"kubernetes:context <context> --stack {stack}"
+                         + (f" (the stack file sets `{twin}`, in a misspelled namespace: rename it "
+                            f"`{KUBERNETES}context`)" if (twin := _twin(KUBERNETES + "context", foreign)) else "")))
     return {k: v for k, v in found.items() if k in CLUSTER_KEYS}, problems
+
+
+# The namespaces of the config keys this program reads, or that Pulumi itself reads (`pulumi:`).
+NAMESPACES = (PROJECT, KUBERNETES[:-1], "pulumi")
+
+
+def _foreign(raw_config: dict[str, str]) -> dict[str, str]:
+    """Keys in a namespace nothing reads -> the key they were likely meant as ('' when none is close)."""
+    out = {}
+    for key in raw_config:
+        namespace, _, rest = key.partition(":")
+        if namespace in NAMESPACES:
+            continue
+        close = difflib.get_close_matches(namespace.lower().replace("_", "-"), NAMESPACES, n=1, cutoff=0.6)
+        out[key] = f"{close[0]}:{rest}" if close else ""
+    return out
+
+
+def _namespace_problems(foreign: dict[str, str], stack: str) -> list[tuple[str, str]]:
+    problems = []
+    for key, meant in foreign.items():
+        namespace = key.partition(":")[0]
+        hint = f"; did you mean `{meant}`? Rename the key in {stack_file(stack)}" if meant else (
+            f". Remove it: pulumi config rm {key} --stack {stack}")
+        problems.append((key, f"unknown namespace `{namespace}:`: this program reads `{PROJECT}:` keys and "
+                         f"`{KUBERNETES}context` / `{KUBERNETES}kubeconfig` only, so this key would be silently "
+                         f"ignored{hint}"))
+    return problems
+
+
+def _twin(key: str, foreign: dict[str, str]) -> str:
+    """For a missing key: the stack file's key in a misspelled namespace that was meant as it ('' if none)."""
+    return next((k for k, meant in foreign.items() if meant == key), "")
 
 
 def _plain_secrets(raw_config: dict[str, str], secret_keys: Collection[str], stack: str) -> list[tuple[str, str]]:
@@ -144,7 +202,9 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
     """
     prefix = PROJECT + ":"
     data = {k[len(prefix):]: _decode(v) for k, v in raw_config.items() if k.startswith(prefix)}
-    cluster, cluster_problems = _cluster(raw_config, stack)
+    foreign = _foreign(raw_config)
+    cluster, cluster_problems = _cluster(raw_config, stack, foreign)
+    cluster_problems = _namespace_problems(foreign, stack) + cluster_problems
     cluster_problems += _plain_secrets(raw_config, secret_keys, stack)
     if "cluster" in data:
         cluster_problems.insert(0, ("cluster", f"unknown key `{prefix}cluster`: name the cluster with Pulumi's "
@@ -161,7 +221,11 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
             if e["type"] == "extra_forbidden":
                 close = difflib.get_close_matches(str(e["loc"][-1]), _valid_keys(e["loc"]), n=1)
                 misspelled.update(tuple(e["loc"][:-1]) + (c,) for c in close)
-        problems = [(_key_path(e["loc"], data), _message(e)) for e in errors
+        def message(e: dict[str, Any]) -> str:
+            twin = _twin(f"{prefix}{e['loc'][0]}", foreign) if e["type"] == "missing" and len(e["loc"]) == 1 else ""
+            return (f"required key is missing: the stack file sets `{twin}`, in a misspelled namespace; rename "
+                    f"it `{prefix}{e['loc'][0]}`" if twin else _message(e))
+        problems = [(_key_path(e["loc"], data), message(e)) for e in errors
                     if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)
                     and not (e["loc"][:1] == ("cluster",) and cluster_problems)]
         raise ConfigError(stack_file(stack), cluster_problems + problems) from None

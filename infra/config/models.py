@@ -7,7 +7,7 @@ Checks that need one value live on the models; checks across keys live in `confi
 
 Each field's `description` is what the key means to a user, and its `json_schema_extra` says what
 the type cannot: `accepts` (the values taken, where the type and its constraints say less) and
-`default_text` (a default filled per stack or by the code, in words). The README's configuration
+`default_text` (a default filled per stack or by the code, in words). docs/configuration.md's
 reference is generated from them (`python3 dev.py config-reference`, infra/lab/config_reference.py);
 the `#` comments say why, for whoever changes the code.
 """
@@ -309,7 +309,7 @@ class Graph(_Model):
     # own pods and to the frontend's HTTP port. Off by default: they take effect only where the
     # cluster's network plugin enforces NetworkPolicy, and the lab's has not been checked.
     network_policy: bool = Field(False, description="NetworkPolicies for ingress and egress: every flow the graph "
-                                 "makes and nothing else (see \"What a deploy grants\")")
+                                 "makes and nothing else (docs/security.md)")
     # With networkPolicy: who else may reach the frontend's port (the namespace always may).
     frontend_sources: list[FrontendSource] = Field([], description="`networkPolicy`: who may reach the "
                                                    "frontend's port 8000 besides the graph namespace (its "
@@ -422,7 +422,7 @@ class WorkerGroup(_Model):
     memory_limit: Optional[Bytes] = Field(None, description="each worker's memory limit; unset: the floor as "
                                           "request and limit (Guaranteed memory)", json_schema_extra={
                                               "accepts": "memory, at least the floor",
-                                              "default_text": "the host memory floor (see \"Sizing\")"})
+                                              "default_text": "the host memory floor (docs/sizing.md)"})
     # None: equal to the limit.
     memory_request: Optional[Bytes] = Field(None, description="each worker's memory request", json_schema_extra={
         "accepts": "memory, at most the limit", "default_text": "= limit"})
@@ -573,7 +573,7 @@ class SizingParameters(_Model):
     # or WRITE, from kvTransfer.connector); a value here overrides both.
     same_node_bytes_per_second: Optional[Throughput] = Field(
         None, description="same-node KV transfer throughput (NIXL over host TCP); unset, a development machine's "
-        "measurement (an ESTIMATE for the lab; [docs/measurements.md](docs/measurements.md)) until "
+        "measurement (an ESTIMATE for the lab; [measurements.md](measurements.md)) until "
         "`sizing.measured` holds the lab's own", json_schema_extra={
             "default_text": f"unset: `{units.format_bytes(SAME_NODE_BYTES_PER_SECOND['READ'])}`, the block READ "
                             "NixlConnector makes"})
@@ -595,7 +595,7 @@ BENCH_READY_WAIT_SECONDS = 1800
 class Probe(_Model):
     """In-cluster KV-transfer probe (infra/payloads/kv_probe.py) deployed next to the graph; off by default."""
 
-    enabled: bool = Field(False, description="deploy the in-cluster KV-transfer probe (see \"Measure your link\")",
+    enabled: bool = Field(False, description="deploy the in-cluster KV-transfer probe (docs/probe.md)",
                           json_schema_extra={"accepts": "true/false (disaggregated stacks only)"})
     # None: the first prefill group / the first decode group.
     from_group: Optional[str] = Field(None, description="the prefill side of the path the probe measures",
@@ -752,7 +752,7 @@ class ModelCache(_Model):
         "nodeVolume", description="where the workers' Hugging Face cache lives: a directory on each GPU node "
         "through a PersistentVolume per node (`nodeVolume`) or mounted directly (`hostPath`, needs a privileged "
         "namespace), a PersistentVolumeClaim (`pvc`), or nowhere (`off`: each pod downloads the model); see "
-        "\"Model cache\"",
+        "docs/model-cache.md",
         json_schema_extra={"accepts": "`nodeVolume`, `hostPath`, `pvc`, `off` (or `false`)"})
     # The directory on every GPU node that runs workers (absolute).
     host_path: str = Field("/var/lib/dynamo-lab/hf-cache", description="`nodeVolume` and `hostPath`: the directory "
@@ -806,7 +806,7 @@ ContextSource = Literal["extraArgs", "workload.maxModelLen", "derived"]
 class StackConfig(_Model):
     gpu_classes: dict[str, GpuClass] = Field(
         default_factory=lambda: {k: GpuClass.model_validate(v) for k, v in DEFAULT_GPU_CLASSES.items()},
-        description="the kinds of GPU node, by name; replaces the defaults (\"GPU classes and node placement\") "
+        description="the kinds of GPU node, by name; replaces the defaults (\"GPU classes and node placement\", below) "
         "when set", json_schema_extra={"accepts": "a map of name to a GPU class"},
     )
     platform: Platform = Field(Platform(), description="the Dynamo platform chart")
@@ -824,9 +824,9 @@ class StackConfig(_Model):
     benchmark: Benchmark = Field(Benchmark(), description="the benchmark sweep")
     model_cache: ModelCache = Field(ModelCache(), description="the workers' Hugging Face cache")
     hf_token: Optional[SecretStr] = Field(None, description="Hugging Face token; only the pods that download from "
-                                          "the Hub read it (see \"What a deploy grants\")", json_schema_extra={
-        "accepts": "a Pulumi secret only: `pulumi config set --secret hfToken ...`; a plain-text token is refused "
-                   "(and never shown)"})
+                                          "the Hub read it (docs/security.md)", json_schema_extra={
+        "accepts": "a Pulumi secret only: `pulumi config set --secret hfToken ... --stack STACK`; a plain-text "
+                   "token is refused (and never shown)"})
     # Filled by config.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).
     cluster: Optional[ClusterTarget] = Field(None, description="the cluster the stack deploys to, from the "
                                              "`kubernetes:*` keys")

@@ -1,7 +1,5 @@
 """`python -m infra.lab COMMAND`: the lab's command line (also the `dynamo-lab` console script)."""
 
-import sys
+from infra.lab.cli import entry
 
-from infra.lab.cli import main
-
-sys.exit(main())
+entry()

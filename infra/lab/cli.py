@@ -1,4 +1,4 @@
-"""`dynamo-lab COMMAND` (also `python -m infra.lab` and `python -m infra`): the lab's tools.
+"""`dynamo-lab COMMAND` (also `python -m infra.lab COMMAND` and `python3 dev.py COMMAND`): the lab's tools.
 
 No Pulumi CLI: each command reads a stack file of the project it is run in; only `preflight`
 reads a cluster (read-only), or a saved copy of what it reads.
@@ -7,8 +7,10 @@ reads a cluster (read-only), or a saved copy of what it reads.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -172,7 +174,8 @@ def _predict(args: argparse.Namespace) -> int:
             print(f"# loss {loss:.4f}; paste into infra/lab/predict/params.py\n{fit!r}")
             return 0
         result = validate.validate(stacks)
-        print(json.dumps(result.as_dict(), indent=2) if args.json else text.validation(result))
+        print(json.dumps({**result.as_dict(), "pool_scale": LAB.pool_scale}, indent=2) if args.json
+              else text.validation(result, LAB.pool_scale))
         return 0
     if not args.stack:
         raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
@@ -183,7 +186,7 @@ def _predict(args: argparse.Namespace) -> int:
         print(json.dumps({"stack": args.stack, "rows": [r.__dict__ for r in rows],
                           "inputs": cells.inputs(cfg, sizing)}, indent=2))
     else:
-        print(text.matrix(args.stack, rows))
+        print(text.matrix(args.stack, rows, LAB.pool_scale))
     return 0
 
 
@@ -206,7 +209,8 @@ def _config_reference(args: argparse.Namespace) -> int:
     from infra.lab import config_reference
 
     changed = config_reference.write()
-    print(f"{config_reference.README.name}: configuration reference {'rewritten' if changed else 'already current'}")
+    page = config_reference.PAGE.relative_to(config_reference.ROOT)
+    print(f"{page}: configuration reference {'rewritten' if changed else 'already current'}")
     return 0
 
 
@@ -286,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
                         "2 cluster unreadable")
     pf.add_argument("stack")
     pf.add_argument("--from", dest="source", metavar="FILE",
-                    help="read saved kubectl output instead of the live cluster ('-': stdin; README, 'Preflight')")
+                    help="read saved kubectl output instead of the live cluster ('-': stdin; docs/preflight.md)")
     pf.add_argument("--json", action="store_true")
     pf.set_defaults(func=_preflight)
     pd = sub.add_parser("predict", help="predicted TTFT and requests/s for every cell of the benchmark matrix")
@@ -322,7 +326,7 @@ def parser() -> argparse.ArgumentParser:
     pp.add_argument("head", help="the git ref previewed against it")
     pp.add_argument("--stack", dest="stacks", action="append", help="only this stack (repeatable)")
     pp.set_defaults(func=_pr_preview)
-    cr = sub.add_parser("config-reference", help="rewrite README.md's configuration reference from the schema "
+    cr = sub.add_parser("config-reference", help="rewrite docs/configuration.md's tables from the schema "
                         "(infra/config/models.py)")
     cr.set_defaults(func=_config_reference)
     return p
@@ -344,6 +348,16 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         print(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] == "infra":
+            raise
+        # Only the standard library is imported before a command runs: a package missing here means
+        # this Python is not the project's environment (the system python3 outside .venv, say).
+        print(f"error: `dynamo-lab {args.command}` needs the Python package `{exc.name}`, which this Python "
+              f"({sys.executable}) does not have: it is not the project's environment. Run it as "
+              f"`python3 dev.py {shlex.join(argv)}` from the project: dev.py installs what uv.lock pins for "
+              "the command into .venv and runs it there", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as exc:  # Ctrl-C; SIGTERM and SIGHUP where a command handles them (procs)
         print(procs.interrupted_message(), file=sys.stderr)
         return 128 + getattr(exc, "signum", 2)
@@ -352,3 +366,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command that a pipe's reader cut off
+
+
+def entry() -> None:
+    """The process entry of `dynamo-lab` and `python -m infra.lab`: main, then exit with its code.
+
+    The objects the command made are frozen first (gc.freeze): the interpreter's last collections
+    at exit would otherwise walk every one of them, the classes of pulumi and pulumi_kubernetes
+    included, about 0.2 s of a 0.7 s `render`. Exit handlers and finalizers registered for exit
+    (temporary directories, the probes' namespaces) still run; in-process callers use main().
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)

@@ -41,14 +41,24 @@ class StackFileError(UserError):
     pass
 
 
+def _is_project(directory: Path) -> bool:
+    project = directory / "Pulumi.yaml"
+    return project.is_file() and (yaml.safe_load(project.read_text()) or {}).get("name") == PROJECT
+
+
 def project_root() -> Path:
     """The dynamo-lab project the user is in (like the Pulumi CLI: nearest Pulumi.yaml up from the
-    working directory), else the one this code belongs to."""
-    for d in (Path.cwd(), *Path.cwd().parents):
-        project = d / "Pulumi.yaml"
-        if project.is_file() and (yaml.safe_load(project.read_text()) or {}).get("name") == PROJECT:
+    working directory), else the checkout this code runs from; an installed copy (site-packages)
+    has no project beside it, so outside a project that is an error."""
+    here = Path.cwd()
+    for d in (here, *here.parents):
+        if _is_project(d):
             return d
-    return ROOT
+    if _is_project(ROOT):
+        return ROOT
+    raise StackFileError(f"no Pulumi.yaml of {PROJECT} in {here} or any directory above it: run dynamo-lab "
+                         f"in the project's checkout (the directory with Pulumi.yaml and the Pulumi.<stack>.yaml "
+                         "stack files), or below it")
 
 
 def stacks_in(root: Path) -> list[str]:

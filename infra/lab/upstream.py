@@ -4,9 +4,9 @@ upstream commit 2a6da14c (REF), not from the v1.6.2 release the stacks install, 
 could not be had here. Never copied into this repository; what is committed is each file's
 sha256 (SHA256 below), and every file is checked against it wherever it comes from, in this order:
 
-1. the directory named by $DYNAMO_LAB_UPSTREAM_DIR (same layout as below);
-2. `../shared/upstream/dynamo/` beside the project, where a team workspace keeps reference copies;
-3. a cache, `$XDG_CACHE_HOME/dynamo-lab/upstream/<REF>/` (default `~/.cache/...`), filled by
+1. the directory named by $DYNAMO_LAB_UPSTREAM_DIR (same layout as below; CI may point it at a
+   reference copy its machines keep);
+2. a cache, `$XDG_CACHE_HOME/dynamo-lab/upstream/<REF>/` (default `~/.cache/...`), filled by
    downloading each file from the upstream repository at the pinned commit REF.
 
 A file that differs from its pinned sha256 is refused (UpstreamUnavailable), a download before it
@@ -30,13 +30,12 @@ from pathlib import Path
 from infra.config.models import Platform
 from infra.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[2]
 # The chart version the stacks install (for messages).
 TAG = f"v{Platform().version}"
 REPOSITORY = "https://raw.githubusercontent.com/ai-dynamo/dynamo"
 # The upstream commit the pinned files are from: ai-dynamo/dynamo main of 2026-08-21 (#13625), whose
-# chart is 1.5.0, the newest the team's reference copies (../shared/upstream/dynamo/README.md) have;
-# no v1.6.x tag's files were found to pin.
+# chart is 1.5.0, the newest line whose files this project could read; no v1.6.x tag's files were
+# found to pin.
 REF = "2a6da14c83617f5412caba5777dbf0e2399e9c5f"
 # What the pinned files are, said the same way wherever they are named (messages, the cluster tier).
 PROVENANCE = (f"Dynamo's 1.5.0 development line at upstream commit {REF[:8]} (2026-08-21), "
@@ -124,9 +123,6 @@ def locate() -> Upstream:
         if not _complete(Path(named)):
             raise UpstreamUnavailable(f"DYNAMO_LAB_UPSTREAM_DIR={named} lacks some of {', '.join(FILES)}")
         return _verified(Path(named), "put the pinned files there, or unset DYNAMO_LAB_UPSTREAM_DIR")
-    workspace = ROOT.parent / "shared" / "upstream" / "dynamo"
-    if _complete(workspace):
-        return _verified(workspace, f"the workspace copy in {workspace} is not the pinned one")
     cache = cache_dir()
     if not _complete(cache):
         _download(cache, os.environ.get("DYNAMO_LAB_UPSTREAM_URL", REPOSITORY))

@@ -79,7 +79,7 @@ def node_affinity(rules: list[NodeRequirement]) -> dict[str, Any]:
 
 
 def describe_requirement(req: dict[str, Any]) -> str:
-    """'nvidia.com/gpu.memory Gt 20000' (the README's and the stack output's way of writing a rule)."""
+    """'nvidia.com/gpu.memory Gt 20000' (the docs' and the stack output's way of writing a rule)."""
     return f"{req['key']} {req['operator']} {','.join(req.get('values') or [])}".strip()
 
 

@@ -15,7 +15,7 @@ The rules come from the lab's OOM (docs/lab.md) and vLLM's source (docs/sources.
   prefill): host TCP on one node, measured per op; link rate x efficiency across nodes, where the
   link decides; or what the user measured (`path_throughput`).
 - A model cache holds the checkpoint's parameters x dtype bytes plus the config and tokenizer files.
-Assumption, stated in the README: one node, with one GPU, per GPU class.
+Assumption, stated in docs/sizing.md: one node, with one GPU, per GPU class.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from infra.lab import cli
 from tests.helpers import ROOT, run_cli
 
 
@@ -78,3 +79,46 @@ def test_a_reader_that_stops_early_gets_no_traceback():
     proc = subprocess.run(f"{sys.executable} -m infra.lab sizing cross-server | true",
                           shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+
+
+def test_a_python_without_the_projects_packages_is_told_to_use_dev_py():
+    # -S: this Python without its site-packages, as the system python3 outside .venv is.
+    proc = subprocess.run([sys.executable, "-S", "-m", "infra.lab", "sizing", "cross-server"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "Traceback" not in proc.stderr and "ModuleNotFoundError" not in proc.stderr
+    assert "it is not the project's environment. Run it as `python3 dev.py sizing cross-server`" in proc.stderr
+
+
+def test_help_names_only_the_entries_that_run_the_tools():
+    text = " ".join(cli.parser().format_help().split())  # argparse wraps lines
+    assert "python -m infra.lab COMMAND" in text and "python3 dev.py COMMAND" in text
+    # `python -m infra` is the Pulumi program's entry: it only says where the tools are.
+    assert "python -m infra`" not in text and "python -m infra " not in text
+
+
+def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_path, monkeypatch):
+    # As `pip install .` installs it: the code in site-packages, no Pulumi.yaml beside it.
+    from infra.lab import mockrun
+
+    monkeypatch.setattr(mockrun, "ROOT", tmp_path / "site-packages")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = run_cli("sizing", "cross-server", cwd=elsewhere)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"error: no Pulumi.yaml of dynamo-lab in {elsewhere} or any directory above it: "
+                                  "run dynamo-lab in the project's checkout")
+    assert "site-packages" not in proc.stderr
+    # Below the project, the project is found, as the Pulumi CLI finds it.
+    assert run_cli("sizing", "cross-server", cwd=ROOT / "infra").returncode == 0
+
+
+def test_the_process_entry_exits_with_the_commands_code_and_its_whole_output():
+    # python -m infra.lab (and the console script) end through cli.entry, which freezes the heap
+    # before exit: the output still arrives whole and the exit code is the command's.
+    bad = subprocess.run([sys.executable, "-m", "infra.lab", "sizing", "no-such-stack"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stdout == "" and "no stack file Pulumi.no-such-stack.yaml" in bad.stderr
+    good = subprocess.run([sys.executable, "-m", "infra.lab", "sizing", "cross-server"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0 and good.stdout == run_cli("sizing", "cross-server").stdout

@@ -1,4 +1,4 @@
-"""The README's configuration reference: generated from the schema, current, complete, and its
+"""docs/configuration.md's reference: generated from the schema, current, complete, and its
 defaults the models' own."""
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from infra.errors import UserError
 from infra.lab import cli, config_reference
 from tests.helpers import ROOT
 
-STALE = "README.md's configuration reference is stale: run python3 dev.py config-reference"
+STALE = "docs/configuration.md's reference is stale: run python3 dev.py config-reference"
 
 
 def _readme_part() -> str:
-    return config_reference.current((ROOT / "README.md").read_text())
+    return config_reference.current((ROOT / "docs" / "configuration.md").read_text())
 
 
 def _tables(text: str) -> dict[str, dict[str, list[str]]]:
@@ -53,7 +53,7 @@ def _tables(text: str) -> dict[str, dict[str, list[str]]]:
 
 
 def _readme_rows() -> dict[str, list[str]]:
-    """Every row of the README's generated tables, by key (the worker and node tables' keys prefixed)."""
+    """Every row of the page's generated tables, by key (the worker and node tables' keys prefixed)."""
     tables = _tables(_readme_part())
     rows = dict(tables[""])
     for title, table in tables.items():
@@ -97,7 +97,7 @@ def _schema_keys() -> dict[str, set[str]]:
     return tables
 
 
-def test_readme_configuration_reference_is_current():
+def test_the_configuration_reference_is_current():
     assert _readme_part() == config_reference.render(), STALE
 
 

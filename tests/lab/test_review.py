@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from infra.lab import review
-from tests.helpers import ROOT, STACKS
+from tests.helpers import ROOT, STACKS, run_cli
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -40,8 +39,9 @@ def project_repo(tmp_path):
 
 
 def _diff(repo, *args):
-    return subprocess.run([sys.executable, "-m", "infra.lab", "diff", *args], cwd=repo, capture_output=True,
-                          text=True, check=False, timeout=300)
+    """`dynamo-lab diff ARGS` in the repo (in this process: the repo's code is the running code, so
+    the working tree, and a base with the same code, render here)."""
+    return run_cli("diff", *args, cwd=repo)
 
 
 def test_diff_without_changes_exits_0(project_repo):
@@ -72,3 +72,19 @@ def test_diff_reports_added_stacks_and_bad_refs(project_repo):
     bad = _diff(project_repo, "--base", "no-such-ref")
     assert bad.returncode == 2
     assert "no-such-ref" in bad.stderr
+
+
+def test_a_base_with_other_code_renders_with_its_own_code(project_repo):
+    # The base's program labels namespaces differently; the working tree has the code that runs.
+    manifests = project_repo / "infra" / "manifests" / "__init__.py"
+    original = manifests.read_text()
+    assert 'STACK_LABEL = "dynamo-lab/stack"' in original
+    manifests.write_text(original.replace('STACK_LABEL = "dynamo-lab/stack"', 'STACK_LABEL = "dynamo-lab/old-stack"'))
+    _git(project_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "old label")
+    manifests.write_text(original)
+    _git(project_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "new label")
+    proc = _diff(project_repo, "--base", "HEAD~1", "cross-server")
+    assert proc.returncode == 1, proc.stderr
+    changed = [line[0] + line[1:].strip() for line in proc.stdout.splitlines()
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == ["-dynamo-lab/old-stack: cross-server", "+dynamo-lab/stack: cross-server"] * 2

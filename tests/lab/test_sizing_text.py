@@ -1,4 +1,4 @@
-"""The sizing report in words: its verdicts, and the README's sample, printed by the tool itself."""
+"""The sizing report in words: its verdicts, and docs/sizing.md's sample, printed by the tool itself."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ def test_the_cross_server_verdict_says_it_does_not_pay_and_where_the_link_caps_i
     assert f"at most {t.link_max_requests_per_s:.2f} requests/s" in verdict(t)
 
 
-def test_readme_sizing_section_is_what_the_tool_prints():
-    readme = (ROOT / "README.md").read_text()
-    assert table(sized("cross-server")[1]) in readme, "README's cross-server sizing report is stale"
+def test_the_sizing_pages_samples_are_what_the_tool_prints():
+    page = (ROOT / "docs" / "sizing.md").read_text()
+    assert table(sized("cross-server")[1]) in page, "docs/sizing.md's cross-server sizing report is stale"
     with pytest.raises(ConfigError) as info:
         sized("cross-server", lambda c: c["workers"][0].update(memoryLimit="3584Mi"))
-    assert str(info.value) in readme, "README's 3584Mi example error is stale"
+    assert str(info.value) in page, "docs/sizing.md's 3584Mi example error is stale"
 
 
 def test_the_same_node_default_is_labelled_an_estimate():

@@ -1,5 +1,5 @@
-"""Where the conformance data comes from: a named directory, the workspace copy, or a download at
-the pinned commit into a cache (served here from loopback, never the internet); and, wherever it
+"""Where the conformance data comes from: a named directory, or a download at the pinned commit
+into a cache (served here from loopback, never the internet); and, wherever it
 comes from, each file must match the sha256 committed in infra/lab/upstream.py."""
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 
 from infra.lab import upstream
-
-WORKSPACE = upstream.ROOT.parent / "shared" / "upstream" / "dynamo"
 
 
 def _content(name: str) -> bytes:
@@ -53,9 +51,10 @@ def pinned_to_the_test_files(monkeypatch):
 
 @pytest.fixture
 def nowhere_but(monkeypatch, tmp_path):
-    """No named directory and no workspace copy: only the cache (in tmp_path) and the download."""
+    """No named directory: only the cache (in tmp_path) and the download."""
     monkeypatch.delenv("DYNAMO_LAB_UPSTREAM_DIR", raising=False)
-    monkeypatch.setattr(upstream, "ROOT", tmp_path / "project")
+    # Where the code once looked for a reference copy, beside the project: now no source.
+    monkeypatch.setattr(upstream, "ROOT", tmp_path / "project", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
@@ -70,12 +69,6 @@ def test_every_pinned_file_has_a_committed_sha256():
     assert set(upstream.SHA256) == set(upstream.FILES)
     assert all(re.fullmatch(r"[0-9a-f]{64}", h) for h in upstream.SHA256.values())
     assert re.fullmatch(r"[0-9a-f]{40}", upstream.REF)  # a commit: a tag can move
-
-
-def test_the_workspace_copy_is_the_pinned_one():
-    if not all((WORKSPACE / name).is_file() for name in upstream.FILES):
-        pytest.skip(f"no workspace copy in {WORKSPACE}")
-    assert {n: hashlib.sha256((WORKSPACE / n).read_bytes()).hexdigest() for n in upstream.FILES} == upstream.SHA256
 
 
 def test_a_download_that_differs_from_the_pin_is_refused_and_not_kept(nowhere_but, mirror, monkeypatch):
@@ -127,10 +120,11 @@ def test_a_named_directory_comes_first_and_must_be_complete_and_pinned(nowhere_b
         upstream.locate()
 
 
-def test_the_workspace_copy_is_used_when_present_and_pinned(nowhere_but, tmp_path, pinned_to_the_test_files):
-    workspace = _write(tmp_path / "shared" / "upstream" / "dynamo")
-    assert upstream.locate().directory == workspace
-    assert isinstance(upstream.locate().directory, Path)
-    (workspace / "helm/platform/values.yaml").write_text("edited: true\n")
-    with pytest.raises(upstream.UpstreamUnavailable, match="values.yaml has sha256 .* workspace copy"):
+def test_a_directory_beside_the_project_is_not_a_source(nowhere_but, monkeypatch, tmp_path,
+                                                        pinned_to_the_test_files):
+    # A user's checkout has nothing beside it: only the variable and the download are sources, so
+    # every machine finds the files the same way (CI names its reference copy in the variable).
+    _write(tmp_path / "shared" / "upstream" / "dynamo")
+    monkeypatch.setenv("DYNAMO_LAB_UPSTREAM_URL", "http://127.0.0.1:9")
+    with pytest.raises(upstream.UpstreamUnavailable, match="could not download http://127.0.0.1:9/"):
         upstream.locate()

@@ -3,7 +3,7 @@
 `dynamo-lab predict --calibrate` runs this: a pattern search over the logarithms of the fitted
 constants, minimising the squared log error of TTFT p50 and requests/s (and, at half weight, TTFT
 p99) over every published concurrency-4 cell of same-server and KV routing. The concurrency-8
-cells are never looked at here: they are the hold-out the README's error table reports.
+cells are never looked at here: they are the hold-out docs/predictor.md's error table reports.
 """
 
 from __future__ import annotations

@@ -9,18 +9,30 @@ from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
 from infra.lab.predict.cells import Error, Row
 from infra.lab.sizing_text import text_table
 
-# The goal the README states: every TTFT p50 and requests/s cell within 25%, every p99 within 35%.
+# The goal docs/predictor.md states: every TTFT p50 and requests/s cell within 25%, every p99 within 35%.
 GOALS = {"ttft_p50_ms": 0.25, "requests_per_s": 0.25, "ttft_p99_ms": 0.35}
 LABELS = {"ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms", "requests_per_s": "req/s"}
 
 
-def matrix(stack: str, rows: list[Row]) -> str:
+def _scales(pool_scale: dict[str, float]) -> str:
+    return ", ".join(f"{name} x {scale:g}" for name, scale in sorted(pool_scale.items()))
+
+
+def pools_note(stack: str, pool_scale: dict[str, float]) -> str:
+    """Why `predict STACK` and `predict --validate` give one cell different figures."""
+    scaled = (f"`predict --validate` scales them to what the lab's unpinned pools held ({_scales(pool_scale)}), "
+              "so its figures for the same cell differ from these") if stack in pool_scale else (
+              "`predict --validate` does not predict this stack's cells")
+    return f"KV pools: this stack's as configured; {scaled} (docs/predictor.md)."
+
+
+def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float]) -> str:
     head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "req/s", "prefill cache", "decode hit"]
     body = [[str(r.prefix_types), str(r.concurrency), f"{r.ttft_p50_ms:.0f}", f"{r.ttft_p99_ms:.0f}",
              f"{r.requests_per_s:.1f}", f"{r.prefill_cache_ratio:.2f}",
              "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}"] for r in rows]
     return (f"Predicted for stack {stack} (model and constants: docs/predictor.md; an ESTIMATE):\n"
-            + text_table(head, body))
+            + text_table(head, body) + "\n" + pools_note(stack, pool_scale))
 
 
 def _fmt(metric: str, value: float) -> str:
@@ -56,10 +68,12 @@ def _both(values) -> str:
     return " and ".join(f"{x:,.0f}" for x in values)
 
 
-def validation(v) -> str:
+def validation(v, pool_scale: dict[str, float]) -> str:
     """`predict --validate`: the error table, then the cross-server first requests."""
     pub_c1 = published.CROSS_SERVER_CONCURRENCY_1_MS
     return "\n".join([
+        f"KV pools scaled to what the lab's unpinned pools held ({_scales(pool_scale)} of each configured "
+        "pool), as fitted: `predict STACK` uses the pools as configured, so its figures for these cells differ.",
         error_table(v.errors, CALIBRATION_CONCURRENCY), "",
         "cross-server, first requests on fresh workers (prefix types 2; the write-up's only figures of it):",
         f"  concurrency 4, first 2 requests: published {_both(published.CROSS_SERVER_CONCURRENCY_4_MS)} ms;"

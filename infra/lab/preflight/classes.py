@@ -56,7 +56,7 @@ def _no_node(name: str, expr: list[dict], candidates: list[Node]) -> Problem:
                if any(f" {GPU_MEMORY_LABEL}=" in c for c in commands) else "")
         fixes.append(f"label the node that holds the {name} GPU: {gfd}{' / '.join(commands)}")
     if mismatched or not commands:
-        fixes.append(f"change gpuClasses.{name}.nodeSelector to match that node (README, 'GPU classes')")
+        fixes.append(f"change gpuClasses.{name}.nodeSelector to match that node (docs/configuration.md, 'GPU classes')")
     fix = "; or ".join(fixes)
     return Problem(f"gpuClasses.{name}", "node selector",
                    f"no node matches {rule}, so its workers would stay Pending.{looked}", fix[0].upper() + fix[1:])
@@ -95,7 +95,7 @@ def place(cfg: StackConfig, sizing: StackSizing, data: ClusterData, report: Repo
                 "gpuClasses", "node selector",
                 f"{' and '.join(shared)} all select node {node_name}; the sizing plans one GPU per class, so "
                 "their workers would share a GPU whose memory it never checked for all of them",
-                "Make the classes' nodeSelectors match different nodes (README, 'GPU classes')"))
+                "Make the classes' nodeSelectors match different nodes (docs/configuration.md, 'GPU classes')"))
             failed.update(shared)
     for name, cls in cfg.gpu_classes.items():
         rule = describe_term(class_expressions(cls))

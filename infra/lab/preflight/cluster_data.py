@@ -44,7 +44,7 @@ READ_TIMEOUT_S = 20
 MAX_SAVED_BYTES = 128 * 1024 * 1024
 # How to make a file --from reads: the fix of every "this is not saved cluster data" error.
 RESAVE = ("save it again, unedited, with `kubectl version -o json` followed by `kubectl get "
-          f"{','.join(RESOURCES)} -A -o json` (README, 'Preflight')")
+          f"{','.join(RESOURCES)} -A -o json` (docs/preflight.md)")
 
 
 class ClusterUnreadable(UserError):

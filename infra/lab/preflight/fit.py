@@ -5,7 +5,7 @@ against the node's allocatable (memory, CPU, GPU units: one per worker), and the
 memory (GPU feature discovery's `nvidia.com/gpu.memory`, MiB) against what the sizing plans for
 the workers sharing it.
 
-Placement (README, "Preflight"): a pod whose node affinity matches exactly one node is bound to it.
+Placement (docs/preflight.md): a pod whose node affinity matches exactly one node is bound to it.
 A pod that may land on several nodes (the frontend has no node affinity) is counted on every node
 that has pods bound to it, since the scheduler may put it there, even before the workers; and at
 least one node must have room for it. Cordoned nodes and nodes with a NoSchedule or NoExecute
@@ -62,7 +62,7 @@ def _gpu_units_fix(node: Node, resource: str, need: Fraction, has: Fraction, gpu
     replicas = math.ceil(need / (_int(node.labels.get(GPU_COUNT_LABEL)) or 1))
     config = f"sharing: {{timeSlicing: {{resources: [{{name: {base}, replicas: {replicas}}}]}}}}"
     slicing = (f"give the NVIDIA device plugin a time-slicing config so {node.name} advertises {fmt(resource, need)}: "
-               f"`{config}` (its config file, `version: v1`; README, 'GPU classes')")
+               f"`{config}` (its config file, `version: v1`; docs/configuration.md, 'GPU classes')")
     if has == 0:
         other = next((k for k, v in node.allocatable.items() if k.startswith(base) and k != resource and v > 0), None)
         if other:
@@ -122,7 +122,7 @@ def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: st
             f"reports {mib}Mi: {units.fmt_bytes(budget)} after the class's {cls.memory_reserve:.0%} reserve "
             f"(the sizing planned for {units.fmt_bytes(cls.memory)})",
             f"Plan for the GPU you have: gpuClasses.{gpu_class}.memory: {mib}Mi (gpuClasses replaces the defaults, "
-            "so copy both classes from the README and change this one); or lower kvCacheBytes, or run fewer "
+            "so copy both classes from docs/configuration.md and change this one); or lower kvCacheBytes, or run fewer "
             "workers on this class"))
     elif mib * units.MI < cls.memory:
         report.notes.append(f"node {node.name}: its GPU reports {mib}Mi, less than {gpu_class}'s "

@@ -3,7 +3,7 @@
 One `dynamo.mocker` process per worker replica with the stack's role, KV bytes per token and, for
 disaggregated roles, the transfer throughput of its path from the sizing (a measured one when the
 config has it). The KV pool is NOT passed as the mocker's block count: with the stacks' pinned
-pools the twin's requests/s fell to about half the lab's (README, "Benchmark"), so the mocker
+pools the twin's requests/s fell to about half the lab's (docs/benchmark.md), so the mocker
 keeps its default capacity. File discovery, TCP request plane, ZMQ event plane, all on
 this machine (docs/sources.md). Every process runs in its own process group and is
 stopped on exit, on failure, on Ctrl-C and on SIGTERM.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infra.errors import ConfigError
-from tests.helpers import components, flag, main_container, refused, run_stack
+from tests.helpers import components, flag, main_container, raw_config, refused, run_stack
 
 F = "Pulumi.cross-server.yaml"
 
@@ -336,6 +336,16 @@ def test_unknown_gpu_class():
                         "'gpu-8gb'? Defined classes (add one under gpuClasses): gpu-24gb, gpu-8gb")
 
 
+@pytest.mark.parametrize("stack", ["cross-server", "kv-routing"])
+@pytest.mark.parametrize("typo", ["gpu-24gb ", "GPU-24gb", "gpu_24gb"])
+def test_a_gpu_class_typo_is_one_error_not_a_second_about_a_class_never_defined(stack, typo):
+    # A worker's misspelled class that is not a DNS label: the node cache's claim check must not
+    # report it as if it were a class of gpuClasses.
+    err = refused(stack, lambda c: c["workers"][0].update(gpuClass=typo))
+    assert [p.endswith(".gpuClass") for p, _ in err.problems] == [True]
+    assert f"unknown GPU class {typo!r}; did you mean 'gpu-24gb'?" in str(err)
+
+
 def test_prefill_without_decode():
     err = _error(lambda c: c.update(workers=[c["workers"][0]]))
     assert str(err) == (f"{F}: workers: a disaggregated graph needs both prefill and decode groups; this "
@@ -363,6 +373,31 @@ def test_cuda_buffers_over_tcp_only_transport():
 def test_negative_replicas():
     err = _error(lambda c: c["workers"][1].update(replicas=-1))
     assert str(err) == f"{F}: workers.decode.replicas: -1 is not allowed: write a number >= 0"
+
+
+def test_a_word_for_a_number_gets_the_house_message_not_the_validators_text():
+    err = _error(lambda c: c["workers"][1].update(replicas="two"))
+    assert str(err) == (f"{F}: workers.decode.replicas: 'two' is not a whole number; write it in digits, "
+                        "e.g. `replicas: 2`")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c["workers"][0].update(replicas=1.5), "workers.prefill.replicas: 1.5 is not a whole number"),
+    (lambda c: c.update(graph={"networkPolicy": "maybe"}),
+     "graph.networkPolicy: 'maybe' is not true or false; write `networkPolicy: true` or `networkPolicy: false`"),
+    (lambda c: c.update(benchmark={"concurrency": "4,8"}), "benchmark.concurrency: '4,8' is not a list"),
+    (lambda c: c.update(platform={"values": "x"}), "platform.values: 'x' is not a map"),
+    (lambda c: c["workers"][0].update(extraArgs="--max-num-seqs"),
+     "workers.prefill.extraArgs: '--max-num-seqs' is not a list"),
+    (lambda c: c.update(gpuClasses={"a": {"memory": "1Gi", "effectiveTflops": "fast", "nodeSelector": []}}),
+     "gpuClasses.a.effectiveTflops: 'fast' is not a number"),
+    (lambda c: c.update(gpuClasses={"a": {"memory": "1Gi", "effectiveTflops": 1, "nodeSelector": []}}),
+     "gpuClasses.a.nodeSelector: [] has 0 items; it needs at least 1"),
+])
+def test_a_value_of_the_wrong_type_says_what_to_write(edit, message):
+    text = str(_error(edit))
+    assert f"{F}: {message}" in text
+    assert "Input should" not in text
 
 
 @pytest.mark.parametrize("tag", ["latest", "1.6", "v1.6.2-", "main"])
@@ -447,3 +482,39 @@ def test_a_gpu_class_name_the_node_cache_cannot_use_in_a_claim_name_is_refused()
     assert msg.startswith(f"{F}: gpuClasses.GPU_24: the node cache's claim for this class would be named "
                           "'cross-server-model-cache-GPU_24', which is not a DNS label")
     assert "Rename the class, e.g. 'gpu-24'" in msg
+
+
+# --- namespaces: a key the program would never read ----------------------------------------------
+
+@pytest.mark.parametrize("namespace", ["dynamo-lb", "dynamolab", "Dynamo_Lab"])
+def test_a_misspelled_namespace_is_refused_with_the_key_it_meant(namespace):
+    err = _error(lambda c: c.update({f"{namespace}:image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"}))
+    assert str(err) == (
+        f"{F}: {namespace}:image: unknown namespace `{namespace}:`: this program reads `dynamo-lab:` keys and "
+        "`kubernetes:context` / `kubernetes:kubeconfig` only, so this key would be silently ignored; did you "
+        f"mean `dynamo-lab:image`? Rename the key in {F}")
+
+
+def test_a_namespace_nothing_like_the_projects_is_refused_with_the_command_to_remove_it():
+    err = _error(lambda c: c.update({"aws:region": "eu-west-1"}))
+    assert str(err).endswith("so this key would be silently ignored. Remove it: pulumi config rm aws:region "
+                             "--stack cross-server")
+
+
+def test_pulumis_own_namespace_is_accepted():
+    assert "pulumi:disable-default-providers" in raw_config("cross-server")
+    run_stack("cross-server", lambda c: c.update({"pulumi:tags": {"team": "lab"}}))
+
+
+def test_a_required_key_in_a_misspelled_namespace_is_named_where_it_is_missing():
+    err = _error(lambda c: c.update({"dynamo-lb:workers": c.pop("workers")}))
+    assert err.problems[0][0] == "dynamo-lb:workers"
+    assert f"{F}: workers: required key is missing: the stack file sets `dynamo-lb:workers`, in a misspelled " \
+           "namespace; rename it `dynamo-lab:workers`" in str(err).splitlines()
+
+
+def test_the_cluster_context_in_a_misspelled_namespace_is_named_where_it_is_missing():
+    err = _error(lambda c: c.update({"kubernets:context": c.pop("kubernetes:context")}))
+    assert [p for p, _ in err.problems] == ["kubernets:context", "kubernetes:context"]
+    assert str(err).endswith("(the stack file sets `kubernets:context`, in a misspelled namespace: rename it "
+                             "`kubernetes:context`)")

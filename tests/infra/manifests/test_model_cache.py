@@ -350,9 +350,9 @@ def test_an_unknown_mode_lists_the_modes():
         "'hostPath' or 'pvc'")
 
 
-def test_readme_shows_the_refusals_as_the_program_words_them():
-    readme = (ROOT / "README.md").read_text()
+def test_the_model_cache_page_shows_the_refusals_as_the_program_words_them():
+    readme = (ROOT / "docs" / "model-cache.md").read_text()
     for message in (_refusal("cross-server", {"hostPath": "hf-cache"}),
                     _refusal("cross-server", {"mode": "pvc", "pvc": {"accessMode": "ReadWriteOnce"}}),
                     _refusal("kv-routing", {"mode": "pvc", "pvc": {"size": "1Gi"}})):
-        assert message in readme, "README's model cache refusals are stale"
+        assert message in readme, "docs/model-cache.md's refusals are stale"

@@ -65,6 +65,7 @@ def test_table_puts_baseline_and_variant_side_by_side_with_medians(tmp_path):
     assert row.endswith("3 (1 failed)")
 
 
+@pytest.mark.slow  # matplotlib: seconds of import and drawing
 def test_plot_writes_a_png(tmp_path):
     variant = _write(tmp_path / "v.jsonl", [_line("same-server", p, c, 1, 300 + p, 400, 6.0)
                                               for p in (2, 24) for c in (4, 8)])

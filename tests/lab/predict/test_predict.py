@@ -5,7 +5,10 @@ from __future__ import annotations
 import functools
 import json
 
-from infra.lab.predict import text, validate
+import pytest
+
+from infra.lab.predict import cells, text, validate
+from infra.lab.predict.params import LAB
 from tests.helpers import ROOT, run_cli, sized
 
 
@@ -45,7 +48,30 @@ def test_cross_server_never_beats_its_shared_link():
         assert r["requests_per_s"] <= link / (371 * 114_688) * 1.01, r
 
 
-def test_the_readme_shows_the_current_validation():
+@pytest.mark.slow
+def test_the_predictor_page_shows_the_current_validation():
     stacks = {name: sized(name) for name in ("cross-server", "kv-routing", "same-server")}
-    table = text.validation(validate.validate(stacks))
-    assert table in (ROOT / "README.md").read_text(), "README's predictor table is stale: paste predict --validate"
+    table = text.validation(validate.validate(stacks), LAB.pool_scale)
+    assert table in (ROOT / "docs" / "predictor.md").read_text(), (
+        "docs/predictor.md's validation table is stale: paste predict --validate")
+
+
+def test_both_outputs_say_why_they_differ_for_the_same_cell(monkeypatch):
+    # predict STACK: the pools as configured; --validate: scaled to what the lab's pools held.
+    cfg, sizing = sized("same-server")
+    scale = LAB.pool_scale["same-server"]
+    rows = [cells.Row(**r) for r in _rows("same-server")["rows"]]
+    (own,) = [r for r in rows if (r.prefix_types, r.concurrency) == (24, 8)]
+    scaled = cells.predict_cell(cfg, sizing, 24, 8, pool_scale=scale)
+    assert abs(own.ttft_p50_ms - scaled.ttft_p50_ms) > 0.2 * scaled.ttft_p50_ms  # a difference worth a word
+    monkeypatch.setattr(cells, "predict", lambda *args, **kwargs: rows)  # the rows above, not a second run
+    out = run_cli("predict", "same-server").stdout
+    assert ("KV pools: this stack's as configured; `predict --validate` scales them to what the lab's unpinned "
+            f"pools held (kv-routing x {LAB.pool_scale['kv-routing']:g}, same-server x {scale:g}), so its figures "
+            "for the same cell differ from these") in out
+    v = validate.Validation([cells.Error("same-server", 24, 8, "ttft_p50_ms", 896, scaled.ttft_p50_ms)], [1, 2], [1])
+    assert text.validation(v, LAB.pool_scale).startswith(
+        f"KV pools scaled to what the lab's unpinned pools held (kv-routing x {LAB.pool_scale['kv-routing']:g}, "
+        f"same-server x {scale:g} of each configured pool), as fitted: `predict STACK` uses the pools as "
+        "configured, so its figures for these cells differ.")
+    assert "does not predict this stack's cells" in text.matrix("cross-server", [], LAB.pool_scale)

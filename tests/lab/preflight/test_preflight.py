@@ -150,13 +150,13 @@ def test_without_time_slicing_the_workers_sharing_a_gpu_would_stay_pending(capsy
         ("node gpu-server: gpu units: needs 4 nvidia.com/gpu (4 x worker-24gb), allocatable 1: each worker requests "
          "one nvidia.com/gpu, so 3 of them would stay Pending",
          "Give the NVIDIA device plugin a time-slicing config so gpu-server advertises 4: `sharing: {timeSlicing: "
-         "{resources: [{name: nvidia.com/gpu, replicas: 4}]}}` (its config file, `version: v1`; README, 'GPU "
-         "classes')"),
+         "{resources: [{name: nvidia.com/gpu, replicas: 4}]}}` (its config file, `version: v1`; "
+         "docs/configuration.md, 'GPU classes')"),
         ("node gpu-laptop: gpu units: needs 2 nvidia.com/gpu (2 x worker-8gb), allocatable 1: each worker requests "
          "one nvidia.com/gpu, so 1 of them would stay Pending",
          "Give the NVIDIA device plugin a time-slicing config so gpu-laptop advertises 2: `sharing: {timeSlicing: "
-         "{resources: [{name: nvidia.com/gpu, replicas: 2}]}}` (its config file, `version: v1`; README, 'GPU "
-         "classes')"),
+         "{resources: [{name: nvidia.com/gpu, replicas: 2}]}}` (its config file, `version: v1`; "
+         "docs/configuration.md, 'GPU classes')"),
     ]
     assert "4 / 1 nvidia.com/gpu !" in out
     assert does_not_fit(out, "kv-routing", 2)
@@ -169,11 +169,11 @@ def test_the_shipped_example_is_the_lab_without_time_slicing(tmp_path):
     assert (ROOT / NO_TIME_SLICING).read_text() == Path(saved(tmp_path, _no_time_slicing)).read_text()
 
 
-def test_the_readmes_example_is_what_preflight_prints_for_the_shipped_file(capsys, monkeypatch):
+def test_the_preflight_pages_example_is_what_preflight_prints_for_the_shipped_file(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     code, out, _ = preflight(capsys, "kv-routing", NO_TIME_SLICING)
     assert code == 1
-    assert out.rstrip() in (ROOT / "README.md").read_text(), "README's preflight example is stale"
+    assert out.rstrip() in (ROOT / "docs" / "preflight.md").read_text(), "docs/preflight.md's example is stale"
 
 
 def test_a_renamed_shared_resource_is_named_in_the_fix(capsys, tmp_path):
@@ -493,11 +493,11 @@ def test_the_probe_and_benchmark_jobs_are_counted_where_they_run(tmp_path):
     assert memory.needs == (5837 + 3072 + 2048 + 4096) * 2**20
 
 
-# --- The saved-data format the README documents ----------------------------------------------------
+# --- The saved-data format docs/preflight.md documents ----------------------------------------------------
 
 
-def test_the_readme_documents_the_command_whose_output_the_code_reads():
-    readme = (ROOT / "README.md").read_text()
+def test_the_preflight_page_documents_the_command_whose_output_the_code_reads():
+    readme = (ROOT / "docs" / "preflight.md").read_text()
     command = cluster_data.save_command(ClusterTarget(context="dynamo-lab"))
     assert command in readme
     assert command == ("{ kubectl --context dynamo-lab version -o json; kubectl --context dynamo-lab get "

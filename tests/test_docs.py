@@ -1,0 +1,119 @@
+"""The documentation against the program: the README's deploy checklist in the order a deploy runs,
+what the docs say the stacks export, and where they send a reader."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from infra.manifests import graph
+from tests.helpers import ROOT, deploy_checklist, everything_on, loaded, pulumi_steps, run_stack
+
+README = (ROOT / "README.md").read_text()
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+CHECKLIST = deploy_checklist(README)
+
+
+def _commands() -> list[tuple[int, str]]:
+    return [(step.number, command) for step in CHECKLIST for command in step.commands()]
+
+
+def _first(prefix: str) -> int:
+    """The position, in checklist order, of the first command that starts with `prefix`."""
+    return next(i for i, (_, command) in enumerate(_commands()) if command.startswith(prefix))
+
+
+def _outputs_listed(text: str) -> set[str]:
+    start = text.index("Stack outputs: ")
+    paragraph = text[start:text.index("\n\n", start)]
+    return set(re.findall(r"`([a-zA-Z]+)`", paragraph))
+
+
+def test_the_stack_outputs_list_names_every_output_the_program_exports():
+    # With every optional part on (pre-pull, probe, benchmark), every output there is.
+    exported = set(run_stack("cross-server", everything_on("cross-server")).outputs)
+    assert {"benchJob", "probeLogs", "modelPullJobs"} <= exported
+    assert _outputs_listed(README) == exported
+
+
+def test_the_readme_is_a_short_walk_and_links_every_page_of_the_docs():
+    assert len(README.splitlines()) <= 350
+    linked = set(re.findall(r"\]\(docs/([a-z-]+\.md)\)", README))
+    assert linked == {p.name for p in PAGES}
+
+
+def test_every_relative_link_of_the_readme_and_the_docs_resolves():
+    for page in [ROOT / "README.md", *PAGES]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if not target.startswith(("http://", "https://")):
+                assert (page.parent / target).exists(), f"{page.name} links {target}, which does not exist"
+
+
+def test_the_checklist_is_numbered_in_order_and_every_step_is_a_command():
+    assert [s.number for s in CHECKLIST] == list(range(1, len(CHECKLIST) + 1))
+    assert all(s.commands() for s in CHECKLIST), [s.title for s in CHECKLIST if not s.commands()]
+
+
+def test_the_checklist_runs_in_the_order_a_deploy_needs():
+    order = [_first("curl -fsSL https://get.pulumi.com"), _first("helm upgrade -i nvdp"),
+             _first("python3 dev.py setup"), _first("export PULUMI_CONFIG_PASSPHRASE="),
+             _first("pulumi stack select --create cross-server"), _first("pulumi config set kubernetes:context"),
+             _first("python3 dev.py preflight cross-server"), _first("pulumi preview --stack cross-server"),
+             _first("pulumi up --stack cross-server"), _first("curl -s localhost:"),
+             _first("pulumi destroy --stack cross-server"), _first("pulumi stack rm cross-server")]
+    assert order == sorted(order)
+    assert _commands()[-1][1].startswith("pulumi stack rm cross-server --preserve-config")
+
+
+def _pulumi_config_commands(text: str) -> list[str]:
+    """`pulumi config set|rm|get KEY ...` wherever the text shows one: code spans and shell blocks."""
+    fence = re.compile(r"```[a-z]*\n(.*?)```", re.S)
+    spans = [line for block in fence.findall(text) for line in block.splitlines()]
+    spans += re.findall(r"`([^`]+)`", fence.sub("", text))
+    pattern = re.compile(r"pulumi config (?:set|rm|get) [^;&|]+")
+    return [m.group(0) for span in spans for m in pattern.finditer(" ".join(span.split()))]
+
+
+def test_every_pulumi_config_command_names_its_stack():
+    commands = _pulumi_config_commands(README)
+    assert len(commands) >= 4
+    for page in PAGES:
+        commands += _pulumi_config_commands(page.read_text())
+    assert [c for c in commands if "--stack" not in c] == []
+
+
+def test_the_first_request_goes_to_the_frontend_the_stack_deploys():
+    cfg = loaded("cross-server").config
+    commands = [c for _, c in _commands()]
+    assert graph.port_forward_command(cfg) + " &" in commands
+    (curl,) = [c for c in commands if c.startswith("curl -s localhost:")]
+    assert curl.startswith(f"curl -s localhost:{graph.FRONTEND_PORT}/v1/chat/completions ")
+    body = yaml.safe_load(re.search(r"-d '(\{.*\})'", curl).group(1))
+    assert body["model"] == cfg.model.name and body["messages"][0]["role"] == "user"
+
+
+def test_the_time_slicing_step_gives_every_shipped_stack_its_gpu_units():
+    (script,) = [s for step in CHECKLIST for s in step.scripts if "timeSlicing" in s]
+    config = yaml.safe_load(script.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0])
+    (resource,) = config["sharing"]["timeSlicing"]["resources"]
+    for stack in ("cross-server", "kv-routing", "same-server"):
+        cfg = loaded(stack).config
+        for cls in cfg.worker_nodes:
+            assert cfg.gpu_classes[cls].resource == resource["name"]
+            workers = sum(g.replicas for g in cfg.workers if g.gpu_class == cls)
+            assert resource["replicas"] >= workers, (stack, cls, workers)
+
+
+def test_the_checklist_holds_a_place_for_a_real_preview_under_its_preview_step():
+    preview = next(s for s in CHECKLIST if any(c.startswith("pulumi preview") for c in s.commands()))
+    after = README[README.index("pulumi preview --stack cross-server"):]
+    assert preview.number == 8 and after.index("<!-- preview-output -->") < after.index("9. **")
+
+
+def test_the_pulumi_steps_are_the_checklists_pulumi_commands_each_naming_the_stack():
+    steps = pulumi_steps(README)
+    assert [n for n, _ in steps] == sorted(n for n, _ in steps)
+    assert steps[0] == (1, "pulumi version")
+    for _, command in steps[1:]:
+        assert "cross-server" in command.split(), command
