@@ -1,0 +1,69 @@
+"""The README's deploy checklist, its Pulumi CLI steps run as written, in its order, with the real
+Pulumi CLI against the local cluster: so the order (stack select before config set, `--stack` on
+every config command) cannot rot.
+
+Run as written: `pulumi version`, `pulumi stack select --create`, `pulumi config set ... --stack`,
+`pulumi stack output ... --stack` and `pulumi stack rm`, by the CLI itself, in a copy of the
+project (its Pulumi.yaml and the shipped stack file). `preview`, `up` and `destroy` run the program,
+which the CLI starts through the Python language host, not to be had here: those three go through
+the Automation API driver (infra/lab/cluster/engine.py), which runs the same CLI on the same
+stack, state and stack file, the program served in-process (docs/real-engine.md). The one change
+to the checklist's commands: the context is the local cluster's, not `my-lab`. The local
+deployment also turns platform management off (no chart here), and the stand-in reports the graph
+Ready; step 10's request needs a running worker, which no local cluster has.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from infra.lab.cluster import engine
+from infra.lab.cluster.standin import GraphReady
+from tests.helpers import ROOT, pulumi_steps
+from tests.lab.cluster.test_deploy import ok
+
+pytestmark = pytest.mark.cluster
+
+STACK = "cross-server"
+# What the driver runs for the checklist's program-running commands.
+DRIVEN = {f"pulumi preview --stack {STACK} --diff": "preview", f"pulumi up --stack {STACK} --yes": "up",
+          f"pulumi destroy --stack {STACK} --yes": "destroy"}
+
+
+def test_the_checklists_pulumi_steps_run_as_written_in_order(lab_cluster_with_crd, engine_bins, tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    steps = pulumi_steps(readme)
+    ran = [command for _, command in steps]
+    assert [n for n, _ in steps] == sorted(n for n, _ in steps)  # in the checklist's order
+    assert set(DRIVEN) <= set(ran), ran
+
+    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    engine.prepare(ws, ROOT / f"Pulumi.{STACK}.yaml")
+    env = engine.cli_env(ws, engine.passphrase(ws), os.environ)
+    env["PATH"] = f"{engine_bins['pulumi']}{os.pathsep}{env.get('PATH', '')}"
+    context = "dynamo-lab"  # the local cluster's kubeconfig context
+    outputs: dict[str, str] = {}
+    with GraphReady(lab_cluster_with_crd.api()):
+        for number, command in steps:
+            if command in DRIVEN:
+                # The workspace's stack file as the CLI steps left it: what `config set` wrote stays.
+                inv = engine.invoke(DRIVEN[command], ws, engine_bins, stack_file=ws.stack_file,
+                                    diff="--diff" in command)
+                ok(inv)
+                continue
+            argv = shlex.split(command.replace("my-lab", context))
+            done = subprocess.run(argv, cwd=ws.project, env=env, capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, (number, command, done.stdout, done.stderr)
+            outputs[command] = done.stdout.strip()
+    # What step 10 runs next is what the stack output said (the program's portForward).
+    (portforward,) = [o for c, o in outputs.items() if "stack output portForward" in c]
+    assert f"\n    {portforward} &\n" in readme
+    # `stack rm --preserve-config` kept the stack file; the stack is gone from the backend.
+    assert ws.stack_file.exists()
+    listed = subprocess.run(["pulumi", "stack", "ls", "--json"], cwd=ws.project, env=env, capture_output=True,
+                            text=True, check=True).stdout
+    assert STACK not in listed
