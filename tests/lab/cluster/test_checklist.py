@@ -16,6 +16,7 @@ Ready; step 10's request needs a running worker, which no local cluster has.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 
@@ -47,18 +48,27 @@ def test_the_checklists_pulumi_steps_run_as_written_in_order(lab_cluster_with_cr
     env["PATH"] = f"{engine_bins['pulumi']}{os.pathsep}{env.get('PATH', '')}"
     context = "dynamo-lab"  # the local cluster's kubeconfig context
     outputs: dict[str, str] = {}
+    previews: list[dict] = []
     with GraphReady(lab_cluster_with_crd.api()):
         for number, command in steps:
             if command in DRIVEN:
                 # The workspace's stack file as the CLI steps left it: what `config set` wrote stays.
                 inv = engine.invoke(DRIVEN[command], ws, engine_bins, stack_file=ws.stack_file,
                                     diff="--diff" in command)
-                ok(inv)
+                result = ok(inv)
+                if DRIVEN[command] == "preview":
+                    previews.append(result)
                 continue
             argv = shlex.split(command.replace("my-lab", context))
             done = subprocess.run(argv, cwd=ws.project, env=env, capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, (number, command, done.stdout, done.stderr)
             outputs[command] = done.stdout.strip()
+    # The preview output the README shows is this one's: the same steps, in the same words.
+    block = readme[readme.index("<!-- preview-output -->"):readme.index("<!-- /preview-output -->")]
+    shown = set(re.findall(r"^\s+\+  (\S+) (\S+) create$", block, flags=re.M))
+    (preview,) = previews
+    assert shown == {(s["type"], s["name"]) for s in preview["steps"]}, shown
+    assert f"+ {len(shown)} to create" in block
     # What step 10 runs next is what the stack output said (the program's portForward).
     (portforward,) = [o for c, o in outputs.items() if "stack output portForward" in c]
     assert f"\n    {portforward} &\n" in readme
