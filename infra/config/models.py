@@ -432,7 +432,7 @@ class WorkerGroup(_Model):
                                   "dynamo-lab writes itself or that its sizing rests on (`--block-size`, "
                                   "`--kv-transfer-config`, `--kv-cache-memory-bytes`, `--gpu-memory-utilization`, "
                                   "`--revision`, `--kv-cache-dtype`, `--hf-token`, `-tp`, ...) are refused in any "
-                                  "spelling (see \"Engine flags\"); a "
+                                  "spelling (see \"Engine flags\" below); a "
                                   "`--max-model-len` here replaces `workload.maxModelLen` for this group and is "
                                   "checked the same way (a token count, at least `inputTokens` + `outputTokens`, "
                                   "within the model's context and the pool)",
@@ -760,7 +760,7 @@ class ModelCache(_Model):
                            "namespace>`", json_schema_extra={
                                "accepts": "an absolute path without `..`; `<hostPath>/<graph namespace>`, "
                                           "normalized, must lie under `allowedRoots` and outside the node's system, "
-                                          "kubelet, container-runtime and CNI directories (see \"Model cache\")"})
+                                          "kubelet, container-runtime and CNI directories (see docs/model-cache.md)"})
     # The node directory is judged whole, after <hostPath>/<graph namespace> is joined and
     # normalized (config.checks): it must lie under one of these, and never in a directory of the
     # node's system, kubelet, container runtime or network plugin, whatever this list says.
