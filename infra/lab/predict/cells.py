@@ -44,7 +44,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def topology(cfg: StackConfig, sizing: StackSizing, lab: LabParams,
              pool_scale: float = 1.0) -> tuple[list[WorkerSpec], dict]:
-    """One simulated worker per replica on its class's GPU (one node per class), and the paths."""
+    """One simulated worker per replica on its class's GPU (one node per class), and the paths.
+    `pool_scale` scales every worker's KV pool, decode included (params.LabParams.pool_scale)."""
     tflops = {name: c.effective_tflops for name, c in cfg.gpu_classes.items()}
     fastest = max(tflops[g.gpu_class] for g in cfg.workers)
     specs = []

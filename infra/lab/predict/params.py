@@ -30,7 +30,8 @@ class LabParams:
     transfer_s: float = 0.0731
     # The lab's KV pools as a multiple of a stack's, per stack, for comparing with the write-up: the
     # lab did not pin its pools, and ran its prefill and decode workers alike, so one factor per
-    # stack; its prefill-side cache token ratios and the concurrency-4 cells constrain it. FITTED.
+    # stack, applied to every pool of it, decode included; its prefill-side cache token ratios and
+    # the concurrency-4 cells constrain it. FITTED.
     # A stack's own prediction (`predict STACK`) uses its pools as configured.
     pool_scale: dict[str, float] = field(default_factory=lambda: {"kv-routing": 0.592, "same-server": 0.5})
 
