@@ -5,8 +5,11 @@ What it models, because the lab's table shows it growing with load (docs/predict
   vLLM-like engine steps (prefill tokens up to a token budget, plus one token per running
   request), and k workers with a step in flight each progress at 1/k speed.
 - Prefix caches: each worker keeps an LRU cache of KV blocks: a prefix's reusable blocks, and each
-  finished request's own tail until evicted. A prefill or aggregated worker computes only what it
-  lacks; a decode worker pulls only what it lacks (vLLM 0.31.0's NixlPullConnector).
+  finished request's own tail until evicted. As in vLLM, a cached prefix's blocks are shared and
+  reference-counted: a request in flight that uses one holds a reference and pins only its own
+  tail, and a prefix is evictable only while no request references it. A prefill or aggregated
+  worker computes only what it lacks; a decode worker pulls only what it lacks (vLLM 0.31.0's
+  NixlPullConnector).
 - Routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV router's cost
   (overlap-weighted blocks to compute + active blocks); a decode worker by load only (fewest active
   blocks), since decode workers publish no KV events.
@@ -96,16 +99,25 @@ class Request:
     to_compute: int = 0  # prompt tokens the current worker must prefill
     generated: int = 0
     blocks: int = 0
+    pinned: int = 0  # blocks it holds privately on its current worker
+    shares_prefix: bool = False  # holds a reference on its current worker's cached prefix
 
 
 class Cache:
-    """A worker's prefix cache in blocks: prefixes (reusable) and tails (never reused), LRU eviction."""
+    """A worker's prefix cache in blocks: prefixes (reusable) and tails (never reused), LRU eviction.
+
+    As vLLM's block pool does it, a cached prefix's blocks are shared and reference-counted: every
+    request in flight that uses them holds a reference (`acquire`), and they count once however
+    many requests hold one; a prefix is evictable only while no request references it. `pinned` is
+    the blocks requests in flight hold privately (their own tails, and a prefix not yet cached).
+    """
 
     def __init__(self, capacity_blocks: int) -> None:
         self.capacity = capacity_blocks
         self.items: OrderedDict = OrderedDict()
-        self.used = 0
-        self.pinned = 0  # blocks of requests in flight, not evictable
+        self.used = 0  # cached blocks, referenced or not
+        self.pinned = 0  # private blocks of requests in flight, not evictable
+        self.refs: dict = {}  # key -> requests in flight referencing it
 
     def has(self, key) -> bool:
         if key in self.items:
@@ -113,16 +125,40 @@ class Cache:
             return True
         return False
 
-    def insert(self, key, blocks: int) -> None:
+    def acquire(self, key) -> bool:
+        """A request takes a reference on a cached entry: True if it was cached (now unevictable)."""
+        if not self.has(key):
+            return False
+        self.refs[key] = self.refs.get(key, 0) + 1
+        return True
+
+    def release(self, key) -> None:
+        self.refs[key] -= 1
+        if not self.refs[key]:
+            del self.refs[key]
+
+    def insert(self, key, blocks: int) -> bool:
+        """Cache `blocks` under `key`, evicting unreferenced entries, least recent first; True if
+        `key` is cached afterwards."""
         if key in self.items:
             self.items.move_to_end(key)
-            return
-        while self.items and self.used + blocks + self.pinned > self.capacity:
-            _, size = self.items.popitem(last=False)
-            self.used -= size
+            return True
+        if self.used + blocks + self.pinned > self.capacity:
+            victims = []
+            free = self.capacity - self.used - self.pinned
+            for k, size in self.items.items():
+                if free >= blocks:
+                    break
+                if k not in self.refs:
+                    victims.append(k)
+                    free += size
+            for k in victims:
+                self.used -= self.items.pop(k)
         if self.used + blocks + self.pinned <= self.capacity:
             self.items[key] = blocks
             self.used += blocks
+            return True
+        return False
 
 
 @dataclass
@@ -241,18 +277,41 @@ class Graph:
         self._admit(self._pick_by_kv(first, req), req)
 
     def _admit(self, w: Worker, req: Request) -> None:
-        reusable = self.prefix_blocks * self.load.block_tokens if w.cache.has(req.prefix) else 0
+        reusable = self.prefix_blocks * self.load.block_tokens if self._hold(w, req) else 0
         req.to_compute = req.input_tokens - reusable
         self.stats.prompt_tokens += req.input_tokens
         self.stats.cached_prompt_tokens += reusable
         w.active_blocks += req.blocks
-        w.cache.pinned += req.blocks
         w.waiting.append(req)
         self._step(w)
 
+    def _hold(self, w: Worker, req: Request) -> bool:
+        """A request arrives on a worker: it references the cached prefix if there is one and pins
+        only the rest of its blocks, or pins them all; True if the prefix was cached."""
+        req.shares_prefix = w.cache.acquire(req.prefix)
+        req.pinned = req.blocks - self.prefix_blocks if req.shares_prefix else req.blocks
+        w.cache.pinned += req.pinned
+        return req.shares_prefix
+
+    def _cache_prefix(self, w: Worker, req: Request) -> None:
+        """The prefix's blocks are complete on this worker: they become its cached, shared prefix
+        (or, if another request cached it meanwhile, the request shares that one and frees its own)."""
+        if req.shares_prefix:
+            w.cache.has(req.prefix)
+            return
+        w.cache.pinned -= self.prefix_blocks
+        if w.cache.insert(req.prefix, self.prefix_blocks) and w.cache.acquire(req.prefix):
+            req.pinned -= self.prefix_blocks
+            req.shares_prefix = True
+        else:
+            w.cache.pinned += self.prefix_blocks  # no room to cache it: the request keeps them privately
+
     def _release(self, w: Worker, req: Request) -> None:
         w.active_blocks -= req.blocks
-        w.cache.pinned -= req.blocks
+        w.cache.pinned -= req.pinned
+        if req.shares_prefix:
+            w.cache.release(req.prefix)
+        req.pinned, req.shares_prefix = 0, False
         w.cache.insert(("tail", req.id), req.blocks - self.prefix_blocks)
 
     def _step(self, w: Worker) -> None:
@@ -291,7 +350,7 @@ class Graph:
             if req.to_compute > 0:
                 continue
             w.waiting.remove(req)
-            w.cache.insert(req.prefix, self.prefix_blocks)
+            self._cache_prefix(w, req)
             if w.role == "agg":
                 req.first_token, req.generated = now, 1
                 w.running.append(req)
@@ -303,8 +362,7 @@ class Graph:
     def _hand_off(self, prefill: Worker, req: Request) -> None:
         decode = self._pick_by_load([w for w in self.workers if w.role == "decode"])
         decode.active_blocks += req.blocks
-        decode.cache.pinned += req.blocks
-        cached = self.prefix_blocks * self.load.block_tokens if decode.cache.has(req.prefix) else 0
+        cached = self.prefix_blocks * self.load.block_tokens if self._hold(decode, req) else 0
         self.stats.transfers += 1
         self.stats.warm_transfers += bool(cached)
         nbytes = (req.input_tokens - cached) * self.load.kv_bytes_per_token
@@ -315,7 +373,7 @@ class Graph:
         path.submit(nbytes, arrived)
 
     def _join(self, decode: Worker, req: Request) -> None:
-        decode.cache.insert(req.prefix, self.prefix_blocks)
+        self._cache_prefix(decode, req)
         decode.running.append(req)
         self._step(decode)
 

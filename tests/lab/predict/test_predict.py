@@ -75,3 +75,13 @@ def test_both_outputs_say_why_they_differ_for_the_same_cell(monkeypatch):
         f"same-server x {scale:g} of each configured pool), as fitted: `predict STACK` uses the pools as "
         "configured, so its figures for these cells differ.")
     assert "does not predict this stack's cells" in text.matrix("cross-server", [], LAB.pool_scale)
+
+
+def test_decode_caches_keep_their_prefixes_at_concurrency_8():
+    # Requests in flight reference their cached prefix rather than pinning a copy of it, so doubling
+    # the load does not crowd the prefixes out of same-server's decode pools: when every request
+    # pinned its whole prefix, the decode hit ratio at 7 prefix types halved from concurrency 4 to 8.
+    cfg, sizing = sized("same-server")
+    scale = LAB.pool_scale["same-server"]
+    c4, c8 = (cells.predict_cell(cfg, sizing, 7, c, pool_scale=scale).decode_hit_ratio for c in (4, 8))
+    assert c8 > 0.75 * c4, (c4, c8)

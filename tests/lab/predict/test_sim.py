@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from infra import prefix_cache
 from infra.lab.predict.sim import Cache, Graph, Load, Sharing, Sim, Timing, WorkerSpec
 
 
@@ -69,3 +70,43 @@ def test_the_kv_router_sends_a_prefix_back_to_the_worker_that_holds_it():
     holders = [w.name for w in graph.workers if 0 in w.cache.items]
     assert len(holders) == 1  # one worker computed the prefix; every later request went back to it
     assert graph.stats.cached_prompt_tokens == 4 * 2000
+
+
+def test_requests_sharing_a_cached_prefix_reference_its_blocks_once_and_pin_only_their_tails():
+    # vLLM's prefix blocks are reference-counted: 8 requests in flight on one cached prefix hold it
+    # once, plus 8 private tails. A pool that holds the prefix and 8 tails, but not 8 whole
+    # requests, keeps the prefix cached under that load.
+    load = Load(1, 2000, 2371, 64, 114_688)
+    prefix = prefix_cache.reusable_prefix_tokens(2000) // prefix_cache.BLOCK_TOKENS
+    whole = prefix_cache.blocks(2371 + 64)
+    tail = whole - prefix
+    capacity = prefix + 8 * tail + 2 * tail  # room for two finished tails besides
+    assert capacity < 8 * whole  # the old model pinned 8 whole requests: no room left for the prefix
+    graph = Graph([WorkerSpec("w", "agg", "g", "n", 1e6, 1.0, capacity)], {},
+                  Timing(frontend_s=0.0, step_cpu_s=0.0, decode_gpu_s=0.001, decode_per_request_gpu_s=0.0,
+                         transfer_s=0.0), load, stream=1)
+    graph.run(concurrency=1, requests=1)  # the prefix is cached
+    (w,) = graph.workers
+    for _ in range(8):
+        graph.send(lambda req: None)
+    graph.sim.run(until=lambda: len(w.running) == 8)  # all 8 decoding at once
+    assert w.cache.refs == {0: 8} and w.cache.items[0] == prefix  # the prefix counted once
+    assert w.cache.pinned == 8 * tail
+    assert w.cache.used + w.cache.pinned <= capacity
+    graph.stats = type(graph.stats)()
+    graph.run(concurrency=8, requests=64)
+    assert graph.stats.prefill_cache_ratio == pytest.approx(prefix * prefix_cache.BLOCK_TOKENS / 2371)  # all hit
+
+
+def test_a_referenced_prefix_is_never_evicted_and_an_unreferenced_one_is():
+    cache = Cache(capacity_blocks=300)
+    cache.insert("p1", 125)
+    cache.insert("p2", 125)
+    assert cache.acquire("p1") and cache.acquire("p1") and not cache.acquire("p9")
+    assert cache.insert("p3", 125)  # p1 is referenced, so p2 goes although p1 is older
+    assert list(cache.items) == ["p1", "p3"]
+    cache.release("p1")
+    cache.acquire("p3")
+    assert not cache.insert("p4", 100)  # p1 still referenced once, p3 referenced: no room
+    cache.release("p1")
+    assert cache.insert("p4", 100) and list(cache.items) == ["p3", "p4"]
