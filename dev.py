@@ -329,6 +329,11 @@ def entry(argv: list[str]) -> int:
     except KeyboardInterrupt:
         _log("interrupted")
         return 130
+    except BrokenPipeError:
+        # The reader stopped early (`python3 dev.py --help | head`): nothing more to say, as the
+        # lab's command line does. stdout to /dev/null, so the final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -90,3 +90,10 @@ def test_ctrl_c_while_installing_ends_with_130_and_no_traceback(tmp_path):
     proc = _dev(tmp_path, "interrupt")
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, err) == (130, "dev.py: interrupted\n")
+
+
+def test_a_reader_that_stops_early_gets_no_traceback_from_dev_py():
+    # `python3 dev.py --help | head -1`: the reader is gone before the help is written.
+    proc = subprocess.run(f"{sys.executable} {DEV} --help | true", shell=True, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
