@@ -229,6 +229,11 @@ def _steps(events: list) -> list[dict[str, str]]:
     return out
 
 
+def _shown(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Stack outputs as printed and kept in results: a secret one as `[secret]`, never its value."""
+    return {k: ("[secret]" if v.secret else v.value) for k, v in outputs.items()}
+
+
 def run(action: str, ws: Workspace, bins: Mapping[str, Path], source: Optional[Path] = None, *,
         diff: bool = False, env: Optional[Mapping[str, str]] = None, echo=None) -> dict[str, Any]:
     """One action on the workspace's stack; returns what the engine reported (steps, summary,
@@ -248,7 +253,7 @@ def run(action: str, ws: Workspace, bins: Mapping[str, Path], source: Optional[P
     elif action == "up":
         r = stack.up(diff=diff, color="never", **kw)
         result["summary"] = dict(r.summary.resource_changes or {})
-        result["outputs"] = {k: ("[secret]" if v.secret else v.value) for k, v in r.outputs.items()}
+        result["outputs"] = _shown(r.outputs)
     elif action == "refresh":
         r = stack.refresh(color="never", **kw)
         result["summary"] = dict(r.summary.resource_changes or {})
@@ -256,7 +261,7 @@ def run(action: str, ws: Workspace, bins: Mapping[str, Path], source: Optional[P
         r = stack.destroy(color="never", **kw)
         result["summary"] = dict(r.summary.resource_changes or {})
     elif action == "outputs":
-        result["outputs"] = {k: ("[secret]" if v.secret else v.value) for k, v in stack.outputs().items()}
+        result["outputs"] = _shown(stack.outputs())
         return result
     elif action == "cancel":
         stack.cancel()

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,17 @@ def changed_file(tmp: Path, stack: str) -> Path:
     out = tmp / f"Pulumi.{stack}.changed.yaml"
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
     return out
+
+
+def copy_checkout(into: Path) -> Path:
+    """This checkout's files as they are (committed or not, less what git ignores), copied into `into`."""
+    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, names):
+        if (ROOT / name).is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, into / name)
+    return into
 
 
 def ok(inv: engine.Invocation) -> dict[str, Any]:

@@ -44,9 +44,13 @@ def engine_processes(ws: engine.Workspace) -> list[str]:
     return found
 
 
-def in_namespace(api) -> dict[str, set[str]]:
+def graph_namespace() -> str:
     (dgd,) = plan(loaded(STACK, LOCAL)).of_kind("DynamoGraphDeployment")
-    ns = dgd.manifest["metadata"]["namespace"]
+    return dgd.manifest["metadata"]["namespace"]
+
+
+def in_namespace(api) -> dict[str, set[str]]:
+    ns = graph_namespace()
     return {kind: {i["metadata"]["name"] for i in api.call("GET", path.format(ns=ns))[1]["items"]}
             for kind, path in LISTED.items()}
 
@@ -71,7 +75,7 @@ def converged(ws, bins, api) -> None:
 def started_then(ws, bins, api, signum) -> engine.Invocation:
     """`up` started with nothing to make the graph Ready; the signal once its first objects exist."""
     proc, result = engine.start("up", ws, bins)
-    ns = next(iter(plan(loaded(STACK, LOCAL)).of_kind("Namespace"))).manifest["metadata"]["name"]
+    ns = graph_namespace()
     try:
         wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}")[0] == 200 or proc.poll() is not None, 180)
         assert proc.poll() is None, "up ended before it could be interrupted"
@@ -120,7 +124,7 @@ def test_the_api_server_stopped_during_up_is_ridden_out_or_fails_clearly_and_a_r
     re-run converges either way."""
     api = lab_cluster_with_crd.api()
     ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
-    ns = next(iter(plan(loaded(STACK, LOCAL)).of_kind("Namespace"))).manifest["metadata"]["name"]
+    ns = graph_namespace()
     with GraphReady(api):
         proc, result = engine.start("up", ws, engine_bins)
         wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}")[0] == 200, 180)
@@ -153,7 +157,7 @@ def test_a_secret_set_with_the_cli_never_reaches_the_state_or_the_output_in_plai
     for path in ws.state.rglob("*"):
         if path.is_file():
             assert token.encode() not in path.read_bytes(), f"{path} holds the token in plain text"
-    ns = next(iter(plan(loaded(STACK, LOCAL)).of_kind("Namespace"))).manifest["metadata"]["name"]
+    ns = graph_namespace()
     held = [s for s in api.call("GET", f"/api/v1/namespaces/{ns}/secrets")[1]["items"]
             if HF_TOKEN_KEY in s.get("data", {})]
     assert [base64.b64decode(s["data"][HF_TOKEN_KEY]).decode() for s in held] == [token]  # where it is used

@@ -5,7 +5,6 @@ commit). The commits are made here, in a copy of this checkout."""
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 import yaml
 
 from infra.lab.cluster import local
-from tests.helpers import ROOT
+from tests.lab.cluster.test_deploy import copy_checkout
 
 pytestmark = pytest.mark.cluster
 
@@ -26,12 +25,7 @@ def _git(repo: Path, *args: str) -> str:
 def two_commits(tmp_path) -> tuple[Path, str, str]:
     """A repository of this checkout's files (committed or not), and a second commit on it that
     changes one key of one stack file: cross-server's decode replicas, 2 -> 1."""
-    repo = tmp_path / "repo"
-    files = _git(ROOT, "ls-files", "-co", "--exclude-standard", "-z").split("\0")
-    for name in filter(None, files):
-        if (ROOT / name).is_file():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name)
+    repo = copy_checkout(tmp_path / "repo")
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")

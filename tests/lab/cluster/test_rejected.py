@@ -12,8 +12,6 @@ added to `infra/program.py`, in a copy made for the test; the engine runs that c
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,8 +19,8 @@ import pytest
 from infra.lab.cluster import engine
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import plan
-from tests.helpers import ROOT, loaded
-from tests.lab.cluster.test_deploy import LOCAL, object_path, ok
+from tests.helpers import loaded
+from tests.lab.cluster.test_deploy import LOCAL, copy_checkout, object_path, ok
 
 pytestmark = pytest.mark.cluster
 
@@ -34,13 +32,7 @@ MISSPELT = ("job = next(o for o in planned.objects if o.manifest['kind'] == 'Job
 
 def tree_with(tmp: Path, mutation: str) -> Path:
     """This checkout's files, with `mutation` applied to the plan in the program, before deploy."""
-    tree = tmp / "tree"
-    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split("\0")
-    for name in filter(None, names):
-        if (ROOT / name).is_file():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, tree / name)
+    tree = copy_checkout(tmp / "tree")
     program = tree / "infra" / "program.py"
     text = program.read_text()
     line = "    planned = plan(stack)\n"
