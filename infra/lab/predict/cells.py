@@ -87,25 +87,64 @@ def _load(cfg: StackConfig, sizing: StackSizing, prefix_types: int) -> Load:
                     sizing.kv_bytes_per_token)
 
 
+@dataclass(frozen=True)
+class Usage:
+    """Where one cell's time went, over its measured runs (what `advise` says binds a layout)."""
+
+    # Share of the measured time each GPU (by class) had work, and each KV path ("a->b") a transfer.
+    gpu_busy: dict[str, float]
+    path_busy: dict[str, float]
+    # Mean over the measured requests, ms: sent to prompt prefilled (frontend, queue, prefill); to
+    # KV arrived on the decode worker (transfer wait and its fixed cost; 0 aggregated); to first token.
+    ttft_parts_ms: dict[str, float]
+
+
 def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int,
                  lab: LabParams = LAB, pool_scale: float = 1.0) -> Row:
+    return simulate(cfg, sizing, prefix_types, concurrency, lab, pool_scale)[0]
+
+
+def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
+             pool_scale: float = 1.0, graphs: int = SIMULATED_GRAPHS, runs: int = RUNS_PER_GRAPH) -> tuple[Row, Usage]:
+    """One cell: its Row (medians over `graphs` x `runs` measured runs) and its Usage. Fewer graphs
+    and runs are a coarser, cheaper estimate of the same cell (advise screens with one)."""
     specs, paths = topology(cfg, sizing, lab, pool_scale)
     load = _load(cfg, sizing, prefix_types)
     n = cfg.benchmark.requests_per_concurrency * concurrency
     p50s, p99s, rates = [], [], []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
-    for g in range(SIMULATED_GRAPHS):
+    elapsed = 0.0
+    busy: dict[str, float] = {}
+    parts = {"prefill": 0.0, "transfer": 0.0, "first_token": 0.0}
+    count = 0
+    for g in range(graphs):
         graph = Graph(specs, paths, timing(lab), load, stream=STREAM + 1000 * prefix_types + 10 * concurrency + g)
         graph.run(concurrency, n)  # warm-up: caches as a long-running lab has them
         graph.stats = measured
-        for _ in range(RUNS_PER_GRAPH):
+        servers = {**{k: v for k, v in graph.gpus.items()},
+                   **{f"{a}->{b}": v for (a, b), v in graph.paths.items()}}
+        for _ in range(runs):
+            start, before = graph.sim.now, {k: v.busy_until_now() for k, v in servers.items()}
             done = graph.run(concurrency, n)
+            elapsed += graph.sim.now - start
+            for k, v in servers.items():
+                busy[k] = busy.get(k, 0.0) + v.busy_until_now() - before[k]
             ttft = [(r.first_token - r.sent) * 1000 for r in done]
             p50s.append(percentile(ttft, 50))
             p99s.append(percentile(ttft, 99))
             rates.append(len(done) / (max(r.done for r in done) - min(r.sent for r in done)))
-    return Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
-               statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio)
+            for r in done:
+                arrived = r.prefilled if r.joined is None else r.joined
+                parts["prefill"] += r.prefilled - r.sent
+                parts["transfer"] += arrived - r.prefilled
+                parts["first_token"] += r.first_token - arrived
+            count += len(done)
+    row = Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
+              statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio)
+    share = {k: v / elapsed for k, v in busy.items()}
+    return row, Usage({k: v for k, v in share.items() if "->" not in k},
+                      {k: v for k, v in share.items() if "->" in k},
+                      {k: v * 1000 / count for k, v in parts.items()})
 
 
 def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, count: int,

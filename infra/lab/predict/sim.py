@@ -56,10 +56,16 @@ class Sharing:
         self.jobs: dict[int, list] = {}
         self.last = 0.0
         self.version = 0
+        self.busy_s = 0.0  # time with at least one job, up to `last` (what binds a layout: advise)
         self._ids = itertools.count()
+
+    def busy_until_now(self) -> float:
+        """Seconds this server has had work, up to now."""
+        return self.busy_s + (self.sim.now - self.last if self.jobs else 0.0)
 
     def _advance(self) -> None:
         if self.jobs:
+            self.busy_s += self.sim.now - self.last
             done = (self.sim.now - self.last) * self.capacity / len(self.jobs)
             for job in self.jobs.values():
                 job[0] -= done
@@ -96,6 +102,8 @@ class Request:
     sent: float
     first_token: Optional[float] = None
     done: Optional[float] = None
+    prefilled: Optional[float] = None  # its prompt's prefill finished (the first worker's last chunk)
+    joined: Optional[float] = None  # its KV arrived on the decode worker (disaggregated only)
     to_compute: int = 0  # prompt tokens the current worker must prefill
     generated: int = 0
     blocks: int = 0
@@ -234,8 +242,8 @@ class Graph:
         self.sim = Sim()
         self.timing, self.load = timing, load
         self.rng = random.Random(stream)  # one numbered random stream per simulated graph
-        gpus = {s.gpu: Sharing(self.sim, 1.0) for s in specs}
-        self.workers = [Worker(s.name, s.role, gpus[s.gpu], s.node, s.prefill_tokens_per_s, s.decode_scale,
+        self.gpus = {s.gpu: Sharing(self.sim, 1.0) for s in specs}
+        self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.prefill_tokens_per_s, s.decode_scale,
                                Cache(s.cache_blocks)) for s in specs]
         # (prefill node, decode node) -> a shared path of that many bytes/s
         self.paths = {k: Sharing(self.sim, bps) for k, bps in paths.items()}
@@ -350,6 +358,7 @@ class Graph:
             if req.to_compute > 0:
                 continue
             w.waiting.remove(req)
+            req.prefilled = now
             self._cache_prefix(w, req)
             if w.role == "agg":
                 req.first_token, req.generated = now, 1
@@ -373,6 +382,7 @@ class Graph:
         path.submit(nbytes, arrived)
 
     def _join(self, decode: Worker, req: Request) -> None:
+        req.joined = self.sim.now
         self._cache_prefix(decode, req)
         decode.running.append(req)
         self._step(decode)
