@@ -11,6 +11,8 @@
     python3 dev.py time-tests [--runs N]    benchmark: how long the fast tier takes (goal 30 s, 2 cores)
     python3 dev.py time-render [--runs N]   benchmark: render against importing the Kubernetes SDK
                                             (goal under 1.5x, median of paired runs)
+    python3 dev.py time-advise [--runs N]   benchmark: advise's search over its default candidate space
+                                            on the lab's cluster (goal 60 s, 2 cores)
     python3 dev.py cluster-tools [TOOL ...] the cluster tier's pinned binaries: found, or built from Go
                                             modules into ~/.cache/dynamo-lab/cluster-tools/
     python3 dev.py test-cluster [PYTEST ARGS]
@@ -29,15 +31,16 @@
                                             (infra/payloads/aiperf-requirements.txt)
     python3 dev.py lock-engine              re-resolve tests/engine/requirements.txt after editing
                                             tests/engine/requirements.in or overrides.txt
-    python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, diff, golden,
-                                            probe, twin, bench, report, predict, config-reference,
-                                            up, down, pr-preview, cluster (dynamo-lab --help lists them)
+    python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, advise, diff,
+                                            golden, probe, twin, bench, report, predict,
+                                            config-reference, up, down, pr-preview, cluster
+                                            (dynamo-lab --help lists them)
 
 Everything is installed from uv.lock, which pins every package of the program, the dev tools and
 each extra. dev.py installs uv itself (pinned and hash-checked, into .uv/), then syncs .venv at the
 project root (the environment Pulumi.yaml names) with what the command needs: the program for the
 tools, the dev group for `test`, the `probe` extra (NIXL) only for `probe` and `test-lab`, the
-`preflight` extra (the Kubernetes client) for `preflight`. The Dynamo runtime and AIPerf (the
+`preflight` extra (the Kubernetes client) for `preflight` and `advise`. The Dynamo runtime and AIPerf (the
 `twin` extra) go into their own .venv-twin, for `twin`, `bench` and `test-lab` only. The engine
 tier's Dynamo and vLLM go into .venv-engine, from their own lock (tests/engine/requirements.txt,
 hash-pinned), for `test-engine` only: made once, made again when that lock changes.
@@ -253,9 +256,10 @@ def main(argv: list[str]) -> int:
         sync()
         _log(f"{VENV.name} is ready: `pulumi up` uses it (Pulumi.yaml)")
         return 0
-    if command in ("time-tests", "time-render"):
+    if command in ("time-tests", "time-render", "time-advise"):
         # As modules from the root: time_fast_tier imports FAST_TIER from here.
-        module = "tests.time_fast_tier" if command == "time-tests" else "tests.time_render"
+        module = {"time-tests": "tests.time_fast_tier", "time-render": "tests.time_render",
+                  "time-advise": "tests.time_advise"}[command]
         return subprocess.run([str(_test_python()), "-m", module, *rest], cwd=ROOT).returncode
     if command == "test-slow":
         cmd = [str(_test_python(npm=True)), "-m", "pytest", *SLOW_TIER, *rest]
@@ -275,7 +279,7 @@ def main(argv: list[str]) -> int:
         cmd = [str(_test_python()), "-m", "pytest", *ENGINE_TIER, *rest]
     else:
         extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"],
-                  "preflight": ["--extra", "preflight"]}.get(command, [])
+                  "preflight": ["--extra", "preflight"], "advise": ["--extra", "preflight"]}.get(command, [])
         python = sync(VENV, *extras)
         # A twin Python the caller names is used as is: no .venv-twin to sync (about 2 GB fresh). Nor
         # for `bench --target cluster`, which only prints the in-cluster steps.

@@ -43,6 +43,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _positive_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: write a positive number of milliseconds")
+    return value
+
+
 def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",")]
@@ -190,6 +200,61 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _nonnegative_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r}: write a whole number, 0 or more")
+    return int(text)
+
+
+def _advise(args: argparse.Namespace) -> int:
+    import yaml
+
+    from infra.lab.advise import search, text, uncertainty, write
+    from infra.lab.preflight import cluster_data
+
+    if args.ttft_p99_max is not None and args.goal != "requests-per-s":
+        raise UserError("--ttft-p99-max bounds the requests/s goal: add --goal requests-per-s (the TTFT p50 goal "
+                        "already ranks by latency)")
+    name = write.stack_name(args.write) if args.write else args.stack
+    if args.write:
+        write.refuse_existing(args.write, args.force)
+    base_stack = _stack(args.stack)  # the base stack file, loaded and sized: a ConfigError names its key
+    root = mockrun_root()
+    base = (yaml.safe_load((root / f"Pulumi.{args.stack}.yaml").read_text()) or {}).get("config") or {}
+    workload = None
+    given = {k: getattr(args, k) for k in ("input_tokens", "prefix_tokens", "output_tokens", "prefix_types",
+                                           "concurrency") if getattr(args, k) is not None}
+    if given:
+        default = search.workload_of(base_stack.config)
+        w = {**default.__dict__, **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()},
+             "given": True}
+        if w["prefix_tokens"] >= w["input_tokens"]:
+            raise UserError(f"the shared prefix ({w['prefix_tokens']:,} tokens: --prefix-tokens, else "
+                            f"{args.stack}'s benchmark) is not less than the input ({w['input_tokens']:,}: "
+                            "--input-tokens): the prefix is part of each prompt. Lower --prefix-tokens (0: no "
+                            "shared prefix) or raise --input-tokens")
+        workload = search.Workload(**w)
+    data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(base_stack.config.cluster)
+    measured = uncertainty.measured(lambda n: (lambda s: (s.config, s.sizing))(_stack(n)))
+    advice = search.search(base, args.stack, name, data, workload, search.Goal(args.goal, args.ttft_p99_max),
+                           measured)
+    print(text.to_json(advice) if args.json else text.text(advice, args.top))
+    if advice.winner is None:
+        return 1
+    if args.write:
+        write.write(args.write, advice, advice.winner, base, data, force=args.force)
+        print(f"\nwrote {args.write}: {advice.winner.layout.label}, stack {name}. Next: `dynamo-lab preflight {name}`"
+              f"{'' if args.source is None else ' --from ' + shlex.quote(args.source)}, then `pulumi up --stack "
+              f"{name}` (README, Deploy)", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def mockrun_root() -> Path:
+    from infra.lab import mockrun
+
+    return mockrun.project_root()
+
+
 def _report(args: argparse.Namespace) -> int:
     from infra.lab.bench import table
 
@@ -301,6 +366,28 @@ def parser() -> argparse.ArgumentParser:
     pd.add_argument("--calibrate", action="store_true",
                     help="refit the lab's constants to the concurrency-4 cells (prints them; minutes)")
     pd.set_defaults(func=_predict)
+    ad = sub.add_parser("advise", help="which layout this cluster should run for a workload: every layout the "
+                        "sizing and preflight accept, ranked by the predictor (estimates); exit 0 recommended, "
+                        "1 none fits or meets the goal, 2 error")
+    ad.add_argument("stack", help="the base stack: its cluster (kubernetes:context), GPU classes, model and settings; "
+                    "its benchmark section is the default workload")
+    ad.add_argument("--from", dest="source", metavar="FILE",
+                    help="read saved kubectl output instead of the live cluster, as preflight does ('-': stdin)")
+    ad.add_argument("--input-tokens", type=_positive_int, help="prompt tokens per request (default: the stack's "
+                    "benchmark)")
+    ad.add_argument("--prefix-tokens", type=_nonnegative_int, help="the shared prefix within them (0: none)")
+    ad.add_argument("--output-tokens", type=_positive_int, help="output tokens per request")
+    ad.add_argument("--prefix-types", type=_int_list, help="distinct shared prefixes, e.g. 2,24")
+    ad.add_argument("--concurrency", type=_int_list, help="requests in flight, e.g. 4,8")
+    ad.add_argument("--goal", choices=["requests-per-s", "ttft-p50"],  # search.GOALS
+                    default="ttft-p50", help="rank by the lowest TTFT p50 (default) or the highest requests/s")
+    ad.add_argument("--ttft-p99-max", type=_positive_ms, metavar="MS",
+                    help="with --goal requests-per-s: drop layouts whose TTFT p99 goes over MS milliseconds")
+    ad.add_argument("--top", type=_positive_int, default=3, help="layouts shown (default 3)")
+    ad.add_argument("--write", metavar="Pulumi.NAME.yaml", help="write the recommended layout as stack NAME's file")
+    ad.add_argument("--force", action="store_true", help="with --write: replace the file if it exists")
+    ad.add_argument("--json", action="store_true")
+    ad.set_defaults(func=_advise)
     rp = sub.add_parser("report", help="the lab's table and a PNG plot from results.jsonl files")
     rp.add_argument("results", nargs="+", help="results.jsonl of the variant(s)")
     rp.add_argument("--baseline", help="results.jsonl of the baseline (e.g. kv-routing)")

@@ -1,0 +1,320 @@
+"""Search the layouts a cluster allows, keep what the sizing and preflight accept, and rank the rest.
+
+Every candidate is the base stack file with its `workers` replaced (and, for a workload given on
+the command line, its `workload` and `benchmark`), loaded and sized as `pulumi up` would, then
+preflighted against the cluster: a refused candidate keeps the first reason. Accepted ones are
+predicted in two passes (docs/advise.md): a screening pass of one simulated run per workload
+point for every candidate, then the predictor's full estimate (as `dynamo-lab predict` makes it)
+for the best REFINED_PER_FAMILY of each family; the ranking is over the refined candidates.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from infra import prefix_cache
+from infra.config import PROJECT
+from infra.config.models import StackConfig
+from infra.errors import ConfigError, UserError
+from infra.lab import mockrun
+from infra.lab.advise import candidates
+from infra.lab.advise.candidates import ClassNode, Layout
+from infra.lab.advise.uncertainty import Uncertainty
+from infra.lab.predict import cells
+from infra.lab.predict.cells import Row, Usage
+from infra.lab.predict.params import LAB, LabParams
+from infra.lab.preflight.checks import check
+from infra.lab.preflight.cluster_data import ClusterData
+from infra.plan import Stack, load_stack
+
+# The screening pass: one simulated graph, one measured run after its warm-up, per point.
+SCREEN_GRAPHS, SCREEN_RUNS = 1, 1
+REFINED_PER_FAMILY = 2
+
+
+# --- Inputs -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    input_tokens: int
+    prefix_tokens: int
+    output_tokens: int
+    prefix_types: tuple[int, ...]
+    concurrency: tuple[int, ...]
+    given: bool  # False: the base stack's benchmark section
+
+    @property
+    def points(self) -> list[tuple[int, int]]:
+        return [(p, c) for c in self.concurrency for p in self.prefix_types]
+
+    def config(self) -> dict[str, dict]:
+        """The stack-file keys a given workload sets: the workload the sizing sizes for (its largest
+        point), and the benchmark matrix, whose request shape then follows the workload."""
+        return {"workload": {"inputTokens": self.input_tokens, "prefixTokens": self.prefix_tokens,
+                             "outputTokens": self.output_tokens, "prefixTypes": max(self.prefix_types),
+                             "concurrency": max(self.concurrency)},
+                "benchmark": {"prefixTypes": list(self.prefix_types), "concurrency": list(self.concurrency)}}
+
+
+def workload_of(cfg: StackConfig) -> Workload:
+    b = cfg.benchmark
+    return Workload(b.prefix_tokens + b.unique_tokens, b.prefix_tokens, b.output_tokens, tuple(b.prefix_types),
+                    tuple(b.concurrency), given=False)
+
+
+GOALS = {"ttft-p50": "lowest TTFT p50", "requests-per-s": "highest requests/s"}
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str  # a key of GOALS
+    ttft_p99_max_ms: Optional[float] = None  # requests-per-s only: every point's TTFT p99 at most this
+
+    @property
+    def metric(self) -> str:
+        return "ttft_p50_ms" if self.name == "ttft-p50" else "requests_per_s"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.name == "requests-per-s"
+
+    def describe(self) -> str:
+        bound = f" with TTFT p99 at most {self.ttft_p99_max_ms:,.0f} ms at every point" if self.ttft_p99_max_ms else ""
+        return GOALS[self.name] + bound
+
+
+# --- Candidates as stack files ------------------------------------------------------------------
+
+
+def _key(config: dict[str, Any], key: str) -> str:
+    """The spelling of a dynamo-lab key in this config map (namespaced or not), or the namespaced one."""
+    return next((k for k in (f"{PROJECT}:{key}", key) if k in config), f"{PROJECT}:{key}")
+
+
+def secret_keys(base: dict[str, Any]) -> list[str]:
+    return [k for k, v in base.items() if isinstance(v, dict) and set(v) == {"secure"}]
+
+
+def candidate_config(base: dict[str, Any], layout: Layout, workload: Workload) -> dict[str, Any]:
+    """The base stack file's `config:` map with this layout's workers (and a given workload). Its
+    secrets are left out: they are encrypted for the base stack alone (write.py says so)."""
+    config = {k: copy.deepcopy(v) for k, v in base.items() if k not in secret_keys(base)}
+    config[_key(config, "workers")] = layout.workers()
+    if workload.given:
+        for section, values in workload.config().items():
+            key = _key(config, section)
+            merged = dict(config.get(key) or {})
+            if section == "benchmark":  # its request shape follows the workload now
+                for k in ("prefixTokens", "uniqueTokens", "outputTokens"):
+                    merged.pop(k, None)
+            config[key] = {**merged, **values}
+    return config
+
+
+# --- Evaluation ---------------------------------------------------------------------------------
+
+REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, REFINED = "sizing", "preflight", "screened", "refined"
+
+
+@dataclass(frozen=True)
+class Binding:
+    resource: str  # "GPU time-slices", "the link", "the same-node KV path", "prefix-cache capacity", "host memory"
+    level: float  # 0..1: busy share, missed share of reusable prefix, or share of allocatable requested
+    detail: str
+
+
+@dataclass
+class Candidate:
+    layout: Layout
+    config: dict[str, Any]
+    status: str = ""
+    reason: str = ""  # why the sizing or preflight refused it
+    stack: Optional[Stack] = None
+    rows: list[Row] = field(default_factory=list)
+    usage: list[Usage] = field(default_factory=list)
+    host_memory: tuple[float, str] = (0.0, "")  # the fullest node's share of allocatable memory requested
+    score: float = math.nan  # the goal's metric, geometric mean over the workload's points
+    worst_p99_ms: float = math.nan
+    over_bound: bool = False
+    binding: Optional[Binding] = None
+
+    def mean(self, metric: str) -> float:
+        return geomean([getattr(r, metric) for r in self.rows])
+
+    @property
+    def ttft_parts_ms(self) -> dict[str, float]:
+        return {k: sum(u.ttft_parts_ms[k] for u in self.usage) / len(self.usage) for k in self.usage[0].ttft_parts_ms}
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(max(v, 1e-9)) for v in values) / len(values))
+
+
+def _first_problem(exc: ConfigError) -> str:
+    path, message = exc.problems[0]
+    more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+    return f"{path}: {message}{more}"
+
+
+def _accept(c: Candidate, stack_name: str, data: ClusterData) -> None:
+    raw, secrets = mockrun.config_from_doc(c.config)
+    try:
+        c.stack = load_stack(stack_name, raw, secrets)
+    except ConfigError as exc:
+        c.status, c.reason = REFUSED_CONFIG, _first_problem(exc)
+        return
+    report = check(c.stack, data)
+    if not report.fits:
+        p = report.problems[0]
+        more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
+        c.status, c.reason = REFUSED_PREFLIGHT, f"{p.where}: {p.check}: {p.problem}{more}"
+        return
+    fullest = max(((float(n.needs / n.has), row.name) for row in report.nodes for n in row.resources
+                   if n.resource == "memory" and n.has), default=(0.0, ""))
+    c.host_memory = fullest
+
+
+def _predict(c: Candidate, workload: Workload, goal: Goal, lab: LabParams, graphs: int, runs: int) -> None:
+    cfg, sizing = c.stack.config, c.stack.sizing
+    c.rows, c.usage = [], []
+    for p, conc in workload.points:
+        row, usage = cells.simulate(cfg, sizing, p, conc, lab, graphs=graphs, runs=runs)
+        c.rows.append(row)
+        c.usage.append(usage)
+    c.score = c.mean(goal.metric)
+    c.worst_p99_ms = max(r.ttft_p99_ms for r in c.rows)
+    c.over_bound = goal.ttft_p99_max_ms is not None and c.worst_p99_ms > goal.ttft_p99_max_ms
+    c.binding = binding(c, workload)
+
+
+def binding(c: Candidate, workload: Workload) -> Binding:
+    """The resource nearest its limit, by four shares (docs/advise.md, "What binds"): the busiest
+    GPU's busy share, the busiest KV path's, the share of reusable prefix tokens the caches still
+    recomputed or re-sent, and the fullest node's share of allocatable memory requested."""
+    where = [f"prefix types {p}, concurrency {conc}" for p, conc in workload.points]
+    options = []
+    gpu = max(((share, g, i) for i, u in enumerate(c.usage) for g, share in u.gpu_busy.items()), default=None)
+    if gpu:
+        workers = sum(g.replicas for g in c.layout.groups if g.gpu_class == gpu[1])
+        options.append(Binding("GPU time-slices", gpu[0], f"{gpu[1]}'s GPU busy {gpu[0]:.0%} of the run, shared by "
+                               f"{workers} worker{'s' * (workers > 1)} ({where[gpu[2]]})"))
+    path = max(((share, k, i) for i, u in enumerate(c.usage) for k, share in u.path_busy.items()), default=None)
+    if path:
+        a, b = path[1].split("->")
+        name, route = ("the same-node KV path", f"host TCP on {a}'s node") if a == b else ("the link", f"{a} -> {b}")
+        options.append(Binding(name, path[0], f"{route} busy {path[0]:.0%} of the run ({where[path[2]]})"))
+    reusable = prefix_cache.reusable_prefix_tokens(workload.prefix_tokens) / workload.input_tokens
+    if reusable > 0:
+        misses = []
+        for i, r in enumerate(c.rows):
+            misses.append((max(0.0, 1 - r.prefill_cache_ratio / reusable), "recomputed", i))
+            if r.decode_hit_ratio is not None:
+                misses.append((1 - r.decode_hit_ratio, "re-sent to a decode worker lacking it", i))
+        miss = max(misses)
+        options.append(Binding("prefix-cache capacity", miss[0], f"{miss[0]:.0%} of the reusable prefix {miss[1]} "
+                               f"({where[miss[2]]})"))
+    if c.host_memory[1]:
+        options.append(Binding("host memory", c.host_memory[0], f"{c.host_memory[0]:.0%} of node "
+                               f"{c.host_memory[1]}'s allocatable memory requested"))
+    return max(options, key=lambda b: b.level)
+
+
+# --- The search ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Family:
+    name: str
+    looked_at: int = 0
+    refused_config: list[Candidate] = field(default_factory=list)
+    refused_preflight: list[Candidate] = field(default_factory=list)
+    refined: list[Candidate] = field(default_factory=list)  # best first
+
+    @property
+    def best(self) -> Optional[Candidate]:
+        return self.refined[0] if self.refined else None
+
+
+@dataclass
+class Advice:
+    stack: str  # the name the written file (and every candidate) is loaded as
+    base: str
+    source: str
+    nodes: list[ClassNode]
+    left_out: list[str]
+    workload: Workload
+    goal: Goal
+    uncertainty: Uncertainty
+    candidates: list[Candidate]
+    ranked: list[Candidate]  # refined, best first; over the goal's bound last
+    families: list[Family]
+    full: tuple[int, int]  # simulated graphs and runs per point of the refined candidates
+    seconds: float
+
+    @property
+    def winner(self) -> Optional[Candidate]:
+        return self.ranked[0] if self.ranked and not self.ranked[0].over_bound else None
+
+    def relative_gap(self, a: Candidate, b: Candidate) -> float:
+        """How much worse b is than a on the goal's metric, as a fraction of a."""
+        return a.score / b.score - 1 if self.goal.higher_is_better else b.score / a.score - 1
+
+    @property
+    def close_call(self) -> Optional[tuple[Candidate, float, float]]:
+        """The runner-up, its gap and the threshold, when the best two are within the predictor's
+        held-out median error of the goal's metric."""
+        within = [c for c in self.ranked if not c.over_bound]
+        if len(within) < 2:
+            return None
+        gap = self.relative_gap(within[0], within[1])
+        threshold = self.uncertainty.metrics[self.goal.metric].holdout_median
+        return (within[1], gap, threshold) if gap < threshold else None
+
+
+def _order(goal: Goal):
+    return lambda c: (c.over_bound, -c.score if goal.higher_is_better else c.score)
+
+
+def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterData,
+           workload: Optional[Workload], goal: Goal, uncertainty: Uncertainty, lab: LabParams = LAB,
+           refined_per_family: int = REFINED_PER_FAMILY,
+           full: tuple[int, int] = (cells.SIMULATED_GRAPHS, cells.RUNS_PER_GRAPH)) -> Advice:
+    """`base`: the base stack file's `config:` map; `stack_name`: the name candidates load as; `full`:
+    the simulated graphs and runs per point of a refined candidate (the predictor's own by default)."""
+    started = time.monotonic()
+    raw, secrets = mockrun.config_from_doc(base)
+    base_cfg = load_stack(base_name, raw, secrets).config
+    workload = workload or workload_of(base_cfg)
+    nodes, left_out = candidates.class_nodes(base_cfg, data)
+    if not nodes:
+        raise UserError(f"no GPU class of {base_name} has a node to run workers on in {data.source}: "
+                        + "; ".join(left_out) + ". Run `dynamo-lab preflight " + base_name + "` against it for "
+                        "the fix")
+    found = [Candidate(layout, candidate_config(base, layout, workload)) for layout in candidates.layouts(nodes)]
+    families: dict[str, Family] = {}
+    for c in found:
+        fam = families.setdefault(c.layout.family, Family(c.layout.family))
+        fam.looked_at += 1
+        _accept(c, stack_name, data)
+        if c.status == REFUSED_CONFIG:
+            fam.refused_config.append(c)
+        elif c.status == REFUSED_PREFLIGHT:
+            fam.refused_preflight.append(c)
+        else:
+            c.status = SCREENED
+            _predict(c, workload, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS)
+    order = _order(goal)
+    for fam in families.values():
+        screened = sorted((c for c in found if c.layout.family == fam.name and c.status == SCREENED), key=order)
+        for c in screened[:refined_per_family]:
+            c.status = REFINED
+            _predict(c, workload, goal, lab, *full)
+        fam.refined = sorted(screened[:refined_per_family], key=order)
+    ranked = sorted((c for c in found if c.status == REFINED), key=order)
+    return Advice(stack_name, base_name, data.source, nodes, left_out, workload, goal, uncertainty, found, ranked,
+                  list(families.values()), full, time.monotonic() - started)

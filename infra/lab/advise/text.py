@@ -1,0 +1,178 @@
+"""The advice in words (and as JSON): every figure is the predictor's, and says so."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from infra.lab.advise.candidates import MAX_REPLICAS_PER_CLASS
+from infra.lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family
+from infra.lab.sizing_text import text_table
+
+ESTIMATE = ("ESTIMATES, not measurements: every figure here is the predictor's, a simulation of the serving graph "
+            "whose constants were fitted to one lab's published table (two GPUs on 1GbE; docs/predictor.md). "
+            "Measure the layout you deploy (docs/benchmark.md).")
+LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s": "requests/s"}
+
+
+def _workload(a: Advice) -> str:
+    w = a.workload
+    points = len(w.points)
+    return (f"{w.input_tokens:,} input tokens ({w.prefix_tokens:,} shared prefix, {w.input_tokens - w.prefix_tokens:,} "
+            f"unique), {w.output_tokens:,} output tokens; prefix types {', '.join(map(str, w.prefix_types))} x "
+            f"concurrency {', '.join(map(str, w.concurrency))}: {points} point{'s' * (points > 1)} "
+            f"({'given' if w.given else f'the benchmark section of {a.base}'})")
+
+
+def _figures(c: Candidate) -> str:
+    return (f"TTFT p50 {c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, "
+            f"{c.mean('requests_per_s'):.1f} requests/s")
+
+
+def _why(c: Candidate, winner: Optional[Candidate]) -> str:
+    """What its time goes to and what binds it, against the winner's."""
+    parts = c.ttft_parts_ms
+    total = sum(parts.values())
+    said = []
+    if parts["transfer"] > 0.25 * total:
+        said.append(f"its first tokens wait for a KV transfer ({parts['transfer']:,.0f} ms of a mean "
+                    f"{total:,.0f} ms TTFT)" + (", which aggregated workers never make"
+                                                  if winner and winner.layout.kind == "aggregated" else ""))
+    said.append(f"binds: {c.binding.resource}, {c.binding.detail}")
+    return "; ".join(said)
+
+
+def _sentence(reason: str) -> str:
+    """A refusal's first sentence (the JSON output has it whole)."""
+    end = reason.find(". ")
+    first = reason if end < 0 else reason[:end]
+    return first if len(first) <= 160 and end < 0 else first[:160].rstrip() + " ..."
+
+
+def _gap(a: Advice, better: Candidate, worse: Candidate) -> str:
+    metric = LABELS[a.goal.metric]
+    ratio = better.score / worse.score if a.goal.higher_is_better else worse.score / better.score
+    if a.goal.higher_is_better:
+        return f"{metric} {1 - 1 / ratio:.0%} lower than the recommendation's" if ratio < 2 else (
+            f"{metric} 1/{ratio:.1f} of the recommendation's")
+    return f"{metric} {ratio - 1:.0%} higher than the recommendation's" if ratio < 2 else (
+        f"{metric} {ratio:.1f}x the recommendation's")
+
+
+def _family(a: Advice, fam: Family) -> str:
+    refused = []
+    for what, group in (("the sizing", fam.refused_config), ("preflight", fam.refused_preflight)):
+        if group:
+            first = group[0]
+            refused.append(f"{len(group)} refused by {what} (e.g. {first.layout.label}: {_sentence(first.reason)})")
+    head = f"{fam.name}: {fam.looked_at} looked at" + (f", {'; '.join(refused)}" if refused else "")
+    best = fam.best
+    if best is None:
+        return f"{head}. Dropped: none of its layouts passes the sizing and preflight."
+    rank = a.ranked.index(best) + 1
+    winner = a.winner
+    if best.over_bound:
+        verdict = (f"dropped: its TTFT p99 reaches {best.worst_p99_ms:,.0f} ms, over the bound of "
+                   f"{a.goal.ttft_p99_max_ms:,.0f} ms")
+    elif best is winner:
+        verdict = "kept: the recommendation"
+    else:
+        close = a.close_call
+        within = close is not None and close[0] is best
+        verdict = (f"{'kept, too close to call with the recommendation' if within else 'dropped'} (rank {rank}): "
+                   f"{_gap(a, winner, best)}")
+    return f"{head}. Best: {best.layout.label} ({_figures(best)}); {verdict}. Why: {_why(best, winner)}."
+
+
+def _uncertainty(a: Advice) -> list[str]:
+    lines = ["The predictor's error against the lab's table (`predict --validate`: fitted to its concurrency-4 "
+             "cells, concurrency 8 held out), |predicted - published| / published:"]
+    for metric, e in a.uncertainty.metrics.items():
+        lines.append(f"  {LABELS[metric]}: fitted median {e.fit_median:.0%} (worst {e.fit_worst:.0%}); held out "
+                     f"median {e.holdout_median:.0%} (worst {e.holdout_worst:.0%})")
+    return lines
+
+
+def text(a: Advice, top: int = 3) -> str:
+    counts = {s: sum(c.status == s for c in a.candidates) for s in (REFUSED_CONFIG, REFUSED_PREFLIGHT)}
+    accepted = len(a.candidates) - sum(counts.values())
+    bounds = ", ".join(f"{n.gpu_class} 1-{n.searched}" for n in a.nodes)
+    lines = [ESTIMATE, "",
+             f"Cluster: {a.source}: " + ", ".join(f"{n.gpu_class} on node {n.node} ({n.units} GPU units)"
+                                                  for n in a.nodes)]
+    lines += [f"  left out: {why}" for why in a.left_out]
+    lines += [f"Workload: {_workload(a)}",
+              f"Goal: {a.goal.describe()}" + (f" (geometric mean over the {len(a.workload.points)} points)"
+                                               if len(a.workload.points) > 1 else ""),
+              f"Searched {len(a.candidates)} layouts as stack {a.stack} (four families; replicas per class: {bounds}, "
+              f"the GPU units its node advertises, at most {MAX_REPLICAS_PER_CLASS}): {counts[REFUSED_CONFIG]} refused "
+              f"by the sizing, {counts[REFUSED_PREFLIGHT]} by preflight; {accepted} screened with one simulated run "
+              f"per point, and the best of each family predicted in full "
+              f"({a.full[0] * a.full[1]} runs per point): {len(a.ranked)}. "
+              f"{a.seconds:.0f} s.", ""]
+    if not a.ranked:
+        lines.append("No layout passes the sizing and preflight on this cluster: the families below say why.")
+    else:
+        shown = a.ranked[:top]
+        body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
+                 f"{c.mean('requests_per_s'):.1f}",
+                 c.binding.resource + ("; over the p99 bound" if c.over_bound else "")]
+                for i, c in enumerate(shown)]
+        mean = " (geometric means over the points)" if len(a.workload.points) > 1 else ""
+        lines += [f"Top {len(shown)}, estimates{mean}:",
+                  text_table(["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"], body), ""]
+        lines.append(_verdict(a))
+    lines += [""] + _uncertainty(a) + ["", "Families, each by its best layout:"]
+    lines += [f"- {_family(a, fam)}" for fam in a.families]
+    return "\n".join(lines)
+
+
+def _verdict(a: Advice) -> str:
+    w = a.winner
+    if w is None:
+        return (f"No recommendation: every layout's predicted TTFT p99 goes over {a.goal.ttft_p99_max_ms:,.0f} ms "
+                "at some point; the lowest is shown first. Raise --ttft-p99-max, or lower the concurrency.")
+    close = a.close_call
+    if close:
+        other, gap, threshold = close
+        return (f"Too close to call: {w.layout.label} and {other.layout.label} differ by {gap:.0%} on "
+                f"{LABELS[a.goal.metric]}, within the predictor's held-out median error of {threshold:.0%}. Either "
+                "may be the better one on the cluster: measure both (docs/benchmark.md).")
+    runner = next((c for c in a.ranked[1:] if not c.over_bound), None)
+    beyond = (f", {a.relative_gap(w, runner):.0%} better on {LABELS[a.goal.metric]} than the runner-up "
+              f"({runner.layout.label}), beyond the predictor's held-out median error of "
+              f"{a.uncertainty.metrics[a.goal.metric].holdout_median:.0%}") if runner else ""
+    return f"Recommended (an estimate): {w.layout.label}: {_figures(w)}{beyond}. Why: {_why(w, None)}."
+
+
+def _candidate(c: Candidate) -> dict[str, Any]:
+    out: dict[str, Any] = {"layout": c.layout.label, "family": c.layout.family, "workers": c.layout.workers(),
+                           "status": c.status}
+    if c.reason:
+        out["reason"] = c.reason
+    if c.rows:
+        out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
+                    "score": c.score, "over_bound": c.over_bound,
+                    "means": {m: c.mean(m) for m in LABELS},
+                    "points": [{**r.__dict__, "gpu_busy": u.gpu_busy, "path_busy": u.path_busy,
+                                "ttft_parts_ms": u.ttft_parts_ms} for r, u in zip(c.rows, c.usage, strict=True)],
+                    "binds": c.binding.__dict__})
+    return out
+
+
+def to_json(a: Advice) -> str:
+    close = a.close_call
+    return json.dumps({
+        "estimate": True, "note": ESTIMATE, "stack": a.stack, "base": a.base, "cluster": a.source,
+        "nodes": [n.__dict__ for n in a.nodes], "left_out": a.left_out,
+        "workload": {**a.workload.__dict__, "points": a.workload.points},
+        "goal": {"name": a.goal.name, "metric": a.goal.metric, "ttft_p99_max_ms": a.goal.ttft_p99_max_ms},
+        "uncertainty": a.uncertainty.as_dict(),
+        "recommended": a.winner.layout.label if a.winner else None,
+        "too_close_to_call": None if close is None else {"with": close[0].layout.label, "gap": close[1],
+                                                         "threshold": close[2]},
+        "ranked": [c.layout.label for c in a.ranked],
+        "families": [{"name": f.name, "looked_at": f.looked_at, "refused_by_sizing": len(f.refused_config),
+                      "refused_by_preflight": len(f.refused_preflight),
+                      "best": f.best.layout.label if f.best else None} for f in a.families],
+        "candidates": [_candidate(c) for c in a.candidates], "seconds": a.seconds}, indent=2)
