@@ -1,0 +1,55 @@
+"""What the advise tests share: the lab's cluster, a base stack file's config, and a search."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from fractions import Fraction
+from typing import Any, Optional
+
+import yaml
+
+from infra.lab.advise import search
+from infra.lab.advise.uncertainty import MetricError, Uncertainty
+from infra.lab.preflight import cluster_data
+from infra.lab.preflight.cluster_data import ClusterData, Node
+from tests.helpers import ROOT
+
+LAB = cluster_data.read_file(str(ROOT / "tests" / "data" / "preflight" / "lab.json"))
+# Not the validation's figures (tests that need those compute them): ranking never reads them, and
+# "too close to call" is tested with these.
+FIXED = Uncertainty({m: MetricError(0.1, 0.2, 0.2, 0.5, 16) for m in ("ttft_p50_ms", "ttft_p99_ms", "requests_per_s")})
+CHEAP = (1, 1)  # one simulated graph, one measured run per point: for what does not test the figures
+
+
+def base(stack: str = "kv-routing") -> dict[str, Any]:
+    """A shipped stack file's `config:` map, as advise reads it."""
+    return copy.deepcopy(yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"])
+
+
+def point(prefix_types: int, concurrency: int, input_tokens: int = 2371, prefix_tokens: int = 2000,
+          output_tokens: int = 64) -> search.Workload:
+    return search.Workload(input_tokens, prefix_tokens, output_tokens, (prefix_types,), (concurrency,), given=True)
+
+
+def advise(config: Optional[dict] = None, data: ClusterData = LAB, workload: Optional[search.Workload] = None,
+           goal: Optional[search.Goal] = None, full: tuple[int, int] = CHEAP,
+           name: str = "advised") -> search.Advice:
+    """A search of `config` (default: kv-routing's) on `data` for the goal (default: TTFT p50)."""
+    return search.search(config or base(), "kv-routing", name, data, workload, goal or search.Goal("ttft-p50"),
+                         FIXED, full=full)
+
+
+def gpu_node(name: str, gpu_mib: int, units: int, memory_gib: float, cpus: int = 16, **labels: str) -> Node:
+    return Node(name, {"kubernetes.io/hostname": name, "nvidia.com/gpu.memory": str(gpu_mib), **labels},
+                {"cpu": Fraction(cpus), "memory": Fraction(int(memory_gib * 2**30)), "nvidia.com/gpu": Fraction(units),
+                 "pods": Fraction(110)})
+
+
+def with_nodes(*nodes: Node) -> ClusterData:
+    """The lab's cluster (its version, namespaces, storage classes) with these nodes instead."""
+    return dataclasses.replace(LAB, nodes=list(nodes), source="generated")
+
+
+def family(a: search.Advice, name: str) -> search.Family:
+    return next(f for f in a.families if f.name == name)

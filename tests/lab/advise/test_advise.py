@@ -1,0 +1,228 @@
+"""`dynamo-lab advise` (fast tier): what it searches, what it refuses and why, what it writes.
+
+The figures here come from a cheap search (one simulated run per point); the slow tier
+(test_advise_slow.py) checks the rankings with the predictor's full estimate.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from infra.errors import ConfigError, UserError
+from infra.lab import mockrun
+from infra.lab.advise import candidates, search, text, uncertainty, write
+from infra.lab.predict.cells import Error
+from infra.lab.preflight.checks import check
+from infra.plan import load_stack
+from tests.helpers import ROOT, run_cli
+from tests.lab.advise.common import LAB, advise, base, family, gpu_node, point, with_nodes
+
+ONE_NODE_24 = "prefill/decode on gpu-24gb's node"
+
+
+def _cfg(config=None):
+    return load_stack("kv-routing", *mockrun.config_from_doc(config or base())).config
+
+
+def test_the_lab_offers_both_classes_and_the_search_covers_four_families_within_their_units():
+    nodes, left_out = candidates.class_nodes(_cfg(), LAB)
+    assert [(n.gpu_class, n.node, n.units, n.searched) for n in nodes] == [
+        ("gpu-24gb", "gpu-server", 4, 4), ("gpu-8gb", "gpu-laptop", 4, 4)]
+    assert left_out == []
+    layouts = candidates.layouts(nodes)
+    by_family: dict[str, int] = {}
+    for layout in layouts:
+        by_family[layout.family] = by_family.get(layout.family, 0) + 1
+    # aggregated: 5 x 5 - 1 mixes; one node: p + d <= 4; across: 4 x 4 each way
+    assert by_family == {"aggregated, KV routing": 24, ONE_NODE_24: 6, "prefill/decode on gpu-8gb's node": 6,
+                         "prefill on gpu-24gb -> decode on gpu-8gb": 16, "prefill on gpu-8gb -> decode on gpu-24gb": 16}
+    assert len({layout.label for layout in layouts}) == len(layouts) == 68
+    for layout in layouts:
+        per_class: dict[str, int] = {}
+        for g in layout.groups:
+            assert g.replicas >= 1
+            per_class[g.gpu_class] = per_class.get(g.gpu_class, 0) + g.replicas
+        assert max(per_class.values()) <= 4  # never more workers than GPU units: the rest would stay Pending
+
+
+def test_the_search_is_bounded_on_a_node_with_many_gpu_units():
+    nodes, _ = candidates.class_nodes(_cfg(), with_nodes(gpu_node("big", 81920, 16, 512)))
+    assert [(n.gpu_class, n.units, n.searched) for n in nodes] == [("gpu-24gb", 16, candidates.MAX_REPLICAS_PER_CLASS)]
+
+
+def test_a_class_whose_node_is_cordoned_or_has_no_gpu_units_is_left_out_with_the_reason():
+    cordoned = gpu_node("gpu-server", 24576, 4, 64)
+    cordoned = type(cordoned)(cordoned.name, cordoned.labels, cordoned.allocatable, unschedulable=True)
+    no_units = gpu_node("gpu-laptop", 8192, 0, 16)
+    nodes, left_out = candidates.class_nodes(_cfg(), with_nodes(cordoned, no_units))
+    assert nodes == []
+    assert left_out == ["gpu-24gb: node gpu-server is cordoned",
+                        "gpu-8gb: node gpu-laptop advertises no nvidia.com/gpu"]
+    with pytest.raises(UserError, match=r"no GPU class of kv-routing has a node .*cordoned.*preflight kv-routing"):
+        advise(data=with_nodes(cordoned, no_units), workload=point(2, 4))
+
+
+def test_each_refusal_names_the_check_and_the_key_and_every_kept_layout_passes_sizing_and_preflight():
+    # The laptop node with 9 GiB of host memory: each disaggregated worker's KV mirror needs more there.
+    data = with_nodes(gpu_node("gpu-server", 24576, 4, 64), gpu_node("gpu-laptop", 8192, 4, 9))
+    a = advise(data=data, workload=point(2, 4))
+    statuses = {c.layout.label: c for c in a.candidates}
+    sized_out = statuses["3 agg on gpu-8gb"]
+    assert sized_out.status == search.REFUSED_CONFIG
+    assert sized_out.reason.startswith("workers.worker-8gb.kvCacheBytes: the gpu-8gb GPU")
+    memory_out = statuses["1 prefill on gpu-8gb -> 1 decode on gpu-24gb"]
+    assert memory_out.status == search.REFUSED_PREFLIGHT
+    assert memory_out.reason.startswith("node gpu-laptop: memory: needs")
+    for c in a.candidates:
+        raw, secrets = mockrun.config_from_doc(c.config)
+        if c.status == search.REFUSED_CONFIG:
+            with pytest.raises(ConfigError):
+                load_stack("advised", raw, secrets)
+            continue
+        report = check(load_stack("advised", raw, secrets), data)
+        assert report.fits == (c.status != search.REFUSED_PREFLIGHT), (c.layout.label, c.reason)
+    # The families say how many of theirs each check refused.
+    fam = family(a, "prefill on gpu-8gb -> decode on gpu-24gb")
+    assert len(fam.refused_preflight) >= 1 and fam.looked_at == 16
+    words = text.text(a)
+    assert "refused by preflight (e.g. 1 prefill on gpu-8gb -> 1 decode on gpu-24gb: node gpu-laptop: memory" in words
+
+
+def test_a_candidate_is_the_base_stack_file_with_its_workers_replaced_and_no_secret():
+    config = base("same-server")
+    config["dynamo-lab:hfToken"] = {"secure": "v1:abc"}
+    config["dynamo-lab:graph"] = {"networkPolicy": True}
+    layout = candidates.Layout(candidates.AGGREGATED, (candidates.Group("worker-24gb", "agg", "gpu-24gb", 2),))
+    out = search.candidate_config(config, layout, search.workload_of(_cfg()))
+    assert out["dynamo-lab:workers"] == [{"name": "worker-24gb", "role": "agg", "replicas": 2, "gpuClass": "gpu-24gb"}]
+    assert "dynamo-lab:hfToken" not in out
+    assert {k: v for k, v in out.items() if k != "dynamo-lab:workers"} == {
+        k: v for k, v in config.items() if k not in ("dynamo-lab:workers", "dynamo-lab:hfToken")}
+
+
+def test_a_given_workload_sets_the_workload_sized_for_and_the_benchmark_matrix():
+    config = base()
+    config["dynamo-lab:benchmark"] = {"runs": 5, "uniqueTokens": 100}
+    layout = candidates.Layout(candidates.AGGREGATED, (candidates.Group("worker-24gb", "agg", "gpu-24gb", 1),))
+    w = search.Workload(16384, 0, 128, (1, 4), (2, 8), given=True)
+    out = search.candidate_config(config, layout, w)
+    assert out["dynamo-lab:workload"] == {"inputTokens": 16384, "prefixTokens": 0, "outputTokens": 128,
+                                          "prefixTypes": 4, "concurrency": 8}
+    # The benchmark's own request shape is dropped: it follows the workload; its other keys stay.
+    assert out["dynamo-lab:benchmark"] == {"runs": 5, "prefixTypes": [1, 4], "concurrency": [2, 8]}
+    cfg = load_stack("advised", *mockrun.config_from_doc(out)).config
+    assert (cfg.benchmark.prefix_tokens, cfg.benchmark.unique_tokens, cfg.benchmark.output_tokens) == (0, 16384, 128)
+
+
+def test_by_default_the_workload_is_the_base_stacks_benchmark_section():
+    w = search.workload_of(_cfg())
+    assert (w.input_tokens, w.prefix_tokens, w.output_tokens, w.prefix_types, w.concurrency, w.given) == (
+        2371, 2000, 64, (2, 7, 12, 24), (4, 8), False)
+    assert len(w.points) == 8
+
+
+def _fake(label: str, score: float) -> search.Candidate:
+    c = search.Candidate(candidates.Layout(candidates.AGGREGATED, (candidates.Group(label, "agg", "gpu-24gb", 1),)), {})
+    c.score = score
+    return c
+
+
+@pytest.mark.parametrize(("goal", "first", "second", "close"), [
+    ("ttft-p50", 100.0, 115.0, True),  # 15% slower: within the 20% held-out median error
+    ("ttft-p50", 100.0, 125.0, False),
+    ("requests-per-s", 10.0, 8.5, True),  # the winner 18% better
+    ("requests-per-s", 10.0, 8.0, False),  # 25% better
+])
+def test_the_best_two_are_too_close_to_call_within_the_held_out_median_error(goal, first, second, close):
+    from tests.lab.advise.common import FIXED
+
+    ranked = [_fake("a", first), _fake("b", second)]
+    a = search.Advice("s", "s", "x", [], [], point(2, 4), search.Goal(goal), FIXED, ranked, ranked, [], (1, 1), 0.0)
+    assert (a.close_call is not None) == close
+
+
+def test_the_uncertainty_keeps_fitted_and_held_out_cells_apart():
+    errs = [Error("kv-routing", 2, 4, "ttft_p50_ms", 100, 110), Error("kv-routing", 7, 4, "ttft_p50_ms", 100, 70),
+            Error("kv-routing", 2, 8, "ttft_p50_ms", 100, 150), Error("kv-routing", 7, 8, "ttft_p50_ms", 100, 100)]
+    u = uncertainty.from_errors(errs).metrics["ttft_p50_ms"]
+    assert (round(u.fit_median, 6), round(u.fit_worst, 6), round(u.holdout_median, 6), round(u.holdout_worst, 6)) == (
+        0.2, 0.3, 0.25, 0.5)
+
+
+def test_everything_printed_is_labelled_an_estimate_with_where_the_constants_come_from():
+    a = advise(workload=point(2, 4))
+    words = text.text(a)
+    assert words.startswith("ESTIMATES, not measurements")
+    assert "fitted to one lab's published table" in words
+    assert "Top 3, estimates" in words
+    assert ("Recommended (an estimate)" in words) != ("Too close to call" in words)
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["estimate"] is True and as_json["note"].startswith("ESTIMATES")
+    assert all(c["estimate"] for c in as_json["candidates"] if "means" in c)
+
+
+def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp_path):
+    config = base()
+    config["dynamo-lab:hfToken"] = {"secure": "v1:abc"}
+    a = advise(config, workload=point(2, 4), name="advised")
+    path = tmp_path / "Pulumi.advised.yaml"
+    write.write(str(path), a, a.winner, config, LAB)
+    written = path.read_text()
+    assert written.startswith("# Written by `dynamo-lab advise kv-routing`")
+    assert "ESTIMATES" in written and "hfToken" in written and "v1:abc" not in written
+    stack = mockrun.load("advised", tmp_path)
+    assert stack.config.graph.namespace == "dynamo-lab-advised"
+    assert [g.model_dump(by_alias=True, include={"name", "role", "replicas", "gpu_class"}) for g in
+            stack.config.workers] == a.winner.layout.workers()
+    assert check(stack, LAB).fits
+
+
+def test_write_refuses_a_name_pulumi_would_not_read_and_a_file_that_exists(tmp_path):
+    with pytest.raises(UserError, match=r"name it Pulumi.<stack>.yaml"):
+        write.stack_name(str(tmp_path / "advised.yaml"))
+    existing = tmp_path / "Pulumi.kept.yaml"
+    existing.write_text("config: {}\n")
+    with pytest.raises(UserError, match="the file exists and is left as it is"):
+        write.refuse_existing(str(existing), force=False)
+    assert existing.read_text() == "config: {}\n"
+    with pytest.raises(UserError, match="there is no directory"):
+        write.refuse_existing(str(tmp_path / "nowhere" / "Pulumi.x.yaml"), force=False)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--ttft-p99-max", "500"], "--ttft-p99-max bounds the requests/s goal: add --goal requests-per-s"),
+    (["--write", "advised.yaml"], "name it Pulumi.<stack>.yaml"),
+    (["--write", "Pulumi.same-server.yaml"], "the file exists and is left as it is"),
+    (["--prefix-tokens", "3000"], "the shared prefix (3,000 tokens"),
+    (["--input-tokens", "1000"], "is not less than the input (1,000"),
+])
+def test_bad_arguments_are_refused_before_anything_is_read_or_written(args, says):
+    before = (ROOT / "Pulumi.same-server.yaml").read_bytes()
+    result = run_cli("advise", "kv-routing", "--from", "/nonexistent", *args)
+    assert result.returncode == 2, result
+    assert says in result.stderr and "Traceback" not in result.stderr
+    assert (ROOT / "Pulumi.same-server.yaml").read_bytes() == before
+    assert result.stdout == ""
+
+
+def test_the_goal_choices_are_the_searchs():
+    from infra.lab.cli import parser
+
+    advise_parser = parser()._subparsers._group_actions[0].choices["advise"]
+    goal = next(a for a in advise_parser._actions if a.dest == "goal")
+    assert sorted(goal.choices) == sorted(search.GOALS)
+
+
+def test_a_missing_cluster_file_is_one_line_and_exit_2(tmp_path):
+    result = run_cli("advise", "kv-routing", "--from", str(tmp_path / "none.json"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_no_layout_fits_a_cluster_without_room_and_the_families_say_why():
+    data = with_nodes(gpu_node("gpu-server", 24576, 4, 2), gpu_node("gpu-laptop", 8192, 4, 2))
+    a = advise(data=data, workload=point(2, 4))
+    assert a.winner is None and a.ranked == []
+    words = text.text(a)
+    assert "No layout passes the sizing and preflight on this cluster" in words
+    assert "Dropped: none of its layouts passes the sizing and preflight" in words

@@ -1,0 +1,169 @@
+"""`dynamo-lab advise` with the predictor's full estimate (slow tier): the rankings the issue's
+done-when names, the physics that should move them, a property over generated clusters and
+workloads, and the command line end to end with --write."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infra.lab import mockrun
+from infra.lab.advise import search, text, uncertainty, write
+from infra.lab.predict import cells, validate
+from infra.lab.preflight.checks import check
+from tests.helpers import ROOT, run_cli, sized
+from tests.lab.advise.common import CHEAP, advise, base, family, gpu_node, point, with_nodes
+
+pytestmark = pytest.mark.slow
+
+FULL = (cells.SIMULATED_GRAPHS, cells.RUNS_PER_GRAPH)
+AGG = "aggregated, KV routing"
+ONE_NODE = ("prefill/decode on gpu-24gb's node", "prefill/decode on gpu-8gb's node")
+ACROSS = ("prefill on gpu-24gb -> decode on gpu-8gb", "prefill on gpu-8gb -> decode on gpu-24gb")
+
+
+def _rank(a: search.Advice, name: str) -> int:
+    best = family(a, name).best
+    return a.ranked.index(best) + 1 if best else len(a.ranked) + 1
+
+
+@pytest.mark.parametrize("prefix_types", [2, 7, 12, 24])
+@pytest.mark.parametrize("concurrency", [4, 8])
+def test_at_every_published_point_aggregated_kv_routing_ranks_above_same_node_separation_and_says_why(
+        prefix_types, concurrency):
+    a = advise(workload=point(prefix_types, concurrency), full=FULL)
+    assert a.winner is not None and a.winner.layout.kind == "aggregated"
+    for name in ONE_NODE:
+        assert _rank(a, AGG) < _rank(a, name), (name, [c.layout.label for c in a.ranked])
+    words = text.text(a)
+    line = next(ln for ln in words.splitlines() if ln.startswith(f"- {ONE_NODE[0]}"))
+    # Why: each separated request's first token waits for its KV transfer, which aggregated workers never make.
+    assert "dropped (rank" in line and "its first tokens wait for a KV transfer" in line
+    assert "which aggregated workers never make" in line
+
+
+def test_a_100_gbit_link_lifts_the_cross_node_layouts_above_same_node_separation_as_the_link_was_what_bound_them():
+    lab = advise(workload=point(7, 8), full=FULL)
+    fast = base()
+    fast["dynamo-lab:sizing"] = {"link": {"rate": "100gbit"}}
+    quick = advise(fast, workload=point(7, 8), full=FULL)
+    for name in ACROSS:
+        best = family(lab, name).best
+        assert best.binding.resource == "the link", best.binding  # 1GbE: the link binds them ...
+        assert best.ttft_parts_ms["transfer"] > 0.5 * sum(best.ttft_parts_ms.values())
+        assert _rank(lab, name) > _rank(lab, ONE_NODE[0])  # ... and they rank below same-node separation
+    best_across = min(_rank(quick, name) for name in ACROSS)
+    assert best_across < _rank(quick, ONE_NODE[0])  # 100 Gbit/s: the cross-node layouts overtake it
+    for name in ACROSS:
+        assert family(quick, name).best.binding.resource != "the link"
+        assert family(quick, name).best.mean("ttft_p50_ms") < family(lab, name).best.mean("ttft_p50_ms") / 5
+    # Nothing on one node moved: the link is not on its path.
+    assert family(quick, ONE_NODE[0]).best.mean("ttft_p50_ms") == family(lab, ONE_NODE[0]).best.mean("ttft_p50_ms")
+
+
+def test_16k_prompts_with_no_shared_prefix_widen_the_gap_as_every_transfer_carries_the_whole_prompt():
+    short = advise(workload=point(2, 8), full=FULL)
+    long = advise(workload=point(1, 8, input_tokens=16384, prefix_tokens=0), full=FULL)
+    for a in (short, long):
+        assert a.winner.layout.kind == "aggregated"
+
+    def separated(a):
+        return family(a, ONE_NODE[0]).best
+
+    def gap(a):
+        return separated(a).mean("ttft_p50_ms") / a.winner.mean("ttft_p50_ms")
+
+    # The explanation the short prompts get: the transfer is a part of separated TTFT. With no shared
+    # prefix there is nothing for a decode worker to hold already: each transfer moves all 16,384
+    # tokens' KV (1.75 GiB), so the transfer becomes nearly all of it, and the gap grows.
+    share = {id(a): separated(a).ttft_parts_ms["transfer"] / sum(separated(a).ttft_parts_ms.values())
+             for a in (short, long)}
+    assert share[id(long)] > 0.9 > share[id(short)]
+    assert gap(long) > 2 * gap(short)
+    assert separated(long).binding.resource == "the same-node KV path"
+    assert all(c.binding.resource != "prefix-cache capacity" for c in long.ranked)  # nothing to reuse
+
+
+@st.composite
+def clusters_and_workloads(draw):
+    # A node the 24GB class selects (its GPU reports over 20,000 MiB: test_advise.py has clusters no class
+    # selects), and maybe one the 8GB class does. Host memory and CPUs from a laptop's to a server's:
+    # some clusters fit nothing.
+    nodes = [gpu_node("big", draw(st.integers(20001, 81920)), draw(st.integers(1, 8)), draw(st.floats(4, 256)),
+                      cpus=draw(st.integers(2, 64)))]
+    if draw(st.booleans()):
+        nodes.append(gpu_node("small", draw(st.integers(4096, 11999)), draw(st.integers(1, 8)),
+                              draw(st.floats(4, 64)), cpus=draw(st.integers(3, 32))))
+    input_tokens = draw(st.integers(256, 8192))
+    w = point(draw(st.integers(1, 32)), draw(st.integers(1, 16)), input_tokens=input_tokens,
+              prefix_tokens=draw(st.integers(0, input_tokens - 1)), output_tokens=draw(st.integers(1, 512)))
+    goal = draw(st.sampled_from([search.Goal("ttft-p50"), search.Goal("requests-per-s"),
+                                 search.Goal("requests-per-s", draw(st.floats(50, 5000)))]))
+    return with_nodes(*nodes), w, goal
+
+
+@settings(max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters_and_workloads())
+def test_no_recommended_layout_is_refused_by_the_sizing_or_preflight(tmp_path_factory, case):
+    data, workload, goal = case
+    a = advise(data=data, workload=workload, goal=goal, full=CHEAP)
+    accepted = [c for c in a.candidates if c.status in (search.SCREENED, search.REFINED)]
+    if a.winner is None:
+        # Nothing recommended only when nothing passed, or every layout went over the p99 bound.
+        assert not accepted or all(c.over_bound for c in a.ranked)
+        return
+    tmp = tmp_path_factory.mktemp("written")
+    write.write(str(tmp / "Pulumi.advised.yaml"), a, a.winner, base(), data)
+    stack = mockrun.load("advised", tmp)  # the written file, as `pulumi up` would load and size it
+    assert check(stack, data).fits
+    assert not a.winner.over_bound
+
+
+def test_the_uncertainty_is_what_predict_validate_measures():
+    stacks = {name: sized(name) for name in ("kv-routing", "same-server", "cross-server")}
+    expected = uncertainty.from_errors(validate.validate(stacks).errors)
+    assert uncertainty.measured(lambda name: stacks[name]) == expected
+
+
+def test_the_command_line_writes_a_stack_file_that_loads_and_passes_preflight(tmp_path):
+    for name in ("Pulumi.yaml", "Pulumi.kv-routing.yaml", "Pulumi.same-server.yaml", "Pulumi.cross-server.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    lab = str(ROOT / "tests" / "data" / "preflight" / "lab.json")
+    result = run_cli("advise", "kv-routing", "--from", lab, "--write", "Pulumi.advised.yaml", "--json",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["estimate"] is True and out["recommended"] and out["uncertainty"]["ttft_p50_ms"]["cells"] == 16
+    assert "wrote Pulumi.advised.yaml" in result.stderr
+    written = mockrun.load("advised", tmp_path)
+    winner = next(c for c in out["candidates"] if c["layout"] == out["recommended"])
+    assert [g.model_dump(by_alias=True, include={"name", "role", "replicas", "gpu_class"})
+            for g in written.config.workers] == winner["workers"]
+    again = run_cli("preflight", "advised", "--from", lab, cwd=tmp_path)
+    assert again.returncode == 0 and "Verdict: advised fits this cluster." in again.stdout
+    rendered = run_cli("render", "advised", cwd=tmp_path)
+    assert rendered.returncode == 0 and "DynamoGraphDeployment" in rendered.stdout
+    # A second --write does not replace it.
+    before = (tmp_path / "Pulumi.advised.yaml").read_bytes()
+    refused = run_cli("advise", "kv-routing", "--from", lab, "--write", "Pulumi.advised.yaml", cwd=tmp_path)
+    assert refused.returncode == 2 and (tmp_path / "Pulumi.advised.yaml").read_bytes() == before
+
+
+def test_no_room_anywhere_exits_1_and_writes_nothing(tmp_path):
+    for name in ("Pulumi.yaml", "Pulumi.kv-routing.yaml", "Pulumi.same-server.yaml", "Pulumi.cross-server.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    lab = json.loads("[" + (ROOT / "tests" / "data" / "preflight" / "lab.json").read_text().replace("}\n{", "},\n{")
+                     + "]")
+    for item in lab[1]["items"]:
+        if item["kind"] == "Node":
+            item["status"]["allocatable"]["memory"] = "1Gi"
+    saved = tmp_path / "small.json"
+    saved.write_text(json.dumps(lab[0]) + "\n" + json.dumps(lab[1]) + "\n")
+    result = run_cli("advise", "kv-routing", "--from", str(saved), "--write", "Pulumi.advised.yaml", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "No layout passes the sizing and preflight on this cluster" in result.stdout
+    assert not (tmp_path / "Pulumi.advised.yaml").exists()
