@@ -1,0 +1,91 @@
+"""`dynamo-lab advise --write` end to end on the local cluster: the real command line reads the
+running cluster live (kwok's simulated lab nodes, read-only, as preflight does), writes its
+recommended layout as Pulumi.advised.yaml in a copy of this checkout, and that file renders,
+passes the live preflight and is deployed by the real engine (test_deploy.py says what is real),
+held still and destroyed whole.
+
+The stack files name the context `dynamo-lab`, which is the local cluster's kubeconfig context
+(harness.kubeconfig): the written file is deployed as advise wrote it, its cluster reached by
+pointing KUBECONFIG at the local cluster's kubeconfig (the file's `kubernetes:kubeconfig` is
+unset, so that is the lookup preflight, advise and the provider all make). The engine applies its
+one local override, `platform.manage: false` (engine.LOCAL_OVERRIDES), the plan below too. A
+cluster of its own: the deployed stack's pods and namespaces are what preflight reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.lab import mockrun
+from infra.lab.cluster import engine
+from infra.lab.cluster.standin import GraphReady
+from infra.plan import load_stack, plan
+from tests.helpers import wait_for
+from tests.lab.cluster.test_deploy import BESIDES, copy_checkout, object_path, ok, type_token
+
+pytestmark = pytest.mark.cluster
+
+BASE, NAME = "kv-routing", "advised"
+WORKERS = "dynamo-lab:workers"
+
+
+def _cli(tree: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m infra.lab ARGS` in the copy, as a user in the project directory runs it."""
+    return subprocess.run([sys.executable, "-m", "infra.lab", *args], cwd=tree, capture_output=True, text=True,
+                          env={**os.environ, "KUBECONFIG": str(kubeconfig)}, timeout=900)
+
+
+def _deployed_plan(stack_file: Path):
+    """The plan of the file as the engine deploys it (with its local override)."""
+    doc = yaml.safe_load(stack_file.read_text())
+    raw, secrets = mockrun.config_from_doc(engine.merge_config(doc["config"], engine.LOCAL_OVERRIDES))
+    return plan(load_stack(NAME, raw, secrets))
+
+
+def test_the_written_layout_renders_passes_preflight_deploys_holds_still_and_is_destroyed(
+        lab_cluster_with_crd, engine_bins, tmp_path):
+    cluster = lab_cluster_with_crd
+    api = cluster.api()
+    tree = copy_checkout(tmp_path / "tree")
+    written = tree / f"Pulumi.{NAME}.yaml"
+
+    advised = _cli(tree, cluster.kubeconfig, "advise", BASE, "--json", "--write", written.name)
+    assert advised.returncode == 0, (advised.stdout[-3000:], advised.stderr[-3000:])
+    assert written.is_file() and f"wrote {written.name}" in advised.stderr, advised.stderr[-3000:]
+    advice = json.loads(advised.stdout)
+    assert advice["cluster"] == f"cluster context 'dynamo-lab' of {cluster.kubeconfig}", advice["cluster"]  # live
+    assert not advice["left_out"], advice["left_out"]  # every GPU class of the base found its node
+    (winner,) = [c for c in advice["candidates"] if c["layout"] == advice["recommended"]]
+    doc = yaml.safe_load(written.read_text())
+    assert doc["config"][WORKERS] == winner["workers"], (doc["config"][WORKERS], winner)
+    base = yaml.safe_load((tree / f"Pulumi.{BASE}.yaml").read_text())["config"]
+    assert {k: v for k, v in doc["config"].items() if k != WORKERS} == {k: v for k, v in base.items() if k != WORKERS}
+    print(f"advise on the local cluster ({advice['nodes']}): {advice['recommended']}, {winner['workers']} "
+          f"({advice['seconds']:.0f} s)")
+
+    rendered = _cli(tree, cluster.kubeconfig, "render", NAME)
+    assert rendered.returncode == 0 and "Traceback" not in rendered.stderr, rendered.stderr[-3000:]
+    preflight = _cli(tree, cluster.kubeconfig, "preflight", NAME)
+    assert preflight.returncode == 0, (preflight.stdout[-3000:], preflight.stderr[-3000:])
+    assert f"Verdict: {NAME} fits this cluster." in preflight.stdout, preflight.stdout[-3000:]
+
+    planned = _deployed_plan(written)
+    steps = ({(type_token(o.kind), o.name) for o in planned.objects}
+             | {(c.type, c.name) for c in planned.components})
+    ws = engine.Workspace(tmp_path / "ws", NAME, cluster.kubeconfig)
+    with GraphReady(api):
+        up = ok(engine.invoke("up", ws, engine_bins, stack_file=written))
+    assert up["summary"] == {"create": len(steps) + BESIDES}, up["summary"]
+    for o in planned.objects:
+        assert api.call("GET", object_path(o.manifest))[0] == 200, o.name
+    again = ok(engine.invoke("preview", ws, engine_bins, stack_file=written))
+    assert again["summary"] == {"same": len(steps) + BESIDES}, again["summary"]
+    ok(engine.invoke("destroy", ws, engine_bins))
+    for o in planned.objects:
+        wait_for(lambda o=o: api.call("GET", object_path(o.manifest))[0] == 404, 120)
