@@ -49,13 +49,17 @@ def _sentence(reason: str) -> str:
     return first if len(first) <= 160 and end < 0 else first[:160].rstrip() + " ..."
 
 
+def _percent(x: float) -> str:
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
 def _gap(a: Advice, better: Candidate, worse: Candidate) -> str:
     metric = LABELS[a.goal.metric]
     ratio = better.score / worse.score if a.goal.higher_is_better else worse.score / better.score
     if a.goal.higher_is_better:
-        return f"{metric} {1 - 1 / ratio:.0%} lower than the recommendation's" if ratio < 2 else (
+        return f"{metric} {_percent(1 - 1 / ratio)} lower than the recommendation's" if ratio < 2 else (
             f"{metric} 1/{ratio:.1f} of the recommendation's")
-    return f"{metric} {ratio - 1:.0%} higher than the recommendation's" if ratio < 2 else (
+    return f"{metric} {_percent(ratio - 1)} higher than the recommendation's" if ratio < 2 else (
         f"{metric} {ratio:.1f}x the recommendation's")
 
 
@@ -135,9 +139,15 @@ def _verdict(a: Advice) -> str:
     close = a.close_call
     if close:
         other, gap, threshold = close
-        return (f"Too close to call: {w.layout.label} and {other.layout.label} differ by {gap:.0%} on "
+        kind = w.layout.kind
+        rival = next((c for c in a.ranked if c.layout.kind != kind and not c.over_bound), None)
+        apart = ""
+        if other.layout.kind == kind and rival is not None and a.relative_gap(w, rival) >= threshold:
+            apart = (f" Both are {w.layout.family.split(',')[0]} layouts: the best of another kind, "
+                     f"{rival.layout.label}, has {_gap(a, w, rival)}, beyond that error.")
+        return (f"Too close to call: {w.layout.label} and {other.layout.label} differ by {_percent(gap)} on "
                 f"{LABELS[a.goal.metric]}, within the predictor's held-out median error of {threshold:.0%}. Either "
-                "may be the better one on the cluster: measure both (docs/benchmark.md).")
+                f"may be the better one on the cluster: measure both (docs/benchmark.md).{apart}")
     runner = next((c for c in a.ranked[1:] if not c.over_bound), None)
     beyond = (f", {a.relative_gap(w, runner):.0%} better on {LABELS[a.goal.metric]} than the runner-up "
               f"({runner.layout.label}), beyond the predictor's held-out median error of "
