@@ -29,6 +29,14 @@ def _figures(c: Candidate) -> str:
             f"{c.mean('requests_per_s'):.1f} requests/s")
 
 
+# Below this share no resource is said to bind: the layout's own latency (transfers, steps) sets it.
+NEAR_LIMIT = 0.5
+
+
+def _binds(c: Candidate) -> str:
+    return c.binding.resource if c.binding.level >= NEAR_LIMIT else f"none over {NEAR_LIMIT:.0%}"
+
+
 def _why(c: Candidate, winner: Optional[Candidate]) -> str:
     """What its time goes to and what binds it, against the winner's."""
     parts = c.ttft_parts_ms
@@ -38,7 +46,10 @@ def _why(c: Candidate, winner: Optional[Candidate]) -> str:
         said.append(f"its first tokens wait for a KV transfer ({parts['transfer']:,.0f} ms of a mean "
                     f"{total:,.0f} ms TTFT)" + (", which aggregated workers never make"
                                                   if winner and winner.layout.kind == "aggregated" else ""))
-    said.append(f"binds: {c.binding.resource}, {c.binding.detail}")
+    if c.binding.level < NEAR_LIMIT:
+        said.append(f"nothing is near its limit (the most used: {c.binding.resource}, {c.binding.detail})")
+    else:
+        said.append(f"binds: {c.binding.resource}, {c.binding.detail}")
     return "; ".join(said)
 
 
@@ -120,7 +131,7 @@ def text(a: Advice, top: int = 3) -> str:
         shown = a.ranked[:top]
         body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
                  f"{c.mean('requests_per_s'):.1f}",
-                 c.binding.resource + ("; over the p99 bound" if c.over_bound else "")]
+                 _binds(c) + ("; over the p99 bound" if c.over_bound else "")]
                 for i, c in enumerate(shown)]
         mean = " (geometric means over the points)" if len(a.workload.points) > 1 else ""
         lines += [f"Top {len(shown)}, estimates{mean}:",

@@ -226,3 +226,11 @@ def test_no_layout_fits_a_cluster_without_room_and_the_families_say_why():
     words = text.text(a)
     assert "No layout passes the sizing and preflight on this cluster" in words
     assert "Dropped: none of its layouts passes the sizing and preflight" in words
+
+
+def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
+    a = advise(workload=point(2, 1))  # one request at a time: no GPU, path or node is half used
+    best = a.winner
+    assert best.binding.level < text.NEAR_LIMIT
+    assert f"nothing is near its limit (the most used: {best.binding.resource}" in text.text(a)
+    assert "binds: " not in next(ln for ln in text.text(a).splitlines() if ln.startswith("- aggregated"))
