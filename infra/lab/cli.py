@@ -235,7 +235,11 @@ def _advise(args: argparse.Namespace) -> int:
                             "shared prefix) or raise --input-tokens")
         workload = search.Workload(**w)
     data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(base_stack.config.cluster)
-    measured = uncertainty.measured(lambda n: (lambda s: (s.config, s.sizing))(_stack(n)))
+    try:
+        measured = uncertainty.measured(lambda n: (lambda s: (s.config, s.sizing))(_stack(n)))
+    except UserError as exc:
+        raise UserError("advise reports the predictor's error against the lab's table, which it measures with the "
+                        f"lab's own stacks, kv-routing and same-server, as this project ships them: {exc}") from None
     advice = search.search(base, args.stack, name, data, workload, search.Goal(args.goal, args.ttft_p99_max),
                            measured)
     print(text.to_json(advice) if args.json else text.text(advice, args.top))

@@ -234,3 +234,14 @@ def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
     assert best.binding.level < text.NEAR_LIMIT
     assert f"nothing is near its limit (the most used: {best.binding.resource}" in text.text(a)
     assert "binds: " not in next(ln for ln in text.text(a).splitlines() if ln.startswith("- aggregated"))
+
+
+def test_without_the_labs_stacks_to_measure_its_error_advise_stops_and_says_why(tmp_path):
+    (tmp_path / "Pulumi.yaml").write_bytes((ROOT / "Pulumi.yaml").read_bytes())
+    (tmp_path / "Pulumi.mine.yaml").write_bytes((ROOT / "Pulumi.kv-routing.yaml").read_bytes())
+    result = run_cli("advise", "mine", "--from", str(ROOT / "tests" / "data" / "preflight" / "lab.json"),
+                     "--write", "Pulumi.advised.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "measures with the lab's own stacks, kv-routing and same-server" in result.stderr
+    assert "no stack file Pulumi.kv-routing.yaml" in result.stderr
+    assert not (tmp_path / "Pulumi.advised.yaml").exists()
