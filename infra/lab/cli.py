@@ -247,9 +247,10 @@ def _advise(args: argparse.Namespace) -> int:
         return 1
     if args.write:
         write.write(args.write, advice, advice.winner, base, data, force=args.force)
-        print(f"\nwrote {args.write}: {advice.winner.layout.label}, stack {name}. Next: `dynamo-lab preflight {name}`"
-              f"{'' if args.source is None else ' --from ' + shlex.quote(args.source)}, then `pulumi up --stack "
-              f"{name}` (README, Deploy)", file=sys.stderr if args.json else sys.stdout)
+        source = "" if args.source is None else f" --from {shlex.quote(args.source)}"
+        print(f"\nwrote {args.write}: {advice.winner.layout.label}, stack {name}. Next: `dynamo-lab preflight {name}"
+              f"{source}`, then `pulumi preview --stack {name}` and `pulumi up --stack {name}` (README, Deploy)",
+              file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import textwrap
 from pathlib import Path
 
 import yaml
@@ -45,16 +46,17 @@ def refuse_existing(path: str, force: bool) -> None:
 
 
 def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
-    lines = [f"Written by `dynamo-lab advise {a.base}` from {a.source}: the layout it predicted best for",
-             f"{a.goal.describe()} over {len(a.workload.points)} workload point(s). ESTIMATES, from a simulation",
-             "fitted to one lab's table (docs/advise.md, docs/predictor.md): TTFT p50 "
-             f"{c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, "
-             f"{c.mean('requests_per_s'):.1f} requests/s. Measure it (docs/benchmark.md).",
-             f"Everything but `workers`{' and the workload' if a.workload.given else ''} is {a.base}'s as it was."]
+    points = len(a.workload.points)
+    text = (f"Written by `dynamo-lab advise {a.base}` from {a.source}: the layout it predicted best for "
+            f"{a.goal.describe()} over {points} workload point{'s' * (points > 1)}. ESTIMATES, from a simulation "
+            f"fitted to one lab's table (docs/advise.md, docs/predictor.md): TTFT p50 {c.mean('ttft_p50_ms'):,.0f} "
+            f"ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, {c.mean('requests_per_s'):.1f} requests/s. Measure it "
+            f"(docs/benchmark.md). Everything but `workers`{' and the workload' if a.workload.given else ''} is "
+            f"{a.base}'s as it was.")
     if secrets:
-        lines.append(f"Not copied, {a.base}'s secrets ({', '.join(secrets)}): set them for this stack with "
-                     f"`pulumi config set --secret KEY VALUE --stack {a.stack}`.")
-    return "".join(f"# {line}\n" for line in lines)
+        text += (f" Not copied, {a.base}'s secrets ({', '.join(secrets)}): set them for this stack with "
+                 f"`pulumi config set --secret KEY VALUE --stack {a.stack}`.")
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, 98, break_long_words=False, break_on_hyphens=False))
 
 
 def write(path: str, a: Advice, c: Candidate, base: dict, data: ClusterData, force: bool = False) -> None:
