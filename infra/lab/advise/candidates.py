@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from infra.config.models import StackConfig
 from infra.lab.preflight import classes, selectors
@@ -129,7 +128,3 @@ def layouts(nodes: list[ClassNode]) -> list[Layout]:
                 out.append(Layout(ACROSS, (Group("prefill", "prefill", a.gpu_class, p),
                                            Group("decode", "decode", b.gpu_class, d))))
     return out
-
-
-def find(nodes: list[ClassNode], label: str) -> Optional[Layout]:
-    return next((layout for layout in layouts(nodes) if layout.label == label), None)

@@ -19,7 +19,7 @@ import yaml
 
 from infra.errors import UserError
 from infra.lab import mockrun
-from infra.lab.advise.search import Advice, Candidate
+from infra.lab.advise.search import Advice, Candidate, secret_keys
 from infra.lab.preflight.checks import check
 from infra.lab.preflight.cluster_data import ClusterData
 from infra.plan import load_stack
@@ -61,8 +61,6 @@ def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
 
 def write(path: str, a: Advice, c: Candidate, base: dict, data: ClusterData, force: bool = False) -> None:
     """Write `c` as `path`, after its own text loads, sizes and passes preflight on `data`."""
-    from infra.lab.advise.search import secret_keys
-
     refuse_existing(path, force)
     body = header(a, c, secret_keys(base)) + yaml.safe_dump({"config": c.config}, sort_keys=False)
     doc = yaml.safe_load(body)
