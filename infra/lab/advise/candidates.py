@@ -20,9 +20,9 @@ from infra.lab.preflight import classes, selectors
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.fit import blocked
 
-# The search's bound: a class's node may advertise more GPU units than this, but on the small
-# clusters this project is for, more than 6 workers time-slicing one GPU leave each under 2 GiB of
-# a 24GB card for weights, CUDA overhead and KV (docs/advise.md).
+# The search's bound, for its time: a node may advertise more GPU units, but on a 24GB-class card
+# (21.6 GiB after its reserve) a seventh worker leaves each under 0.5 GiB of KV pool once its 1.1 GiB
+# of weights and 1.5 GiB of CUDA overhead are counted (docs/advise.md).
 MAX_REPLICAS_PER_CLASS = 6
 
 AGGREGATED = "aggregated"
