@@ -136,10 +136,23 @@ def text(a: Advice, top: int = 3) -> str:
         mean = " (geometric means over the points)" if len(a.workload.points) > 1 else ""
         lines += [f"Top {len(shown)}, estimates{mean}:",
                   text_table(["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"], body), ""]
+        if len(a.workload.points) > 1:
+            lines += _by_point(a, shown)
         lines.append(_verdict(a))
     lines += [""] + _uncertainty(a) + ["", "Families, each by its best layout:"]
     lines += [f"- {_family(a, fam)}" for fam in a.families]
     return "\n".join(lines)
+
+
+def _by_point(a: Advice, shown: list[Candidate]) -> list[str]:
+    """The goal's metric of each shown layout at each point (prefix types x concurrency)."""
+    metric = a.goal.metric
+    fmt = (lambda v: f"{v:.1f}") if metric == "requests_per_s" else (lambda v: f"{v:,.0f}")
+    head = ["rank"] + [f"{p}x{c}" for p, c in a.workload.points]
+    body = [[str(i + 1)] + [fmt(getattr(r, metric)) for r in c.rows] for i, c in enumerate(shown)]
+    unit = "" if metric == "requests_per_s" else " ms"
+    return [f"{LABELS[metric]}{unit} at each point (prefix types x concurrency), estimates:",
+            text_table(head, body), ""]
 
 
 def _verdict(a: Advice) -> str:

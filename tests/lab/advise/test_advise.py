@@ -245,3 +245,13 @@ def test_without_the_labs_stacks_to_measure_its_error_advise_stops_and_says_why(
     assert "measures with the lab's own stacks, kv-routing and same-server" in result.stderr
     assert "no stack file Pulumi.kv-routing.yaml" in result.stderr
     assert not (tmp_path / "Pulumi.advised.yaml").exists()
+
+
+def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
+    w = search.Workload(2371, 2000, 64, (2, 24), (4,), given=True)
+    a = advise(workload=w, goal=search.Goal("requests-per-s"))
+    lines = text.text(a).splitlines()
+    at = lines.index("requests/s at each point (prefix types x concurrency), estimates:")
+    assert lines[at + 1].split() == ["rank", "2x4", "24x4"]
+    first = lines[at + 3].split()
+    assert first[0] == "1" and [float(v) for v in first[1:]] == [round(r.requests_per_s, 1) for r in a.ranked[0].rows]
