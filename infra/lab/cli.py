@@ -234,6 +234,7 @@ def _advise(args: argparse.Namespace) -> int:
                             "--input-tokens): the prefix is part of each prompt. Lower --prefix-tokens (0: no "
                             "shared prefix) or raise --input-tokens")
         workload = search.Workload(**w)
+        search.check_workload(base, args.stack, workload)
     data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(base_stack.config.cluster)
     try:
         measured = uncertainty.measured(lambda n: (lambda s: (s.config, s.sizing))(_stack(n)))

@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from infra import prefix_cache
 from infra.config import PROJECT
+from infra.config.load import load as load_config
 from infra.config.models import StackConfig
 from infra.errors import ConfigError, UserError
 from infra.lab import mockrun
@@ -105,6 +106,12 @@ def candidate_config(base: dict[str, Any], layout: Layout, workload: Workload) -
     secrets are left out: they are encrypted for the base stack alone (write.py says so)."""
     config = {k: copy.deepcopy(v) for k, v in base.items() if k not in secret_keys(base)}
     config[_key(config, "workers")] = layout.workers()
+    return with_workload(config, workload)
+
+
+def with_workload(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
+    """`config` with a given workload's keys (a default workload is the config's own already)."""
+    config = dict(config)
     if workload.given:
         for section, values in workload.config().items():
             key = _key(config, section)
@@ -276,6 +283,24 @@ class Advice:
         return (within[1], gap, threshold) if gap < threshold else None
 
 
+FLAGS = ("--input-tokens is workload.inputTokens, --prefix-tokens workload.prefixTokens, --output-tokens "
+         "workload.outputTokens, --prefix-types and --concurrency workload's largest and benchmark's lists")
+
+
+def check_workload(base: dict[str, Any], base_name: str, workload: Workload) -> None:
+    """A given workload that no layout could serve (longer than the model's context, say) is the
+    user's input to fix, not 68 refusals: say so once (exit 2)."""
+    if not workload.given:
+        return
+    raw, secrets = mockrun.config_from_doc(with_workload(base, workload))
+    try:
+        load_config(raw, base_name, secrets)
+    except ConfigError as exc:
+        mine = [f"{key}: {message}" for key, message in exc.problems if key.startswith(("workload.", "benchmark."))]
+        if mine:
+            raise UserError(f"no layout can serve the workload given ({FLAGS}): " + "; ".join(mine)) from None
+
+
 def _order(goal: Goal):
     return lambda c: (c.over_bound, -c.score if goal.higher_is_better else c.score)
 
@@ -295,6 +320,7 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
         raise UserError(f"no GPU class of {base_name} has a node to run workers on in {data.source}: "
                         + "; ".join(left_out) + ". Run `dynamo-lab preflight " + base_name + "` against it for "
                         "the fix")
+    check_workload(base, base_name, workload)
     found = [Candidate(layout, candidate_config(base, layout, workload)) for layout in candidates.layouts(nodes)]
     families: dict[str, Family] = {}
     for c in found:

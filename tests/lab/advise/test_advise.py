@@ -196,6 +196,8 @@ def test_write_refuses_a_name_pulumi_would_not_read_and_a_file_that_exists(tmp_p
     (["--write", "Pulumi.same-server.yaml"], "the file exists and is left as it is"),
     (["--prefix-tokens", "3000"], "the shared prefix (3,000 tokens"),
     (["--input-tokens", "1000"], "is not less than the input (1,000"),
+    # Longer than the model's context: no layout could serve it, so it is the input to fix.
+    (["--output-tokens", "50000"], "no layout can serve the workload given (--input-tokens is workload.inputTokens"),
 ])
 def test_bad_arguments_are_refused_before_anything_is_read_or_written(args, says):
     before = (ROOT / "Pulumi.same-server.yaml").read_bytes()
