@@ -74,6 +74,16 @@ def _gap(a: Advice, better: Candidate, worse: Candidate) -> str:
         f"{metric} {ratio:.1f}x the recommendation's")
 
 
+def base_setting(fam: Family) -> Optional[str]:
+    """The one key outside the layout (not `workers`, not `gpuClasses`) that refused every layout of
+    a family, if it was one: a setting of the base stack, such as the probe on an aggregated graph."""
+    if fam.best is not None or fam.refused_preflight or not fam.refused_config:
+        return None
+    keys = {c.reason.split(":", 1)[0] for c in fam.refused_config}
+    key = keys.pop() if len(keys) == 1 else None
+    return key if key and not key.startswith(("workers.", "gpuClasses")) else None
+
+
 def _family(a: Advice, fam: Family) -> str:
     refused = []
     for what, group in (("the sizing", fam.refused_config), ("preflight", fam.refused_preflight)):
@@ -83,7 +93,10 @@ def _family(a: Advice, fam: Family) -> str:
     head = f"{fam.name}: {fam.looked_at} looked at" + (f", {'; '.join(refused)}" if refused else "")
     best = fam.best
     if best is None:
-        return f"{head}. Dropped: none of its layouts passes the sizing and preflight."
+        setting = base_setting(fam)
+        because = (f" All for the base stack's `{setting}`, not their workers: advise from a base without it to "
+                   "compare this family" if setting else "")
+        return f"{head}. Dropped: none of its layouts passes the sizing and preflight.{because}"
     rank = a.ranked.index(best) + 1
     winner = a.winner
     if best.over_bound:
@@ -139,6 +152,10 @@ def text(a: Advice, top: int = 3) -> str:
         if len(a.workload.points) > 1:
             lines += _by_point(a, shown)
         lines.append(_verdict(a))
+        for fam in a.families:
+            if (setting := base_setting(fam)) is not None:
+                lines.append(f"Not compared: {fam.name}: every layout of it is refused by {a.base}'s `{setting}`, "
+                             "a setting of the base stack, not of the layout.")
     lines += [""] + _uncertainty(a) + ["", "Families, each by its best layout:"]
     lines += [f"- {_family(a, fam)}" for fam in a.families]
     return "\n".join(lines)

@@ -257,3 +257,21 @@ def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
     assert lines[at + 1].split() == ["rank", "2x4", "24x4"]
     first = lines[at + 3].split()
     assert first[0] == "1" and [float(v) for v in first[1:]] == [round(r.requests_per_s, 1) for r in a.ranked[0].rows]
+
+
+def test_a_family_refused_whole_by_a_base_setting_says_it_was_not_compared_and_which_setting():
+    config = base("cross-server")
+    config["dynamo-lab:probe"] = {"enabled": True}  # the probe measures a prefill -> decode path
+    a = advise(config, workload=point(2, 4))
+    assert a.winner.layout.kind != "aggregated"
+    words = text.text(a)
+    assert ("Not compared: aggregated, KV routing: every layout of it is refused by kv-routing's `probe.enabled`, "
+            "a setting of the base stack") in words
+    assert "All for the base stack's `probe.enabled`, not their workers" in words
+    # A family refused for its layouts' own reasons (each 8GB worker's pool, or the laptop's memory) is not
+    # said to be the base's doing.
+    small = advise(data=with_nodes(gpu_node("gpu-server", 24576, 4, 64), gpu_node("gpu-laptop", 8192, 4, 5)),
+                   workload=point(2, 4))
+    for name in ("prefill/decode on gpu-8gb's node", "prefill on gpu-8gb -> decode on gpu-24gb"):
+        fam = family(small, name)
+        assert fam.best is None and text.base_setting(fam) is None
