@@ -215,6 +215,8 @@ def _advise(args: argparse.Namespace) -> int:
     if args.ttft_p99_max is not None and args.goal != "requests-per-s":
         raise UserError("--ttft-p99-max bounds the requests/s goal: add --goal requests-per-s (the TTFT p50 goal "
                         "already ranks by latency)")
+    if args.force and not args.write:
+        raise UserError("--force replaces the file --write names: add --write Pulumi.NAME.yaml, or drop --force")
     name = write.stack_name(args.write) if args.write else args.stack
     if args.write:
         write.refuse_existing(args.write, args.force)

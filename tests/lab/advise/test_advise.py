@@ -193,6 +193,7 @@ def test_write_refuses_a_name_pulumi_would_not_read_and_a_file_that_exists(tmp_p
 @pytest.mark.parametrize(("args", "says"), [
     (["--ttft-p99-max", "500"], "--ttft-p99-max bounds the requests/s goal: add --goal requests-per-s"),
     (["--write", "advised.yaml"], "name it Pulumi.<stack>.yaml"),
+    (["--force"], "--force replaces the file --write names"),
     (["--write", "Pulumi.same-server.yaml"], "the file exists and is left as it is"),
     (["--prefix-tokens", "3000"], "the shared prefix (3,000 tokens"),
     (["--input-tokens", "1000"], "is not less than the input (1,000"),
