@@ -16,7 +16,7 @@ from infra.lab.predict.cells import Error
 from infra.lab.preflight.checks import check
 from infra.plan import load_stack
 from tests.helpers import ROOT, run_cli
-from tests.lab.advise.common import LAB, advise, base, family, gpu_node, point, with_nodes
+from tests.lab.advise.common import LAB, advise, base, family, gpu_node, point, small_lab, with_nodes
 
 ONE_NODE_24 = "prefill/decode on gpu-24gb's node"
 
@@ -151,7 +151,7 @@ def test_the_uncertainty_keeps_fitted_and_held_out_cells_apart():
 
 
 def test_everything_printed_is_labelled_an_estimate_with_where_the_constants_come_from():
-    a = advise(workload=point(2, 4))
+    a = advise(data=small_lab(), workload=point(2, 4))
     words = text.text(a)
     assert words.startswith("ESTIMATES, not measurements")
     assert "fitted to one lab's published table" in words
@@ -165,9 +165,9 @@ def test_everything_printed_is_labelled_an_estimate_with_where_the_constants_com
 def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp_path):
     config = base()
     config["dynamo-lab:hfToken"] = {"secure": "v1:abc"}
-    a = advise(config, workload=point(2, 4), name="advised")
+    a = advise(config, data=small_lab(), workload=point(2, 4), name="advised")
     path = tmp_path / "Pulumi.advised.yaml"
-    write.write(str(path), a, a.winner, config, LAB)
+    write.write(str(path), a, a.winner, config, small_lab())
     written = path.read_text()
     assert written.startswith("# Written by `dynamo-lab advise kv-routing`")
     assert "ESTIMATES" in written and "hfToken" in written and "v1:abc" not in written
@@ -175,7 +175,7 @@ def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp
     assert stack.config.graph.namespace == "dynamo-lab-advised"
     assert [g.model_dump(by_alias=True, include={"name", "role", "replicas", "gpu_class"}) for g in
             stack.config.workers] == a.winner.layout.workers()
-    assert check(stack, LAB).fits
+    assert check(stack, small_lab()).fits
 
 
 def test_write_refuses_a_name_pulumi_would_not_read_and_a_file_that_exists(tmp_path):
@@ -252,7 +252,7 @@ def test_without_the_labs_stacks_to_measure_its_error_advise_stops_and_says_why(
 
 def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
     w = search.Workload(2371, 2000, 64, (2, 24), (4,), given=True)
-    a = advise(workload=w, goal=search.Goal("requests-per-s"))
+    a = advise(data=small_lab(), workload=w, goal=search.Goal("requests-per-s"))
     lines = text.text(a).splitlines()
     at = lines.index("requests/s at each point (prefix types x concurrency), estimates:")
     assert lines[at + 1].split() == ["rank", "2x4", "24x4"]
@@ -263,7 +263,7 @@ def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
 def test_a_family_refused_whole_by_a_base_setting_says_it_was_not_compared_and_which_setting():
     config = base("cross-server")
     config["dynamo-lab:probe"] = {"enabled": True}  # the probe measures a prefill -> decode path
-    a = advise(config, workload=point(2, 4))
+    a = advise(config, data=small_lab(), workload=point(2, 4))
     assert a.winner.layout.kind != "aggregated"
     words = text.text(a)
     assert ("Not compared: aggregated, KV routing: every layout of it is refused by kv-routing's `probe.enabled`, "

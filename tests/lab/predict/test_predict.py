@@ -32,6 +32,7 @@ def test_json_has_a_row_for_every_cell_of_the_matrix_and_the_inputs_it_used():
     assert inputs["benchmark"]["prefix_tokens"] == 2000
 
 
+@pytest.mark.slow  # two stacks' whole matrices at full fidelity: about 4 s of the fast tier's CPU
 def test_the_labs_direction_same_server_is_slower_than_kv_routing_in_every_cell():
     same = {(r["prefix_types"], r["concurrency"]): r for r in _rows("same-server")["rows"]}
     kv = {(r["prefix_types"], r["concurrency"]): r for r in _rows("kv-routing")["rows"]}
@@ -40,6 +41,7 @@ def test_the_labs_direction_same_server_is_slower_than_kv_routing_in_every_cell(
         assert r["requests_per_s"] < kv[cell]["requests_per_s"], cell
 
 
+@pytest.mark.slow
 def test_cross_server_never_beats_its_shared_link():
     # Every request moves at least its 371-token tail over one 1GbE link shared by all transfers.
     data = _rows("cross-server")
