@@ -218,8 +218,9 @@ def _advise(args: argparse.Namespace) -> int:
     if args.force and not args.write:
         raise UserError("--force replaces the file --write names: add --write Pulumi.NAME.yaml, or drop --force")
     name = write.stack_name(args.write) if args.write else args.stack
-    if args.write:
-        write.refuse_existing(args.write, args.force)
+    out = write.target(args.write, mockrun_root()) if args.write else None
+    if out is not None:
+        write.refuse_existing(out, args.force, args.stack)
     base_stack = _stack(args.stack)  # the base stack file, loaded and sized: a ConfigError names its key
     root = mockrun_root()
     base = (yaml.safe_load((root / f"Pulumi.{args.stack}.yaml").read_text()) or {}).get("config") or {}
@@ -248,9 +249,10 @@ def _advise(args: argparse.Namespace) -> int:
     print(text.to_json(advice) if args.json else text.text(advice, args.top))
     if advice.winner is None:
         return 1
-    if args.write:
-        write.write(args.write, advice, advice.winner, base, data, force=args.force)
-        source = "" if args.source is None else f" --from {shlex.quote(args.source)}"
+    if out is not None:
+        write.write(out, advice, advice.winner, base, data, force=args.force)
+        source = {None: "", "-": " --from FILE (the cluster data, saved)"}.get(
+            args.source, f" --from {shlex.quote(str(args.source))}")
         print(f"\nwrote {args.write}: {advice.winner.layout.label}, stack {name}. Next: `dynamo-lab preflight {name}"
               f"{source}`, then `pulumi preview --stack {name}` and `pulumi up --stack {name}` (README, Deploy)",
               file=sys.stderr if args.json else sys.stdout)

@@ -35,6 +35,11 @@ from infra.plan import Stack, load_stack
 # The screening pass: one simulated graph, one measured run after its warm-up, per point.
 SCREEN_GRAPHS, SCREEN_RUNS = 1, 1
 REFINED_PER_FAMILY = 2
+# The most layouts one search predicts: two classes of 6 units give 150, three of 4 give 238; three
+# of 6 (603) would take minutes.
+MAX_LAYOUTS = 400
+# The most requests in flight advise simulates: each is simulated, and the lab ran 4 and 8.
+MAX_CONCURRENCY = 64
 
 
 # --- Inputs -------------------------------------------------------------------------------------
@@ -261,6 +266,7 @@ class Advice:
     ranked: list[Candidate]  # refined, best first; over the goal's bound last
     families: list[Family]
     full: tuple[int, int]  # simulated graphs and runs per point of the refined candidates
+    refined_per_family: int
     seconds: float
 
     @property
@@ -290,6 +296,10 @@ FLAGS = ("--input-tokens is workload.inputTokens, --prefix-tokens workload.prefi
 def check_workload(base: dict[str, Any], base_name: str, workload: Workload) -> None:
     """A given workload that no layout could serve (longer than the model's context, say) is the
     user's input to fix, not 68 refusals: say so once (exit 2)."""
+    if max(workload.concurrency) > MAX_CONCURRENCY:
+        raise UserError(f"concurrency {max(workload.concurrency)} is more than advise simulates ({MAX_CONCURRENCY} "
+                        "requests in flight; each request is simulated, and a search would take many minutes): "
+                        f"ask for at most {MAX_CONCURRENCY}")
     if not workload.given:
         return
     raw, secrets = mockrun.config_from_doc(with_workload(base, workload))
@@ -302,7 +312,8 @@ def check_workload(base: dict[str, Any], base_name: str, workload: Workload) -> 
 
 
 def _order(goal: Goal):
-    return lambda c: (c.over_bound, -c.score if goal.higher_is_better else c.score)
+    """The goal's order; layouts over the p99 bound last, the least over first."""
+    return lambda c: (c.over_bound, c.worst_p99_ms if c.over_bound else -c.score if goal.higher_is_better else c.score)
 
 
 def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterData,
@@ -321,7 +332,12 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
                         + "; ".join(left_out) + ". Run `dynamo-lab preflight " + base_name + "` against it for "
                         "the fix")
     check_workload(base, base_name, workload)
-    found = [Candidate(layout, candidate_config(base, layout, workload)) for layout in candidates.layouts(nodes)]
+    layouts = candidates.layouts(nodes)
+    if len(layouts) > MAX_LAYOUTS:
+        raise UserError(f"{len(layouts)} layouts over the GPU classes {', '.join(n.gpu_class for n in nodes)} is more "
+                        f"than advise searches ({MAX_LAYOUTS}; each is predicted): advise from a base stack whose "
+                        "gpuClasses holds only the classes to compare (docs/advise.md, 'What it searches')")
+    found = [Candidate(layout, candidate_config(base, layout, workload)) for layout in layouts]
     families: dict[str, Family] = {}
     for c in found:
         fam = families.setdefault(c.layout.family, Family(c.layout.family))
@@ -343,4 +359,4 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
         fam.refined = sorted(screened[:refined_per_family], key=order)
     ranked = sorted((c for c in found if c.status == REFINED), key=order)
     return Advice(stack_name, base_name, data.source, nodes, left_out, workload, goal, uncertainty, found, ranked,
-                  list(families.values()), full, time.monotonic() - started)
+                  list(families.values()), full, refined_per_family, time.monotonic() - started)

@@ -12,6 +12,7 @@ from infra.lab.sizing_text import text_table
 ESTIMATE = ("ESTIMATES, not measurements: every figure here is the predictor's, a simulation of the serving graph "
             "whose constants were fitted to one lab's published table (two GPUs on 1GbE; docs/predictor.md). "
             "Measure the layout you deploy (docs/benchmark.md).")
+KINDS = {"aggregated": "aggregated", "one-node": "one-node prefill/decode", "across": "cross-node prefill/decode"}
 LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s": "requests/s"}
 
 
@@ -135,7 +136,7 @@ def text(a: Advice, top: int = 3) -> str:
               f"Searched {len(a.candidates)} layouts as stack {a.stack} (four families; replicas per class: {bounds}, "
               f"the GPU units its node advertises, at most {MAX_REPLICAS_PER_CLASS}): {counts[REFUSED_CONFIG]} refused "
               f"by the sizing, {counts[REFUSED_PREFLIGHT]} by preflight; {accepted} screened with one simulated run "
-              f"per point, and the best of each family predicted in full "
+              f"per point, and the best {a.refined_per_family} of each family predicted in full "
               f"({a.full[0] * a.full[1]} runs per point): {len(a.ranked)}. "
               f"{a.seconds:.0f} s.", ""]
     if not a.ranked:
@@ -176,7 +177,7 @@ def _verdict(a: Advice) -> str:
     w = a.winner
     if w is None:
         return (f"No recommendation: every layout's predicted TTFT p99 goes over {a.goal.ttft_p99_max_ms:,.0f} ms "
-                "at some point; the lowest is shown first. Raise --ttft-p99-max, or lower the concurrency.")
+                "at some point; the least over is shown first. Raise --ttft-p99-max, or lower the concurrency.")
     close = a.close_call
     if close:
         other, gap, threshold = close
@@ -184,7 +185,7 @@ def _verdict(a: Advice) -> str:
         rival = next((c for c in a.ranked if c.layout.kind != kind and not c.over_bound), None)
         apart = ""
         if other.layout.kind == kind and rival is not None and a.relative_gap(w, rival) >= threshold:
-            apart = (f" Both are {w.layout.family.split(',')[0]} layouts: the best of another kind, "
+            apart = (f" Both are {KINDS[kind]} layouts: the best of another kind, "
                      f"{rival.layout.label}, has {_gap(a, w, rival)}, beyond that error.")
         return (f"Too close to call: {w.layout.label} and {other.layout.label} differ by {_percent(gap)} on "
                 f"{LABELS[a.goal.metric]}, within the predictor's held-out median error of {threshold:.0%}. Either "

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from infra.errors import UserError
 from infra.lab.predict import cells
 from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
 from infra.lab.predict.params import LAB, LabParams
@@ -53,4 +54,15 @@ def measured(load: Callable[[str], tuple], lab: LabParams = LAB) -> Uncertainty:
     write-up published (the lab's own, as shipped). About 4 s: every published cell is predicted."""
     errors = [e for name in TABLE_STACKS
               for e in cells.errors(name, cells.predict(*load(name), lab, lab.pool_scale.get(name, 1.0)))]
-    return from_errors(errors)
+    return complete(from_errors(errors))
+
+
+def complete(found: Uncertainty) -> Uncertainty:
+    """`found`, if it has every metric's fitted and held-out errors; else a UserError that says why."""
+    missing = [m for m in METRICS if m not in found.metrics]
+    if missing:
+        raise UserError(f"the predictor's error could not be measured for {', '.join(missing)}: the benchmark matrix "
+                        f"of {' and '.join(TABLE_STACKS)} must hold published cells at concurrency "
+                        f"{CALIBRATION_CONCURRENCY} (fitted) and another (held out); restore their `benchmark` "
+                        "section as shipped (prefix types 2, 7, 12, 24 x concurrency 4, 8)")
+    return found

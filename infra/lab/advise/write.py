@@ -27,6 +27,21 @@ from infra.plan import load_stack
 NAME = re.compile(r"^Pulumi\.([A-Za-z0-9][A-Za-z0-9_.-]*)\.yaml$")
 
 
+# The lab's own stacks: the predictor's error is measured with them (uncertainty.py).
+LAB_STACKS = ("kv-routing", "same-server")
+
+
+def target(path: str, root: Path) -> Path:
+    """Where `--write PATH` goes: a bare file name into the project's directory (beside Pulumi.yaml,
+    where Pulumi and dynamo-lab read stack files), a path only if it is there."""
+    given = Path(path)
+    out = root / given if given.parent == Path(".") else given
+    if out.parent.resolve() != root.resolve():
+        raise UserError(f"--write {path}: write the stack file into the project's directory, {root}, beside "
+                        f"Pulumi.yaml, where Pulumi reads stack files: --write {given.name}")
+    return out
+
+
 def stack_name(path: str) -> str:
     """The stack a file is for, from its name: Pulumi reads stack NAME's settings from Pulumi.NAME.yaml."""
     m = NAME.match(Path(path).name)
@@ -36,13 +51,22 @@ def stack_name(path: str) -> str:
     return m.group(1)
 
 
-def refuse_existing(path: str, force: bool) -> None:
-    if not Path(path).parent.is_dir():
-        raise UserError(f"--write {path}: there is no directory {Path(path).parent}; write the file into the "
-                        "project's directory, beside Pulumi.yaml")
-    if Path(path).exists() and not force:
-        raise UserError(f"--write {path}: the file exists and is left as it is; write another name, or add --force "
-                        "to replace it")
+def refuse_existing(path: Path, force: bool, base: str) -> None:
+    """Refuse a file advise must not write: an existing one (without --force), the base stack's own
+    (its secrets, encrypted for it, would be lost) and the lab's stacks (the error is measured with them)."""
+    name = stack_name(str(path))
+    if name == base:
+        raise UserError(f"--write {path.name}: that is {base}'s own file, the base: its secrets are encrypted for it "
+                        "and advise does not copy them. Write a new stack (--write Pulumi.advised.yaml) and copy "
+                        f"its workers into {path.name} by hand if you want them there")
+    if name in LAB_STACKS:
+        raise UserError(f"--write {path.name}: {name} is one of the lab's stacks ({', '.join(LAB_STACKS)}) the "
+                        "predictor's error is measured with; write a new stack (--write Pulumi.advised.yaml)")
+    if path.exists() and not force:
+        raise UserError(f"--write {path.name}: the file exists and is left as it is; write another name, or add "
+                        "--force to replace it")
+    if not os.access(path.parent, os.W_OK):
+        raise UserError(f"--write {path.name}: {path.parent} is not writable by this user")
 
 
 def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
@@ -59,24 +83,26 @@ def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
     return "".join(f"# {line}\n" for line in textwrap.wrap(text, 98, break_long_words=False, break_on_hyphens=False))
 
 
-def write(path: str, a: Advice, c: Candidate, base: dict, data: ClusterData, force: bool = False) -> None:
+def write(path: Path, a: Advice, c: Candidate, base: dict, data: ClusterData, force: bool = False) -> None:
     """Write `c` as `path`, after its own text loads, sizes and passes preflight on `data`."""
-    refuse_existing(path, force)
+    refuse_existing(path, force, a.base)
     body = header(a, c, secret_keys(base)) + yaml.safe_dump({"config": c.config}, sort_keys=False)
     doc = yaml.safe_load(body)
     raw, secrets = mockrun.config_from_doc(doc["config"])
     stack = load_stack(a.stack, raw, secrets)  # a ConfigError here is a bug: say it, write nothing
     report = check(stack, data)
     if not report.fits:
-        raise UserError(f"--write {path}: the written layout failed preflight ({report.problems[0].problem}); "
+        raise UserError(f"--write {path.name}: the written layout failed preflight ({report.problems[0].problem}); "
                         "nothing was written. This is a dynamo-lab bug: please report it")
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise UserError(f"--write {path.name}: cannot write in {path.parent}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w") as f:
             f.write(body)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -34,10 +34,10 @@ def point(prefix_types: int, concurrency: int, input_tokens: int = 2371, prefix_
 
 def advise(config: Optional[dict] = None, data: ClusterData = LAB, workload: Optional[search.Workload] = None,
            goal: Optional[search.Goal] = None, full: tuple[int, int] = CHEAP,
-           name: str = "advised") -> search.Advice:
-    """A search of `config` (default: kv-routing's) on `data` for the goal (default: TTFT p50)."""
-    return search.search(config or base(), "kv-routing", name, data, workload, goal or search.Goal("ttft-p50"),
-                         FIXED, full=full)
+           name: str = "advised", base_name: str = "kv-routing") -> search.Advice:
+    """A search of `config` (default: base_name's file) on `data` for the goal (default: TTFT p50)."""
+    return search.search(config or base(base_name), base_name, name, data, workload,
+                         goal or search.Goal("ttft-p50"), FIXED, full=full)
 
 
 def gpu_node(name: str, gpu_mib: int, units: int, memory_gib: float, cpus: int = 16, **labels: str) -> Node:

@@ -138,7 +138,7 @@ def test_the_best_two_are_too_close_to_call_within_the_held_out_median_error(goa
     from tests.lab.advise.common import FIXED
 
     ranked = [_fake("a", first), _fake("b", second)]
-    a = search.Advice("s", "s", "x", [], [], point(2, 4), search.Goal(goal), FIXED, ranked, ranked, [], (1, 1), 0.0)
+    a = search.Advice("s", "s", "x", [], [], point(2, 4), search.Goal(goal), FIXED, ranked, ranked, [], (1, 1), 2, 0.0)
     assert (a.close_call is not None) == close
 
 
@@ -167,7 +167,7 @@ def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp
     config["dynamo-lab:hfToken"] = {"secure": "v1:abc"}
     a = advise(config, data=small_lab(), workload=point(2, 4), name="advised")
     path = tmp_path / "Pulumi.advised.yaml"
-    write.write(str(path), a, a.winner, config, small_lab())
+    write.write(path, a, a.winner, config, small_lab())
     written = path.read_text()
     assert written.startswith("# Written by `dynamo-lab advise kv-routing`")
     assert "ESTIMATES" in written and "hfToken" in written and "v1:abc" not in written
@@ -178,34 +178,54 @@ def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp
     assert check(stack, small_lab()).fits
 
 
-def test_write_refuses_a_name_pulumi_would_not_read_and_a_file_that_exists(tmp_path):
+def test_write_refuses_a_name_pulumi_would_not_read_a_file_that_exists_and_the_files_it_must_not_replace(tmp_path):
     with pytest.raises(UserError, match=r"name it Pulumi.<stack>.yaml"):
         write.stack_name(str(tmp_path / "advised.yaml"))
     existing = tmp_path / "Pulumi.kept.yaml"
     existing.write_text("config: {}\n")
     with pytest.raises(UserError, match="the file exists and is left as it is"):
-        write.refuse_existing(str(existing), force=False)
+        write.refuse_existing(existing, False, "kv-routing")
     assert existing.read_text() == "config: {}\n"
-    with pytest.raises(UserError, match="there is no directory"):
-        write.refuse_existing(str(tmp_path / "nowhere" / "Pulumi.x.yaml"), force=False)
+    write.refuse_existing(existing, True, "kv-routing")  # --force replaces it
+    with pytest.raises(UserError, match="that is mine's own file, the base: its secrets are encrypted for it"):
+        write.refuse_existing(tmp_path / "Pulumi.mine.yaml", True, "mine")
+    with pytest.raises(UserError, match="same-server is one of the lab's stacks"):
+        write.refuse_existing(tmp_path / "Pulumi.same-server.yaml", True, "kv-routing")
+    # Only into the project's directory, where Pulumi reads stack files; a bare name goes there.
+    assert write.target("Pulumi.a.yaml", tmp_path) == tmp_path / "Pulumi.a.yaml"
+    assert write.target(str(tmp_path / "Pulumi.a.yaml"), tmp_path) == tmp_path / "Pulumi.a.yaml"
+    with pytest.raises(UserError, match=f"write the stack file into the project's directory, {tmp_path}"):
+        write.target(str(tmp_path / "sub" / "Pulumi.a.yaml"), tmp_path)
+
+
+def test_write_refuses_a_directory_it_cannot_write_in_with_one_line_and_writes_nothing(tmp_path):
+    a = advise(data=small_lab(), workload=point(2, 4))
+    gone = tmp_path / "gone"  # removed after the search, as a directory can be; root could write a read-only one
+    with pytest.raises(UserError, match=f"--write Pulumi.advised.yaml: {gone} is not writable by this user"):
+        write.write(gone / "Pulumi.advised.yaml", a, a.winner, base(), small_lab())
+    assert not gone.exists()
 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--ttft-p99-max", "500"], "--ttft-p99-max bounds the requests/s goal: add --goal requests-per-s"),
     (["--write", "advised.yaml"], "name it Pulumi.<stack>.yaml"),
     (["--force"], "--force replaces the file --write names"),
-    (["--write", "Pulumi.same-server.yaml"], "the file exists and is left as it is"),
+    (["--write", "Pulumi.cross-server.yaml"], "the file exists and is left as it is"),
+    (["--write", "Pulumi.same-server.yaml", "--force"], "same-server is one of the lab's stacks"),
+    (["--write", "Pulumi.kv-routing.yaml", "--force"], "that is kv-routing's own file, the base"),
+    (["--write", "/tmp/Pulumi.elsewhere.yaml"], "write the stack file into the project's directory"),
+    (["--concurrency", "65"], "concurrency 65 is more than advise simulates (64"),
     (["--prefix-tokens", "3000"], "the shared prefix (3,000 tokens"),
     (["--input-tokens", "1000"], "is not less than the input (1,000"),
     # Longer than the model's context: no layout could serve it, so it is the input to fix.
     (["--output-tokens", "50000"], "no layout can serve the workload given (--input-tokens is workload.inputTokens"),
 ])
 def test_bad_arguments_are_refused_before_anything_is_read_or_written(args, says):
-    before = (ROOT / "Pulumi.same-server.yaml").read_bytes()
+    before = {p.name: p.read_bytes() for p in ROOT.glob("Pulumi.*.yaml")}
     result = run_cli("advise", "kv-routing", "--from", "/nonexistent", *args)
     assert result.returncode == 2, result
     assert says in result.stderr and "Traceback" not in result.stderr
-    assert (ROOT / "Pulumi.same-server.yaml").read_bytes() == before
+    assert {p.name: p.read_bytes() for p in ROOT.glob("Pulumi.*.yaml")} == before
     assert result.stdout == ""
 
 
@@ -263,10 +283,10 @@ def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
 def test_a_family_refused_whole_by_a_base_setting_says_it_was_not_compared_and_which_setting():
     config = base("cross-server")
     config["dynamo-lab:probe"] = {"enabled": True}  # the probe measures a prefill -> decode path
-    a = advise(config, data=small_lab(), workload=point(2, 4))
+    a = advise(config, data=small_lab(), workload=point(2, 4), base_name="cross-server")
     assert a.winner.layout.kind != "aggregated"
     words = text.text(a)
-    assert ("Not compared: aggregated, KV routing: every layout of it is refused by kv-routing's `probe.enabled`, "
+    assert ("Not compared: aggregated, KV routing: every layout of it is refused by cross-server's `probe.enabled`, "
             "a setting of the base stack") in words
     assert "All for the base stack's `probe.enabled`, not their workers" in words
     # A family refused for its layouts' own reasons (each 8GB worker's pool, or the laptop's memory) is not
@@ -276,3 +296,30 @@ def test_a_family_refused_whole_by_a_base_setting_says_it_was_not_compared_and_w
     for name in ("prefill/decode on gpu-8gb's node", "prefill on gpu-8gb -> decode on gpu-24gb"):
         fam = family(small, name)
         assert fam.best is None and text.base_setting(fam) is None
+
+
+def test_an_error_table_without_held_out_cells_is_refused_with_the_reason():
+    only_fitted = [Error("kv-routing", p, 4, m, 100, 110) for p in (2, 7) for m in uncertainty.METRICS]
+    with pytest.raises(UserError, match=r"could not be measured for ttft_p50_ms, ttft_p99_ms, requests_per_s: .* "
+                                        r"concurrency 4 \(fitted\) and another \(held out\)"):
+        uncertainty.complete(uncertainty.from_errors(only_fitted))
+
+
+def test_when_every_layout_is_over_the_p99_bound_none_is_recommended_and_the_least_over_comes_first():
+    a = advise(data=small_lab(), workload=point(2, 4), goal=search.Goal("requests-per-s", 1.0))
+    assert a.winner is None and a.ranked and all(c.over_bound for c in a.ranked)
+    worst = [c.worst_p99_ms for c in a.ranked]
+    assert worst == sorted(worst)
+    assert "No recommendation: every layout's predicted TTFT p99 goes over 1 ms" in text.text(a)
+
+
+def test_a_search_larger_than_the_bound_is_refused_before_anything_is_predicted():
+    classes = {c: {"memory": "24564Mi", "effectiveTflops": 40,
+                   "nodeSelector": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [f"n-{c}"]}]}
+               for c in ("a", "b", "c")}
+    config = base()
+    config["dynamo-lab:gpuClasses"] = classes
+    config["dynamo-lab:workers"] = [{"name": "w", "role": "agg", "replicas": 1, "gpuClass": "a"}]
+    data = with_nodes(*(gpu_node(f"n-{c}", 24576, 8, 256) for c in classes))
+    with pytest.raises(UserError, match=r"603 layouts over the GPU classes a, b, c is more than advise searches \(400"):
+        advise(config, data=data, workload=point(2, 4))
