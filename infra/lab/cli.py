@@ -33,24 +33,21 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: write a positive number of seconds")
-    return value
+def _positive_number(unit: str):
+    """An argparse type: a positive, finite number of `unit`."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r}: write a positive number of {unit}")
+        return value
+    return parse
 
 
-def _positive_ms(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: write a positive number of milliseconds")
-    return value
+_positive_seconds = _positive_number("seconds")
+_positive_ms = _positive_number("milliseconds")
 
 
 def _int_list(text: str) -> list[int]:
@@ -207,10 +204,10 @@ def _nonnegative_int(text: str) -> int:
 
 
 def _advise(args: argparse.Namespace) -> int:
-    import yaml
-
+    from infra.lab import mockrun
     from infra.lab.advise import search, text, uncertainty, write
     from infra.lab.preflight import cluster_data
+    from infra.plan import load_stack
 
     if args.ttft_p99_max is not None and args.goal != "requests-per-s":
         raise UserError("--ttft-p99-max bounds the requests/s goal: add --goal requests-per-s (the TTFT p50 goal "
@@ -218,12 +215,11 @@ def _advise(args: argparse.Namespace) -> int:
     if args.force and not args.write:
         raise UserError("--force replaces the file --write names: add --write Pulumi.NAME.yaml, or drop --force")
     name = write.stack_name(args.write) if args.write else args.stack
-    out = write.target(args.write, mockrun_root()) if args.write else None
+    out = write.target(args.write, mockrun.project_root()) if args.write else None
     if out is not None:
         write.refuse_existing(out, args.force, args.stack)
-    base_stack = _stack(args.stack)  # the base stack file, loaded and sized: a ConfigError names its key
-    root = mockrun_root()
-    base = (yaml.safe_load((root / f"Pulumi.{args.stack}.yaml").read_text()) or {}).get("config") or {}
+    base = mockrun.stack_doc(args.stack)  # the base stack file's `config:`, as written
+    base_stack = load_stack(args.stack, *mockrun.config_from_doc(base))  # a ConfigError names its key
     workload = None
     given = {k: getattr(args, k) for k in ("input_tokens", "prefix_tokens", "output_tokens", "prefix_types",
                                            "concurrency") if getattr(args, k) is not None}
@@ -239,8 +235,12 @@ def _advise(args: argparse.Namespace) -> int:
         workload = search.Workload(**w)
         search.check_workload(base, args.stack, workload)
     data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(base_stack.config.cluster)
+    def lab_stack(name: str):
+        stack = _stack(name)
+        return stack.config, stack.sizing
+
     try:
-        measured = uncertainty.measured(lambda n: (lambda s: (s.config, s.sizing))(_stack(n)))
+        measured = uncertainty.measured(lab_stack)
     except UserError as exc:
         raise UserError("advise reports the predictor's error against the lab's table, which it measures with the "
                         f"lab's own stacks, kv-routing and same-server, as this project ships them: {exc}") from None
@@ -257,12 +257,6 @@ def _advise(args: argparse.Namespace) -> int:
               f"{source}`, then `pulumi preview --stack {name}` and `pulumi up --stack {name}` (README, Deploy)",
               file=sys.stderr if args.json else sys.stdout)
     return 0
-
-
-def mockrun_root() -> Path:
-    from infra.lab import mockrun
-
-    return mockrun.project_root()
 
 
 def _report(args: argparse.Namespace) -> int:

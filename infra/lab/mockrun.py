@@ -66,12 +66,8 @@ def stacks_in(root: Path) -> list[str]:
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
 
 
-def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str], list[str]]:
-    """Read Pulumi.<stack>.yaml the way the Pulumi CLI hands config to a program.
-
-    Structured values become JSON text, scalars text; `secure:` values cannot be decrypted here and
-    are passed as a placeholder marked secret (render never needs the real value).
-    """
+def stack_doc(stack: str, root: Optional[Path] = None) -> dict[str, Any]:
+    """Pulumi.<stack>.yaml's `config:` map, as written (a StackFileError when it is not one)."""
     root = root or project_root()
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
@@ -82,7 +78,16 @@ def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str
         raise StackFileError(f"{path.name} is not valid YAML: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
         raise StackFileError(f"{path.name}: `config` must be a map of keys to values, as Pulumi writes it")
-    return config_from_doc(doc.get("config") or {})
+    return doc.get("config") or {}
+
+
+def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str], list[str]]:
+    """Read Pulumi.<stack>.yaml the way the Pulumi CLI hands config to a program.
+
+    Structured values become JSON text, scalars text; `secure:` values cannot be decrypted here and
+    are passed as a placeholder marked secret (render never needs the real value).
+    """
+    return config_from_doc(stack_doc(stack, root))
 
 
 def load(stack: str, root: Optional[Path] = None) -> "Stack":
