@@ -9,6 +9,7 @@ interpolation), and the cell reports the median over the runs, as the write-up d
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Optional
 
@@ -114,21 +115,22 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     p50s, p99s, rates = [], [], []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
     elapsed = 0.0
-    busy: dict[str, float] = {}
+    gpu_busy: dict[str, float] = defaultdict(float)  # seconds with work in flight, over the measured runs
+    path_busy: dict[str, float] = defaultdict(float)
     parts = {"prefill": 0.0, "transfer": 0.0, "first_token": 0.0}
     count = 0
     for g in range(graphs):
         graph = Graph(specs, paths, timing(lab), load, stream=STREAM + 1000 * prefix_types + 10 * concurrency + g)
         graph.run(concurrency, n)  # warm-up: caches as a long-running lab has them
         graph.stats = measured
-        servers = {**{k: v for k, v in graph.gpus.items()},
-                   **{f"{a}->{b}": v for (a, b), v in graph.paths.items()}}
+        servers = [(gpu_busy, name, gpu) for name, gpu in graph.gpus.items()] + [
+            (path_busy, f"{a}->{b}", path) for (a, b), path in graph.paths.items()]
         for _ in range(runs):
-            start, before = graph.sim.now, {k: v.busy_until_now() for k, v in servers.items()}
+            start, before = graph.sim.now, [server.busy_until_now() for _, _, server in servers]
             done = graph.run(concurrency, n)
             elapsed += graph.sim.now - start
-            for k, v in servers.items():
-                busy[k] = busy.get(k, 0.0) + v.busy_until_now() - before[k]
+            for (busy, name, server), was in zip(servers, before, strict=True):
+                busy[name] += server.busy_until_now() - was
             ttft = [(r.first_token - r.sent) * 1000 for r in done]
             p50s.append(percentile(ttft, 50))
             p99s.append(percentile(ttft, 99))
@@ -141,9 +143,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
             count += len(done)
     row = Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
               statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio)
-    share = {k: v / elapsed for k, v in busy.items()}
-    return row, Usage({k: v for k, v in share.items() if "->" not in k},
-                      {k: v for k, v in share.items() if "->" in k},
+    return row, Usage({k: v / elapsed for k, v in gpu_busy.items()}, {k: v / elapsed for k, v in path_busy.items()},
                       {k: v * 1000 / count for k, v in parts.items()})
 
 
