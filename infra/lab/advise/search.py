@@ -167,10 +167,9 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(max(v, 1e-9)) for v in values) / len(values))
 
 
-def _first_problem(exc: ConfigError) -> str:
-    path, message = exc.problems[0]
-    more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
-    return f"{path}: {message}{more}"
+def _first(reasons: list[str]) -> str:
+    """The first of a refusal's reasons, and how many more there were."""
+    return reasons[0] + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else "")
 
 
 def _accept(c: Candidate, stack_name: str, data: ClusterData) -> None:
@@ -178,13 +177,11 @@ def _accept(c: Candidate, stack_name: str, data: ClusterData) -> None:
     try:
         c.stack = load_stack(stack_name, raw, secrets)
     except ConfigError as exc:
-        c.status, c.reason = REFUSED_CONFIG, _first_problem(exc)
+        c.status, c.reason = REFUSED_CONFIG, _first([f"{path}: {message}" for path, message in exc.problems])
         return
     report = check(c.stack, data)
     if not report.fits:
-        p = report.problems[0]
-        more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
-        c.status, c.reason = REFUSED_PREFLIGHT, f"{p.where}: {p.check}: {p.problem}{more}"
+        c.status, c.reason = REFUSED_PREFLIGHT, _first([f"{p.where}: {p.check}: {p.problem}" for p in report.problems])
         return
     fullest = max(((float(n.needs / n.has), row.name) for row in report.nodes for n in row.resources
                    if n.resource == "memory" and n.has), default=(0.0, ""))
