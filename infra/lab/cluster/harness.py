@@ -437,16 +437,21 @@ def inner(state: Path) -> int:
         # In reverse order, clients before the apiserver, the apiserver before etcd.
         for name, p in reversed(procs):
             t0 = time.monotonic()
-            with contextlib.suppress(OSError):
-                p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            _end(p, 10)
             with contextlib.suppress(OSError):
                 _write_status(lay, **{f"stop_{name}_s": round(time.monotonic() - t0, 1)})
         # Leaving PID 1 kills whatever is left in the PID namespace.
+
+
+def _end(p: subprocess.Popen, grace: float) -> None:
+    """Stop a component: SIGTERM, then SIGKILL if it is still running after `grace` seconds."""
+    with contextlib.suppress(OSError):
+        p.terminate()
+    try:
+        p.wait(grace)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
 
 
 def _apiserver_outage(lay: Layout, procs, plan: dict, ready) -> list:
@@ -455,12 +460,7 @@ def _apiserver_outage(lay: Layout, procs, plan: dict, ready) -> list:
     seconds = float(lay.apiserver_outage.read_text().strip() or 10)
     argv = dict(plan["commands"])["kube-apiserver"]
     (i, (name, old)), = [(i, np) for i, np in enumerate(procs) if np[0] == "kube-apiserver"]
-    old.terminate()
-    try:
-        old.wait(20)
-    except subprocess.TimeoutExpired:
-        old.kill()
-        old.wait()
+    _end(old, 20)
     _write_status(lay, apiserver="stopped", apiserver_stopped_at=time.time())
     time.sleep(seconds)
     with open(lay.logs / "kube-apiserver.log", "ab") as out:
