@@ -85,7 +85,7 @@ def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
 
 def write(path: Path, a: Advice, c: Candidate, base: dict, data: ClusterData, force: bool = False) -> None:
     """Write `c` as `path`, after its own text loads, sizes and passes preflight on `data`."""
-    refuse_existing(path, force, a.base)
+    refuse_existing(path, force, a.base)  # again: the command checked before its search, which takes seconds
     body = header(a, c, secret_keys(base)) + yaml.safe_dump({"config": c.config}, sort_keys=False)
     doc = yaml.safe_load(body)
     raw, secrets = mockrun.config_from_doc(doc["config"])
