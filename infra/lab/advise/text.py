@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from infra.lab.advise.candidates import MAX_REPLICAS_PER_CLASS
+from infra.lab.advise.candidates import ACROSS, AGGREGATED, MAX_REPLICAS_PER_CLASS, ONE_NODE
 from infra.lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family
 from infra.lab.sizing_text import text_table
 
 ESTIMATE = ("ESTIMATES, not measurements: every figure here is the predictor's, a simulation of the serving graph "
             "whose constants were fitted to one lab's published table (two GPUs on 1GbE; docs/predictor.md). "
             "Measure the layout you deploy (docs/benchmark.md).")
-KINDS = {"aggregated": "aggregated", "one-node": "one-node prefill/decode", "across": "cross-node prefill/decode"}
+KINDS = {AGGREGATED: "aggregated", ONE_NODE: "one-node prefill/decode", ACROSS: "cross-node prefill/decode"}
 LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s": "requests/s"}
 
 
@@ -46,7 +46,7 @@ def _why(c: Candidate, winner: Optional[Candidate]) -> str:
     if parts["transfer"] > 0.25 * total:
         said.append(f"its first tokens wait for a KV transfer ({parts['transfer']:,.0f} ms of a mean "
                     f"{total:,.0f} ms TTFT)" + (", which aggregated workers never make"
-                                                  if winner and winner.layout.kind == "aggregated" else ""))
+                                                  if winner and winner.layout.kind == AGGREGATED else ""))
     if c.binding.level < NEAR_LIMIT:
         said.append(f"nothing is near its limit (the most used: {c.binding.resource}, {c.binding.detail})")
     else:
