@@ -131,9 +131,14 @@ def test_the_uncertainty_is_what_predict_validate_measures():
     assert uncertainty.measured(lambda name: stacks[name]) == expected
 
 
-def test_the_command_line_writes_a_stack_file_that_loads_and_passes_preflight(tmp_path):
+def _project(tmp_path) -> None:
+    """A project of its own: Pulumi.yaml and the shipped stack files."""
     for name in ("Pulumi.yaml", "Pulumi.kv-routing.yaml", "Pulumi.same-server.yaml", "Pulumi.cross-server.yaml"):
         shutil.copy(ROOT / name, tmp_path / name)
+
+
+def test_the_command_line_writes_a_stack_file_that_loads_and_passes_preflight(tmp_path):
+    _project(tmp_path)
     lab = str(ROOT / "tests" / "data" / "preflight" / "lab.json")
     result = run_cli("advise", "kv-routing", "--from", lab, "--write", "Pulumi.advised.yaml", "--json",
                      cwd=tmp_path)
@@ -156,8 +161,7 @@ def test_the_command_line_writes_a_stack_file_that_loads_and_passes_preflight(tm
 
 
 def test_no_room_anywhere_exits_1_and_writes_nothing(tmp_path):
-    for name in ("Pulumi.yaml", "Pulumi.kv-routing.yaml", "Pulumi.same-server.yaml", "Pulumi.cross-server.yaml"):
-        shutil.copy(ROOT / name, tmp_path / name)
+    _project(tmp_path)
     lab = json.loads("[" + (ROOT / "tests" / "data" / "preflight" / "lab.json").read_text().replace("}\n{", "},\n{")
                      + "]")
     for item in lab[1]["items"]:
