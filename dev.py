@@ -51,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,8 @@ ENGINE_VENV = ROOT / ".venv-engine"
 # Relative to ROOT, where uv runs: the lock's "via -r" comments name its input by this path.
 ENGINE_LOCK = Path("tests/engine/requirements.txt")
 UV_HOME = ROOT / ".uv"
+# Bumped when .uv/'s layout changes: an older .uv is made again.
+UV_LAYOUT = "layout-2"
 # The fast tier runs on every core (pytest-xdist); the lab tier alone, as its measurements need.
 FAST_TIER = ["-m", "not slow and not lab and not engine and not cluster", "-n", "auto"]
 SLOW_TIER = ["-m", "slow", "-n", "auto"]
@@ -92,27 +95,48 @@ def _log(msg: str) -> None:
 
 
 def _uv() -> Path:
-    """The pinned uv, installed on first use with pip into .uv/ and checked against its hashes."""
+    """The pinned uv, installed on first use with pip into .uv/venv/ and checked against its hashes.
+
+    .uv/bin holds uv alone (a link into .uv/venv): the checklist puts .uv/bin on PATH for Pulumi's uv
+    toolchain, and a python3 there would become the shell's python3, a venv's, so every later
+    `python3 dev.py` would ask uv for another interpreter than .venv's and have it rebuild .venv.
+    """
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["dynamo-lab"]
-    uv = UV_HOME / ("Scripts/uv.exe" if os.name == "nt" else "bin/uv")
-    stamp = UV_HOME / ".version"
-    if uv.exists() and stamp.is_file() and stamp.read_text() == tool["uv"]:
+    exe = "uv.exe" if os.name == "nt" else "uv"
+    uv, tool_env = UV_HOME / "bin" / exe, UV_HOME / "venv"
+    stamp, wanted = UV_HOME / ".version", f"{tool['uv']} {UV_LAYOUT}"
+    if uv.exists() and stamp.is_file() and stamp.read_text() == wanted:
         return uv
     _log(f"installing uv {tool['uv']} into {UV_HOME.name}/")
-    venv.EnvBuilder(with_pip=True, clear=True).create(UV_HOME)
+    if UV_HOME.is_dir() and not UV_HOME.is_symlink():
+        shutil.rmtree(UV_HOME)  # .uv is dev.py's own: an older layout (a venv at .uv itself) goes whole
+    venv.EnvBuilder(with_pip=True, clear=True).create(tool_env)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
         req.write(f"uv=={tool['uv']} " + " ".join(f"--hash={h}" for h in tool["uv-hashes"]) + "\n")
     try:
-        subprocess.run([str(_python(UV_HOME)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        subprocess.run([str(_python(tool_env)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                         "--require-hashes", "--only-binary", ":all:", "-r", req.name], check=True)
     finally:
         os.unlink(req.name)
-    stamp.write_text(tool["uv"])
+    uv.parent.mkdir(parents=True, exist_ok=True)
+    installed = tool_env / ("Scripts" if os.name == "nt" else "bin") / exe
+    try:
+        os.symlink(os.path.relpath(installed, uv.parent), uv)  # relative: the checkout may move
+    except OSError:  # no symlinks (Windows without the privilege): a copy serves as well
+        shutil.copy2(installed, uv)
+    stamp.write_text(wanted)
     return uv
 
 
+def _base_python() -> str:
+    """The interpreter .venv is made from: this one's base, when dev.py runs inside a venv (.uv's,
+    .venv's own, a user's), so that the same Python is asked for whichever python3 started dev.py."""
+    base = getattr(sys, "_base_executable", None) if sys.prefix != sys.base_prefix else None
+    return str(Path(base).resolve()) if base and Path(base).is_file() else str(Path(sys.executable).resolve())
+
+
 def _uv_env(environment: Path) -> dict[str, str]:
-    return {**os.environ, "UV_PROJECT_ENVIRONMENT": str(environment), "UV_PYTHON": sys.executable,
+    return {**os.environ, "UV_PROJECT_ENVIRONMENT": str(environment), "UV_PYTHON": _base_python(),
             "UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": ""}
 
 
@@ -126,11 +150,49 @@ def sync(environment: Path = VENV, *selection: str) -> Path:
     """
     if sys.version_info < (3, 11):
         sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    python, stamp = _python(environment), environment / ".dev-synced"
+    key = _sync_key(selection)
+    if python.exists() and key is not None and key in _synced(stamp, environment):
+        return python  # nothing changed since this selection was synced: no uv start (about 0.25 s)
     cmd = [str(_uv()), "sync", "--locked", "--inexact", "--compile-bytecode", "--quiet", *selection]
     if subprocess.run(cmd, cwd=ROOT, env=_uv_env(environment)).returncode != 0:
         sys.exit("dev.py: could not install from uv.lock. If pyproject.toml changed, run "
                  "`python3 dev.py lock` and commit uv.lock with it.")
-    return _python(environment)
+    if key is not None:
+        keys = _synced(stamp, environment) | {key}
+        stamp.write_text("\n".join([_packages_mark(environment), *sorted(keys)]) + "\n")
+    return python
+
+
+def _sync_key(selection: tuple[str, ...]) -> "str | None":
+    """What a sync installs from: the lock, pyproject.toml, the selection, the base interpreter and
+    uv's layout; None when they cannot be read (then uv decides)."""
+    digest = hashlib.sha256()
+    try:
+        for part in ((ROOT / "uv.lock").read_bytes(), (ROOT / "pyproject.toml").read_bytes(),
+                     " ".join(selection).encode(), _base_python().encode(), UV_LAYOUT.encode()):
+            digest.update(hashlib.sha256(part).digest())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _packages_mark(environment: Path) -> str:
+    """When the environment's site-packages last had a package added or removed (its directory's
+    mtime): another installer (Pulumi's uv toolchain, pip by hand) changes it, and then uv decides."""
+    found = {p.resolve() for p in environment.glob("lib*/python*/site-packages")}  # lib64 is a link to lib
+    marks = sorted(f"{p.stat().st_mtime_ns}" for p in found)
+    return "site-packages:" + ",".join(marks)
+
+
+def _synced(stamp: Path, environment: Path) -> set[str]:
+    """The keys synced into `environment` since its packages last changed. --inexact keeps what other
+    selections installed, so each key stays synced until an input or the packages change."""
+    try:
+        mark, *keys = stamp.read_text().split()
+    except (OSError, ValueError):
+        return set()
+    return set(keys) if mark == _packages_mark(environment) else set()
 
 
 def ensure_twin() -> Path:

@@ -47,3 +47,66 @@ def test_every_marked_tier_is_left_out_of_the_fast_tier_and_run_by_ci():
     for marker in markers:
         assert f"not {marker}" in selection.split(" and "), marker
         assert f"\npython3 dev.py test-{marker} " in ci, f".ci/run does not run the {marker} tier"
+
+
+@pytest.fixture
+def project(monkeypatch, tmp_path):
+    """dev.py pointed at a project of its own in tmp_path, with uv recorded instead of run: a sync
+    adds its selection's package to site-packages unless it is there, as uv's would."""
+    for name in ("uv.lock", "pyproject.toml"):
+        (tmp_path / name).write_text(f"{name}\n")
+    environment = tmp_path / ".venv"
+    site = environment / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    dev._python(environment).parent.mkdir(parents=True)
+    dev._python(environment).write_text("")
+    runs: list[list[str]] = []
+
+    def run(cmd, **kw):
+        runs.append(cmd)
+        (site / f"package{cmd[-1]}").mkdir(exist_ok=True)
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(dev, "ROOT", tmp_path)
+    monkeypatch.setattr(dev, "_uv", lambda: Path("uv"))
+    monkeypatch.setattr(dev.subprocess, "run", run)
+    return environment, site, runs
+
+
+def test_a_sync_with_nothing_changed_starts_no_uv(project):
+    environment, _, runs = project
+    dev.sync(environment, "--group", "dev")
+    dev.sync(environment, "--group", "dev")
+    assert len(runs) == 1
+    # A second selection adds packages: uv looks once more for the first, which installs nothing;
+    # from then on neither starts uv.
+    dev.sync(environment)
+    dev.sync(environment, "--group", "dev")
+    for _ in range(3):
+        dev.sync(environment)
+        dev.sync(environment, "--group", "dev")
+    assert [cmd[-1] for cmd in runs] == ["dev", "--quiet", "dev"]
+
+
+def test_a_sync_runs_again_when_the_lock_or_the_installed_packages_change(project):
+    environment, site, runs = project
+    dev.sync(environment)
+    (dev.ROOT / "uv.lock").write_text("another lock\n")
+    dev.sync(environment)
+    assert len(runs) == 2
+    # Another installer (Pulumi's uv toolchain, pip) removing a package: uv looks again.
+    (site / "package--quiet").rmdir()
+    dev.sync(environment)
+    assert len(runs) == 3
+    dev.sync(environment)
+    assert len(runs) == 3
+
+
+def test_the_interpreter_asked_for_is_the_same_from_inside_a_venv(monkeypatch, tmp_path):
+    # The checklist's PATH puts .uv/bin first; dev.py started by a venv's python3 must still ask uv
+    # for the base interpreter .venv was made from, or uv makes .venv again.
+    base = Path(dev._base_python())
+    monkeypatch.setattr(dev.sys, "executable", str(tmp_path / "venv" / "bin" / "python3"))
+    monkeypatch.setattr(dev.sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.setattr(dev.sys, "_base_executable", str(base), raising=False)
+    assert dev._uv_env(dev.VENV)["UV_PYTHON"] == str(base)

@@ -1,8 +1,8 @@
 """How long `render` takes against the Kubernetes SDK's own import: `python3 dev.py time-render [--runs N]`.
 
 A benchmark, not a test: N paired runs, each in fresh processes, of `python -c "import
-pulumi_kubernetes.core.v1"` (what any program that deploys a Namespace pays) and `python -m
-infra.lab render STACK`; it prints each pair's wall and CPU seconds and the median of the paired
+pulumi_kubernetes.core.v1"` (what any program that deploys a Namespace pays) and the README's
+`python3 dev.py render STACK` (the python3 on PATH, dev.py's check of .venv included); it prints each pair's wall and CPU seconds and the median of the paired
 ratios, beside the goal (under 1.5). It judges nothing: the figures are for the reader, and depend
 on what else the machine runs (note the load).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,7 +45,8 @@ def main(argv=None) -> int:
     p.add_argument("--stack", default="cross-server")
     args = p.parse_args(argv)
     baseline = [sys.executable, "-c", "import pulumi_kubernetes.core.v1"]
-    render = [sys.executable, "-m", "infra.lab", "render", args.stack]
+    # The README's command as a user types it: dev.py's own start (its environment check) counts too.
+    render = [shutil.which("python3") or sys.executable, "dev.py", "render", args.stack]
     _timed(render)  # once unmeasured: the first start pays for what the filesystem had not cached
     ratios: dict[str, list[float]] = {"wall": [], "CPU": []}
     for n in range(1, args.runs + 1):
