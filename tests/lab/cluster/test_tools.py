@@ -1,10 +1,13 @@
-"""cluster-tools' pure parts: where a tool is cached, when a stamp is reused, found vs build."""
+"""cluster-tools' pure parts: where a tool is cached, when a stamp is reused, found vs build, and
+what root refuses to run."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import stat
+import types
 from pathlib import Path
 
 import pytest
@@ -22,8 +25,38 @@ def _exe(path: Path, text: str = "#!/bin/sh\n") -> Path:
     return path
 
 
-def _decide(tool, tmp_path, env=None, which=lambda _: None, says="", stamp=None, go_sum=GO_SUM) -> Decision:
-    return decide(tool, env or {}, tmp_path / "cache", go_sum, which, lambda _b, _t: says, lambda _e: stamp)
+def _decide(tool, tmp_path, env=None, which=lambda _: None, says="", stamp=None, go_sum=GO_SUM,
+            version_of=None, lstat=os.lstat, trusted_uid=None) -> Decision:
+    return decide(tool, env or {}, tmp_path / "cache", go_sum, which, version_of or (lambda _b, _t: says),
+                  lambda _e: stamp, digest=tools.file_sha256, lstat=lstat, trusted_uid=trusted_uid)
+
+
+# As root, everything must be owned by root; the files a test makes are owned by whoever runs it, so
+# "root" in these tests is that uid (the rule is the same, and it runs without root too).
+ME = os.geteuid()
+
+
+def _cached_etcd(tmp_path) -> tuple[Path, dict]:
+    """An etcd cache entry as a build leaves it: its binary, and the stamp recording its sha256."""
+    etcd = BY_NAME["etcd"]
+    binary = _exe(tmp_path / "cache" / "etcd-v3.6.16" / "bin" / "etcd", "#!/bin/sh\necho etcd\n")
+    for d in (binary.parent, binary.parent.parent, binary.parent.parent.parent):
+        d.chmod(0o755)
+    binary.chmod(0o755)
+    stamp = tools.stamp_for(etcd, GO_SUM, "go1.26.8", 1.0, tools.seal(binary.parent.parent))
+    (binary.parent.parent / tools.STAMP).write_text(json.dumps(stamp))
+    (binary.parent.parent / tools.STAMP).chmod(0o644)
+    return binary, stamp
+
+
+def _owned_by_another(target: Path):
+    """An lstat that says `target` belongs to another uid (no chown needed, so no root needed)."""
+    def lstat(path):
+        st = os.lstat(path)
+        if Path(path) == target:
+            return types.SimpleNamespace(st_mode=st.st_mode, st_uid=ME + 1)
+        return st
+    return lstat
 
 
 def test_cache_is_outside_the_clone_and_keyed_by_version(tmp_path):
@@ -55,15 +88,33 @@ def test_every_buildable_tool_has_a_wrapper_module_that_requires_it():
         assert (tools.WRAPPERS / tool.name / "go.sum").is_file(), tool.name
 
 
-def test_stamp_reused_only_for_the_same_version_and_go_sum():
+def test_stamp_reused_only_for_the_same_version_and_go_sum(tmp_path):
     etcd = BY_NAME["etcd"]
-    stamp = tools.stamp_for(etcd, GO_SUM, "go1.26.8", 12.0)
-    assert tools.stamp_matches(etcd, stamp, GO_SUM)
-    assert not tools.stamp_matches(etcd, stamp, GO_SUM + "x y h1:z=\n")
-    assert not tools.stamp_matches(etcd, None, GO_SUM)
+    binary, stamp = _cached_etcd(tmp_path)
+    bin_dir, digest = binary.parent, tools.file_sha256
+    assert tools.stamp_matches(etcd, stamp, GO_SUM, bin_dir, digest)
+    assert not tools.stamp_matches(etcd, stamp, GO_SUM + "x y h1:z=\n", bin_dir, digest)
+    assert not tools.stamp_matches(etcd, None, GO_SUM, bin_dir, digest)
     newer = dataclasses.replace(etcd, version="v3.6.17", module_version="v3.6.17")
-    assert not tools.stamp_matches(newer, stamp, GO_SUM)
-    assert not tools.stamp_matches(etcd, {**stamp, "format": tools.STAMP_FORMAT + 1}, GO_SUM)
+    assert not tools.stamp_matches(newer, stamp, GO_SUM, bin_dir, digest)
+    assert not tools.stamp_matches(etcd, {**stamp, "format": tools.STAMP_FORMAT + 1}, GO_SUM, bin_dir, digest)
+    # A stamp naming a path instead of a file of bin/ is not followed.
+    assert not tools.stamp_matches(etcd, {**stamp, "sha256": {**stamp["sha256"], "../x": "0" * 64}},
+                                   GO_SUM, bin_dir, digest)
+
+
+def test_a_build_records_each_bin_file_and_leaves_nothing_others_can_write(tmp_path):
+    """A umask of 002 leaves go build's output group-writable; root would then refuse it."""
+    work = tmp_path / "work"
+    _exe(work / "bin" / "pulumi", "binary").chmod(0o775)
+    _exe(work / "bin" / "pulumi-language-python-exec", "script").chmod(0o777)
+    (work / "bin").chmod(0o775)
+    sums = tools.seal(work)
+    assert sums == {"pulumi": tools.file_sha256(work / "bin" / "pulumi"),
+                    "pulumi-language-python-exec": tools.file_sha256(work / "bin" / "pulumi-language-python-exec")}
+    assert all(len(h) == 64 for h in sums.values()) and sums["pulumi"] != sums["pulumi-language-python-exec"]
+    for path in (work, work / "bin", *(work / "bin").iterdir()):
+        assert os.lstat(path).st_mode & 0o022 == 0, path
 
 
 def test_build_when_nothing_is_there(tmp_path):
@@ -73,11 +124,87 @@ def test_build_when_nothing_is_there(tmp_path):
 
 def test_cached_when_the_stamp_matches_and_the_binaries_are_there(tmp_path):
     etcd = BY_NAME["etcd"]
-    stamp = tools.stamp_for(etcd, GO_SUM, "go1.26.8", 1.0)
-    assert _decide(etcd, tmp_path, stamp=stamp).action == "build"       # stamp but no binary
-    _exe(tmp_path / "cache" / "etcd-v3.6.16" / "bin" / "etcd")
+    binary, stamp = _cached_etcd(tmp_path)
     assert _decide(etcd, tmp_path, stamp=stamp).action == "cached"
+    assert _decide(etcd, tmp_path, stamp=stamp, trusted_uid=ME).action == "cached"     # as root, too
     assert _decide(etcd, tmp_path, stamp=stamp, go_sum=GO_SUM + "\n").action == "build"
+    binary.unlink()
+    d = _decide(etcd, tmp_path, stamp=stamp)                                          # stamp but no binary
+    assert d.action == "build" and f"{binary} is missing" in d.detail
+
+
+def test_a_binary_changed_by_one_byte_is_not_run_but_rebuilt(tmp_path):
+    binary, stamp = _cached_etcd(tmp_path)
+    data = bytearray(binary.read_bytes())
+    data[-2] ^= 1
+    binary.write_bytes(bytes(data))
+    for uid in (None, ME):
+        d = _decide(BY_NAME["etcd"], tmp_path, stamp=stamp, trusted_uid=uid)
+        assert d.action == "build", d
+        assert f"{binary} has sha256 {tools.file_sha256(binary)[:16]}" in d.detail
+        assert f"not the {stamp['sha256']['etcd'][:16]}" in d.detail and "\n" not in d.detail
+
+
+def test_an_old_format_stamp_is_rebuilt_not_trusted(tmp_path):
+    """Format 1, as cluster-tools wrote it before the stamp recorded sha256s: nothing in it says the
+    binaries are what was built."""
+    binary, _ = _cached_etcd(tmp_path)
+    etcd = BY_NAME["etcd"]
+    old = {"format": 1, "tool": "etcd", "version": etcd.version,
+           "module": f"{etcd.module}@{etcd.module_version}", "go_sum_sha256": tools.go_sum_digest(GO_SUM),
+           "binaries": ["etcd"], "go": "go1.26.8", "built_s": 26.0}
+    d = _decide(etcd, tmp_path, stamp=old, trusted_uid=ME)
+    assert d.action == "build" and "stamp is format 1, not" in d.detail
+
+
+@pytest.mark.parametrize("part", ["root", "entry", "bin", "binary", "stamp"])
+def test_as_root_a_cache_path_another_user_can_write_is_refused(tmp_path, part):
+    binary, stamp = _cached_etcd(tmp_path)
+    path = {"root": tmp_path / "cache", "entry": binary.parent.parent, "bin": binary.parent, "binary": binary,
+            "stamp": binary.parent.parent / tools.STAMP}[part]
+    path.chmod(stat.S_IMODE(path.stat().st_mode) | (0o002 if part == "stamp" else 0o020))
+    d = _decide(BY_NAME["etcd"], tmp_path, stamp=stamp, trusted_uid=ME)
+    assert d.action == "refused" and d.bin_dir is None, d
+    assert f"{path} is {'other' if part == 'stamp' else 'group'}-writable" in d.detail
+    assert f"fix: chmod go-w {path}" in d.detail and "\n" not in d.detail
+    # Not root: the user's own cache, their own umask.
+    assert _decide(BY_NAME["etcd"], tmp_path, stamp=stamp).action == "cached"
+
+
+@pytest.mark.parametrize("part", ["root", "entry", "binary"])
+def test_as_root_a_cache_path_owned_by_another_user_is_refused(tmp_path, part):
+    binary, stamp = _cached_etcd(tmp_path)
+    entry = binary.parent.parent
+    path = {"root": tmp_path / "cache", "entry": entry, "binary": binary}[part]
+    d = _decide(BY_NAME["etcd"], tmp_path, stamp=stamp, trusted_uid=ME, lstat=_owned_by_another(path))
+    assert d.action == "refused", d
+    assert f"{path} is owned by uid {ME + 1}" in d.detail
+    assert (f"chown {tools._who(ME)} {path}" if part == "root" else f"fix: rm -rf {entry}") in d.detail
+
+
+def test_as_root_a_symlink_in_the_cache_is_refused(tmp_path):
+    binary, stamp = _cached_etcd(tmp_path)
+    real = _exe(tmp_path / "elsewhere" / "etcd", binary.read_text())
+    binary.unlink()
+    binary.symlink_to(real)      # same bytes, so the sha256 matches: the link itself is refused
+    d = _decide(BY_NAME["etcd"], tmp_path, stamp=stamp, trusted_uid=ME)
+    assert d.action == "refused" and f"{binary} is not a regular file" in d.detail
+
+
+def test_refused_by_the_command_exits_2_with_the_fix_and_builds_nothing(tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "c"
+    (cache / "cluster-tools").mkdir(parents=True)
+    (cache / "cluster-tools").chmod(0o777)
+    monkeypatch.setenv("DYNAMO_LAB_CACHE", str(cache))
+    for var in ("DYNAMO_LAB_K8S_BIN", "KUBEBUILDER_ASSETS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(tools.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(tools, "build", lambda *a, **k: pytest.fail("built into a cache others can write"))
+    assert tools.main(["etcd"]) == 2
+    out = capsys.readouterr()
+    lines = (out.out + out.err).splitlines()
+    assert len(lines) == 1 and "REFUSED" in lines[0] and f"chmod go-w {cache / 'cluster-tools'}" in lines[0], lines
+    assert list((cache / "cluster-tools").iterdir()) == []
 
 
 def test_user_k8s_dir_at_the_right_version_is_used(tmp_path):
@@ -100,6 +227,46 @@ def test_user_binaries_at_another_version_are_not_used(tmp_path):
     d = _decide(BY_NAME["kubernetes"], tmp_path, env=env, says="Kubernetes v1.33.2")
     assert d.action == "build" and "v1.33.2" in d.detail
     assert _decide(BY_NAME["etcd"], tmp_path, env=env, says="etcd Version: 3.4.23").action == "build"
+
+
+def test_as_root_user_binaries_another_user_can_write_are_not_even_run(tmp_path):
+    """Asking a binary its version runs it: as root, one that someone else could have replaced is
+    not run at all; the pinned one is built instead, and the note says why and how to fix it."""
+    assets = tmp_path / "assets"
+    for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        _exe(assets / b).chmod(0o755)
+    assets.chmod(0o775)
+    ran = []
+
+    def version_of(b, _t):
+        ran.append(b)
+        return "Kubernetes v1.34.1"
+
+    env = {"DYNAMO_LAB_K8S_BIN": str(assets)}
+    d = _decide(BY_NAME["kubernetes"], tmp_path, env=env, version_of=version_of, trusted_uid=ME)
+    assert (d.action, ran) == ("build", [])
+    assert f"{assets} is group-writable" in d.detail and f"chmod go-w {assets}" in d.detail
+    assets.chmod(0o755)
+    # A binary owned by another user, or reached through a link to one.
+    other = _exe(tmp_path / "theirs" / "kube-apiserver")
+    (assets / "kube-apiserver").unlink()
+    (assets / "kube-apiserver").symlink_to(other)
+    d = _decide(BY_NAME["kubernetes"], tmp_path, env=env, version_of=version_of, trusted_uid=ME,
+                lstat=_owned_by_another(other))
+    assert (d.action, ran) == ("build", []) and f"{other} is owned by uid {ME + 1}" in d.detail
+    # What only root can write is used as before.
+    d = _decide(BY_NAME["kubernetes"], tmp_path, env=env, version_of=version_of, trusted_uid=ME)
+    assert d.action == "found" and len(ran) == 3
+
+
+def test_as_root_pulumi_on_path_in_a_directory_others_can_write_is_not_run(tmp_path):
+    pulumi = _exe(tmp_path / "p" / "pulumi")
+    pulumi.chmod(0o755)
+    (tmp_path / "p").chmod(0o757)
+    which = {"pulumi": str(pulumi)}.get
+    d = _decide(BY_NAME["pulumi"], tmp_path, which=which, says="v3.274.1", trusted_uid=ME)
+    assert d.action == "build" and f"{tmp_path / 'p'} is other-writable" in d.detail
+    assert _decide(BY_NAME["pulumi"], tmp_path, which=which, says="v3.274.1").action == "found"
 
 
 def test_user_dir_missing_a_binary_builds_the_set(tmp_path):
