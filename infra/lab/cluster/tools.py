@@ -558,6 +558,11 @@ def build(tool: Tool, root: Path, env: Mapping[str, str], log: Callable[[str], N
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _trusted_uid() -> Optional[int]:
+    """Whose files may be run: root's alone when root runs this; a user runs their own cache."""
+    return 0 if os.geteuid() == 0 else None
+
+
 def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
            log: Callable[[str], None] = print) -> dict[str, Decision]:
     """Find or build the named tools (all when none is named), serially, most valuable first."""
@@ -565,7 +570,7 @@ def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
     root = cache_root(env)
     # Its own mode (0755 whatever the umask): root refuses a cache root others can write.
     root.mkdir(parents=True, exist_ok=True, mode=0o755)
-    trusted_uid = 0 if os.geteuid() == 0 else None
+    trusted_uid = _trusted_uid()
     tools = sorted((BY_NAME[n] for n in names) if names else TOOLS, key=lambda t: t.order)
     results: dict[str, Decision] = {}
     for tool in tools:

@@ -198,7 +198,7 @@ def test_refused_by_the_command_exits_2_with_the_fix_and_builds_nothing(tmp_path
     monkeypatch.setenv("DYNAMO_LAB_CACHE", str(cache))
     for var in ("DYNAMO_LAB_K8S_BIN", "KUBEBUILDER_ASSETS"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(tools.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(tools, "_trusted_uid", lambda: ME)      # as root
     monkeypatch.setattr(tools, "build", lambda *a, **k: pytest.fail("built into a cache others can write"))
     assert tools.main(["etcd"]) == 2
     out = capsys.readouterr()
