@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -270,3 +271,140 @@ def test_the_real_engines_preview_goes_into_the_same_comment_in_a_fence_it_canno
     assert "\n".join(lines[opening + 1:-1]) == engine
     assert "engine-preview" in _workflow("preview.yml")["jobs"] and "secrets" not in \
         json.dumps(_workflow("preview.yml")["jobs"]["engine-preview"])
+
+
+# --- The comment's size: one budget for the whole body ------------------------------------------
+
+GITHUB_LIMIT = 65536  # "Body is too long (maximum is 65536 characters)": GitHub's 422 for a longer comment
+OFFLINE, ENGINE = "### dynamo-lab offline manifest diff", "### pulumi preview --diff (real engine, local cluster)"
+
+
+def _closing(lines: list[str], opening: int) -> int:
+    """The line that closes the fence opened at `opening` (CommonMark: a line of at least as many
+    backticks after up to 3 spaces), or -1."""
+    fence = re.match(r"`+", lines[opening]).group()
+    return next((i for i in range(opening + 1, len(lines))
+                 if re.fullmatch(rf" {{0,3}}`{{{len(fence)},}}\s*", lines[i])), -1)
+
+
+def _sections(body: str) -> dict[str, dict]:
+    """Each heading's section as a reader sees it: the lines before its fence, the fence's text and
+    what follows the fence up to the next heading."""
+    lines, out, i = body.split("\n"), {}, 0
+    while i < len(lines):
+        if lines[i] not in (OFFLINE, ENGINE):
+            i += 1
+            continue
+        heading, opening = lines[i], next(j for j in range(i, len(lines)) if lines[j].startswith("```"))
+        closing = _closing(lines, opening)
+        assert closing > opening, f"{heading}: its fence is never closed"
+        after = closing + 1
+        while after < len(lines) and lines[after] not in (OFFLINE, ENGINE):
+            after += 1
+        out[heading] = {"before": lines[i + 1:opening], "text": "\n".join(lines[opening + 1:closing]),
+                        "after": "\n".join(lines[closing + 1:after]).strip()}
+        i = after
+    return out
+
+
+def _post(tmp_path: Path, offline: str, engine: Optional[str]) -> str:
+    _artifact(tmp_path, offline)
+    if engine is not None:
+        (tmp_path / "preview-engine").mkdir(exist_ok=True)
+        (tmp_path / "preview-engine" / "preview.txt").write_text(engine)
+        (tmp_path / "preview-engine" / "exit-code").write_text("0\n")
+    done = _github_script(tmp_path, _step(*POST), {"comments": []}, {"PR_NUMBER": "7"})
+    (kind, args) = done["calls"][-1]
+    assert kind == "issues.createComment"
+    return args["body"]
+
+
+def _huge(line: str, size: int = 400_000) -> str:
+    return "".join(f"{i:6d} {line}\n" for i in range(size // (len(line) + 8)))
+
+
+def _fits(body: str) -> None:
+    """Within GitHub's limit however it counts: characters, UTF-16 units, UTF-8 bytes, or the
+    bytes of the body with its newlines as CRLF."""
+    for unit, measure in (("characters", len(body)), ("UTF-16 units", len(body.encode("utf-16-le")) // 2),
+                          ("UTF-8 bytes", len(body.encode())),
+                          ("UTF-8 bytes with CRLF", len(body.replace("\n", "\r\n").encode()))):
+        assert measure <= GITHUB_LIMIT, f"the comment is {measure:,} {unit}, over GitHub's {GITHUB_LIMIT:,}"
+
+
+def _cut(section: dict, whole: str) -> int:
+    """How much of `whole` the section shows (a start of it, whole lines but for one long line),
+    checked against the note it carries when cut."""
+    shown = section["text"]
+    assert whole.startswith(shown)
+    if shown in (whole, whole.rstrip("\n")):
+        assert section["after"] == ""
+        return len(whole.encode())
+    note = re.fullmatch(r"\*Cut after ([\d,]+) of its ([\d,]+) bytes to fit GitHub's 65,536-character comment "
+                        r"limit: the preview run's log and artifact have it all\.\*", section["after"])
+    assert note, section["after"]
+    assert (int(note[1].replace(",", "")), int(note[2].replace(",", ""))) == (len(shown.encode()), len(whole.encode()))
+    return len(shown.encode())
+
+
+LINE = "+      image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.2 # a changed line of a large diff"
+
+
+SLOW = pytest.mark.slow  # each case is a node process over a large text: the fast tier keeps the telling ones
+
+
+@pytest.mark.parametrize("offline_size, engine_size", [
+    pytest.param(200_000, 200_000, id="both-huge"),
+    pytest.param(200_000, 2_000, id="offline-huge-engine-tiny"),
+    pytest.param(2_000, 200_000, id="offline-tiny-engine-huge", marks=SLOW),
+    pytest.param(200_000, None, id="offline-only", marks=SLOW),
+    pytest.param(62_000, 62_000, id="both-just-under-60000", marks=SLOW),
+])
+def test_the_comment_fits_githubs_limit_with_one_budget_for_both_sections(tmp_path, offline_size, engine_size):
+    offline = _huge(LINE, offline_size)
+    engine = None if engine_size is None else _huge("  ~ kubernetes:batch/v1:Job graph-pull update", engine_size)
+    body = _post(tmp_path, offline, engine)
+    _fits(body)
+    sections = _sections(body)
+    shown = _cut(sections[OFFLINE], offline)
+    if engine is None:
+        assert list(sections) == [OFFLINE] and shown > 60_000
+        return
+    shown_engine = _cut(sections[ENGINE], engine)
+    # A small section is shown whole and leaves the rest to the other; two large ones share it.
+    for size, seen, other in ((offline_size, shown, shown_engine), (engine_size, shown_engine, shown)):
+        if size <= 2_000:
+            assert seen >= size - 100 and other > 60_000
+        else:
+            assert seen > 28_000
+    assert len(body) > 60_000  # the budget is used, not wasted
+
+
+@pytest.mark.parametrize("text", [
+    # several bytes and UTF-16 units a character
+    pytest.param(_huge("+ 名前: 日本語のモデル 🚀 é", 150_000), id="multibyte"),
+    # a backtick run longer than the whole budget
+    pytest.param("`" * 100_000 + "\n" + _huge(LINE, 50_000), id="backtick-run"),
+    pytest.param("x" * 150_000, id="one-line", marks=SLOW),
+    # the fence must outgrow every run
+    pytest.param(_huge("+ " + "`" * 50 + " inline code", 150_000), id="backticks-inline", marks=SLOW),
+])
+def test_the_comment_fits_githubs_limit_whatever_the_text(tmp_path, text):
+    body = _post(tmp_path, text, text)
+    _fits(body)
+    sections = _sections(body)
+    for heading in (OFFLINE, ENGINE):
+        assert _cut(sections[heading], text) > 10_000
+
+
+def test_each_section_says_it_is_the_pull_requests_own_output(tmp_path):
+    body = _post(tmp_path, "+ a\n", "  ~ graph-dgd update\n")
+    sections = _sections(body)
+    assert list(sections) == [OFFLINE, ENGINE]
+    for heading, command in ((OFFLINE, "python3 dev.py diff"), (ENGINE, "python3 dev.py pr-preview")):
+        label = " ".join(sections[heading]["before"])
+        # Outside the fence, before it: the reader meets it before the text it is about.
+        assert "> Output of this pull request's own code" in label and f"`{command}`" in label, label
+        assert "the pull request can change what it says" in label, label
+        # The verdict line is the pull request's report too, not the workflow's own finding.
+        assert re.search(r"\bIt reports\b", label), label
