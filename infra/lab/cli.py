@@ -286,6 +286,7 @@ def _config_reference(args: argparse.Namespace) -> int:
 def _local(args: argparse.Namespace) -> int:
     from infra.lab.cluster import local
 
+    local.check_stack(args.stack)  # a stack name or nothing: it becomes a path the local run removes
     if not args.local:
         print(f"dynamo-lab {args.command}: only --local is here: it deploys onto the local lab cluster. For "
               f"your cluster, run Pulumi itself: pulumi {'up' if args.command == 'up' else 'destroy'} "

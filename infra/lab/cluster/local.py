@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
+import yaml
+
 from infra.errors import UserError
 from infra.lab.cluster import engine, harness, standin, tools
 
@@ -53,8 +55,65 @@ def cluster_state() -> Path:
     return local_root() / "cluster"
 
 
+def stacks_here() -> list[str]:
+    return [p.name[len("Pulumi."):-len(".yaml")] for p in sorted(ROOT.glob("Pulumi.*.yaml"))]
+
+
+def check_stack(stack: str) -> str:
+    """`stack`, if it is a stack name (engine.stack_name_problem); else a one-line refusal. Run as
+    root, a local deployment makes the name a directory it writes and removes (stacks/STACK)."""
+    problem = engine.stack_name_problem(stack)
+    if problem is not None:
+        raise LocalError(f"{problem}; nothing was touched. Name one of this project's stacks "
+                         f"({', '.join(stacks_here())})")
+    return stack
+
+
 def workspace(stack: str, kubeconfig: Path) -> engine.Workspace:
-    return engine.Workspace(local_root() / "stacks" / stack, stack, kubeconfig)
+    """The stack's local deployment, `stacks/STACK` of the state directory, refused (nothing touched)
+    unless it is a stack name and each of its paths resolves, through any symbolic link, where it
+    is written: a link planted in stacks/ (or stacks/ itself a link) would point the removal of a
+    deployment at another directory."""
+    ws = engine.Workspace(local_root() / "stacks" / check_stack(stack), stack, kubeconfig)
+    expected = local_root().resolve() / "stacks" / stack
+    for path in (ws.root, ws.project, ws.state, ws.home, ws.stack_file, ws.passphrase_file):
+        real = path.resolve()
+        if real != expected / path.relative_to(ws.root):
+            raise LocalError(f"{path} resolves to {real}, not inside {expected}, where the local deployment of "
+                             f"{stack} is kept (a symbolic link?): nothing was touched; remove the link")
+    return ws
+
+
+def read_stack_file(source: Path) -> dict:
+    """A stack file's document, or a one-line refusal naming it."""
+    try:
+        doc = yaml.safe_load(source.read_text()) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise LocalError(f"{source.name} cannot be read as a stack file ({' '.join(str(exc).split())})") from None
+    if not isinstance(doc, dict):
+        raise LocalError(f"{source.name} is not a stack file: Pulumi writes a YAML map with `config:`")
+    return doc
+
+
+def report_overrides(stack: str, doc: dict, ws: engine.Workspace, log) -> None:
+    """Say, in one line, which of the stack file's keys the local run sets otherwise or leaves out:
+    what engine.prepare will write into the workspace (stack_document), against the file."""
+    existing = yaml.safe_load(ws.stack_file.read_text()) if ws.stack_file.is_file() else None
+    overrides = engine.local_overrides(ws.kubeconfig, engine.kubeconfig_context(ws.kubeconfig))
+    changed, left_out = engine.local_changes(doc, engine.stack_document(doc, existing, overrides))
+    cluster = [k for k in changed if k in overrides and k not in engine.LOCAL_OVERRIDES]
+    local = [k for k in changed if k in engine.LOCAL_OVERRIDES]
+    own = [k for k in changed if k not in overrides]
+    chooser = [k for k in left_out if k in engine.CLUSTER_CHOOSERS]
+    secret = [k for k in left_out if k not in chooser]
+    parts = [cluster and f"set to the local cluster's: {', '.join(cluster)}",
+             chooser and f"left out: {', '.join(chooser)} (the local kubeconfig chooses the cluster)",
+             local and f"set by the local overrides: {', '.join(local)} (platform.manage false: no chart here)",
+             secret and f"left out: {', '.join(secret)} (encrypted for another passphrase, which this run does not "
+                        "have; no worker runs here, so no secret is needed)",
+             own and f"the workspace's own secrets: {', '.join(own)}"]
+    if any(parts):
+        log(f"local: {stack}: {'; '.join(filter(None, parts))} (docs/real-engine.md, Local overrides)")
 
 
 def _bins(log) -> dict[str, Path]:
@@ -106,15 +165,17 @@ def _print_result(inv: engine.Invocation, what: str, out: TextIO) -> None:
 
 def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
-    source = ROOT / f"Pulumi.{stack}.yaml"
+    source = ROOT / f"Pulumi.{check_stack(stack)}.yaml"
     if not source.is_file():
-        raise LocalError(f"no stack file {source.name} in {ROOT} (the stacks: "
-                         f"{', '.join(p.name[7:-5] for p in sorted(ROOT.glob('Pulumi.*.yaml')))})")
+        raise LocalError(f"no stack file {source.name} in {ROOT} (the stacks: {', '.join(stacks_here())})")
+    doc = read_stack_file(source)
+    workspace(stack, cluster_state() / "kubeconfig")  # its paths, checked before anything starts
     t0 = time.monotonic()
     bins = _bins(log)
     cluster, started = ensure_cluster(bins, log)
     kubeconfig = cluster.kubeconfig
     ws = workspace(stack, kubeconfig)
+    report_overrides(stack, doc, ws, log)
     log(f"local: {stack}: pulumi preview (workspace {ws.root})")
     _print_result(engine.invoke("preview", ws, bins), "preview", out)
     log(NOTICE)
@@ -132,6 +193,7 @@ def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
 def down(stack: str, keep_cluster: bool = False, out: TextIO = sys.stdout, log=None) -> int:
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     state = cluster_state()
+    workspace(stack, state / "kubeconfig")  # refused here, before anything is stopped or removed
     if not _running(state):
         left = workspace(stack, harness.Layout(state).kubeconfig).root
         shutil.rmtree(left, ignore_errors=True)
@@ -186,6 +248,11 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
     """Deploy BASE on a fresh local cluster, then print the real `pulumi preview --diff` of HEAD,
     per stack. 0: every preview ran (whatever it shows); 1: one failed (its words are printed)."""
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    for stack in stacks or []:
+        check_stack(stack)
+    for ref in (base, head):
+        if ref.startswith("-"):  # git would read it as an option
+            raise LocalError(f"pr-preview: {ref!r} is not a git ref (it starts with '-'); name a branch, tag or commit")
     bins = _bins(log)
     failed = []
     with tempfile.TemporaryDirectory(prefix="dynamo-lab-pr-preview-") as tmp:
@@ -193,6 +260,10 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
         with checkout(base, tmp_path / "base", repo) as (base_commit, base_tree), \
                 checkout(head, tmp_path / "head", repo) as (head_commit, head_tree):
             names = stacks or sorted(set(stacks_of(base_tree)) | set(stacks_of(head_tree)))
+            for stack in names:  # a tree's file names are the pull request's: each names a workspace
+                if (problem := engine.stack_name_problem(stack)) is not None:
+                    raise LocalError(f"pr-preview: a stack file of {base} or {head}: {problem}; nothing was "
+                                     "deployed. Rename the file Pulumi.<stack>.yaml with a stack name")
             state = tmp_path / "cluster"
             with harness.running(state, bins, _crd_dir(tmp_path / "crds"), log=log) as cluster:
                 api = cluster.api()
@@ -201,6 +272,11 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
                 for stack in names:
                     out.write(f"\n## {stack}\n")
                     ws = engine.Workspace(tmp_path / "ws" / stack, stack, cluster.kubeconfig)
+                    shown = next((t / f"Pulumi.{stack}.yaml" for t in (head_tree, base_tree)
+                                  if (t / f"Pulumi.{stack}.yaml").is_file()), None)
+                    with contextlib.suppress(LocalError):  # an unreadable file: its preview says why
+                        if shown is not None:
+                            report_overrides(stack, read_stack_file(shown), ws, log)
                     if (base_tree / f"Pulumi.{stack}.yaml").is_file():
                         with standin.GraphReady(api):
                             deployed = engine.invoke("up", ws, bins, program_root=base_tree)

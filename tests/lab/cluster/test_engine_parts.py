@@ -3,11 +3,14 @@ hands the Pulumi CLI, and what the stand-in writes into a graph's status (no clu
 
 from __future__ import annotations
 
+import json
 import stat
+from pathlib import Path
 
+import pytest
 import yaml
 
-from infra.lab.cluster import engine, standin, tools
+from infra.lab.cluster import engine, harness, standin, tools
 from tests.helpers import ROOT
 
 
@@ -42,8 +45,15 @@ def test_the_cli_sees_only_this_workspace_and_no_ambient_pulumi_or_cluster(tmp_p
     assert env["PATH"] == "/bin"
 
 
+def local_kubeconfig(tmp_path) -> Path:
+    """A kubeconfig as the cluster harness writes it (its one context, `dynamo-lab`)."""
+    path = tmp_path / "local-kubeconfig"
+    path.write_text(json.dumps(harness.kubeconfig("https://127.0.0.1:6443", tmp_path / "ca.crt", "t0ken")))
+    return path
+
+
 def test_the_passphrase_is_made_once_and_readable_by_its_owner_only(tmp_path):
-    ws = engine.Workspace(tmp_path / "ws", "cross-server", tmp_path / "kubeconfig")
+    ws = engine.Workspace(tmp_path / "ws", "cross-server", local_kubeconfig(tmp_path))
     engine.prepare(ws, ROOT / "Pulumi.cross-server.yaml")
     first = engine.passphrase(ws)
     engine.prepare(ws, ROOT / "Pulumi.cross-server.yaml")
@@ -73,3 +83,88 @@ def test_the_stand_in_writes_ready_at_the_graphs_generation_and_says_what_it_is(
     assert standin.is_ready(graph)
     assert not standin.is_ready({"metadata": {"generation": 4}, "status": status})  # a newer spec: not yet
     assert not standin.is_ready({"metadata": {"generation": 1}})
+
+
+# ---- what a local run takes from a stack file written for the lab ----
+
+# A stack file as the README's checklist leaves it for the lab: its own kubeconfig and context,
+# initialised there (`pulumi stack init` wrote the salt; the token set with --secret).
+LAB_FILE = {
+    "encryptionsalt": "v1:kVmHfVd7Fq8=:v1:Xnq0YzO6nG0Sx0xh:hkK6u6MRt0l1mbFvyCjuVB0LlZ2n0A==",
+    "config": {
+        "kubernetes:context": "lab-admin@lab",
+        "kubernetes:kubeconfig": "~/.kube/lab.yaml",
+        "kubernetes:cluster": "lab",
+        "kubernetes:renderYamlToDirectory": "/etc",
+        "dynamo-lab:hfToken": {"secure": "v1:4EY/1tsqnGXgHy0s:Qe3O2qOq0b6y0AzdS4Xn+bq0Sg2ZkvWBPTm0J3Z1Hw=="},
+        "dynamo-lab:platform": {"namespace": "dynamo-system", "manage": True},
+        "dynamo-lab:graph": {"name": "lab-graph"},
+    },
+}
+
+
+def test_a_local_run_sets_every_key_that_can_choose_a_cluster_to_the_local_one(tmp_path):
+    kubeconfig = local_kubeconfig(tmp_path)
+    overrides = engine.local_overrides(kubeconfig, engine.kubeconfig_context(kubeconfig))
+    doc = engine.stack_document(LAB_FILE, None, overrides)
+    config = doc["config"]
+    assert config["kubernetes:kubeconfig"] == str(kubeconfig)
+    assert config["kubernetes:context"] == "dynamo-lab"  # the harness's own, read from its kubeconfig
+    assert "kubernetes:cluster" not in config and "kubernetes:renderYamlToDirectory" not in config
+    assert [k for k in config if k.startswith("kubernetes:")] == ["kubernetes:context", "kubernetes:kubeconfig"]
+    assert config["dynamo-lab:graph"] == {"name": "lab-graph"}
+    assert config["dynamo-lab:platform"] == {"namespace": "dynamo-system", "manage": False}
+    # A workspace written before (say by an earlier version, with the lab's kubeconfig) wins nothing back.
+    old = {"encryptionsalt": "v1:own", "config": {"kubernetes:kubeconfig": {"secure": "v1:lab"},
+                                                   "kubernetes:cluster": {"secure": "v1:lab"}}}
+    again = engine.stack_document(LAB_FILE, old, overrides)["config"]
+    assert again["kubernetes:kubeconfig"] == str(kubeconfig) and "kubernetes:cluster" not in again
+
+
+def test_a_stack_file_initialised_for_the_lab_leaves_out_what_another_passphrase_encrypted(tmp_path):
+    """Its salt and `secure:` values are the lab passphrase's: copied, Pulumi refuses the workspace's."""
+    overrides = engine.local_overrides(tmp_path / "k", "dynamo-lab")
+    source = {**LAB_FILE, "secretsprovider": "awskms://alias/lab", "encryptedkey": "AQICAHh...",
+              "config": {**LAB_FILE["config"], "dynamo-lab:benchmark": {"headers": [{"secure": "v1:x"}]}}}
+    doc = engine.stack_document(source, None, overrides)
+    assert set(doc) == {"config"}
+    assert "dynamo-lab:hfToken" not in doc["config"] and "dynamo-lab:benchmark" not in doc["config"]
+    assert not engine.is_secure(doc["config"])
+    assert "secure" not in yaml.safe_dump(doc)
+    changed, left_out = engine.local_changes(source, doc)
+    assert changed == ["kubernetes:context", "kubernetes:kubeconfig", "dynamo-lab:platform"]
+    assert left_out == ["kubernetes:cluster", "kubernetes:renderYamlToDirectory", "dynamo-lab:hfToken",
+                        "dynamo-lab:benchmark", "encryptionsalt", "secretsprovider", "encryptedkey"]
+    # The workspace's own salt and a secret set there with its passphrase are kept.
+    existing = {"encryptionsalt": "v1:own", "config": {"dynamo-lab:hfToken": {"secure": "v1:own"}}}
+    doc = engine.stack_document(source, existing, overrides)
+    assert doc["encryptionsalt"] == "v1:own" and doc["config"]["dynamo-lab:hfToken"] == {"secure": "v1:own"}
+    assert "encryptionsalt" in engine.local_changes(source, doc)[1]  # not the source's salt
+
+
+def test_prepare_writes_the_overrides_into_the_workspace_file(tmp_path):
+    source = tmp_path / "Pulumi.cross-server.yaml"
+    source.write_text(yaml.safe_dump(LAB_FILE))
+    ws = engine.Workspace(tmp_path / "ws", "cross-server", local_kubeconfig(tmp_path))
+    engine.prepare(ws, source)
+    written = yaml.safe_load(ws.stack_file.read_text())
+    assert written["config"]["kubernetes:kubeconfig"] == str(ws.kubeconfig)
+    assert written["config"]["kubernetes:context"] == "dynamo-lab"
+    assert "encryptionsalt" not in written and "dynamo-lab:hfToken" not in written["config"]
+
+
+def test_a_kubeconfig_without_a_context_stops_the_driver_with_its_name(tmp_path):
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("apiVersion: v1\nkind: Config\n")
+    with pytest.raises(RuntimeError, match="names no current-context"):
+        engine.kubeconfig_context(bad)
+    with pytest.raises(RuntimeError, match="cannot be read"):
+        engine.kubeconfig_context(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "ab\n", "/etc", "a b", "x" * 101, "a\nb", ""])
+def test_the_driver_refuses_a_stack_name_pulumi_would_not_take(tmp_path, name, capsys):
+    code = engine.main([ "preview", "--stack", name, "--workspace", str(tmp_path / "ws"),
+                        "--kubeconfig", str(tmp_path / "k")])
+    assert code == 2 and "is not a stack name" in capsys.readouterr().err
+    assert not (tmp_path / "ws").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from infra.lab.cluster import local
@@ -32,3 +34,143 @@ def test_pr_preview_refuses_a_ref_that_is_not_a_commit(tmp_path):
     with pytest.raises(local.LocalError, match="git rev-parse"):
         with local.checkout("no-such-ref-anywhere", tmp_path / "t"):
             pass
+
+
+# ---- a stack name is a path under the state directory: refused unless it is one Pulumi accepts ----
+
+BAD_NAMES = ["..", ".", "a b", "ab\n", "x" * 101, "a\nb", "stacks/../..", "cross-server/..", "", "ünïcode"]
+
+
+@pytest.fixture
+def untouchable(monkeypatch, tmp_path):
+    """The state directory in tmp_path, and every step of a local run that acts made to fail the test."""
+    monkeypatch.setenv("DYNAMO_LAB_CACHE", str(tmp_path / "cache"))
+    root = local.local_root()
+    assert root == tmp_path / "cache" / "local"
+
+    def touched(*a, **k):
+        raise AssertionError("the command went on past the stack name: it would start or remove something")
+
+    for name in ("_bins", "ensure_cluster"):
+        monkeypatch.setattr(local, name, touched)
+    monkeypatch.setattr(local.harness, "stop", touched)
+    monkeypatch.setattr(local.harness, "running", touched)
+    return root
+
+
+def _refused(done) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stdout == ""
+    line = done.stderr
+    assert line.endswith("\n") and line.count("\n") == 1, f"not one line: {line!r}"
+    return line
+
+
+def test_down_of_a_directory_name_refuses_and_the_directory_survives(untouchable, tmp_path):
+    """The reported case: with no local cluster running, `down /some/dir --local` removed /some/dir."""
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "sub" / "keep.txt").write_text("mine")
+    line = _refused(run_cli("down", str(victim), "--local"))
+    assert repr(str(victim)) in line and "not a stack name" in line and "nothing was touched" in line
+    assert (victim / "sub" / "keep.txt").read_text() == "mine"
+
+
+def test_dot_dot_would_name_the_state_directory_itself_and_is_refused(untouchable):
+    (untouchable / "stacks").mkdir(parents=True)
+    (untouchable / "cluster").mkdir()
+    (untouchable / "cluster" / "status.json").write_text("{}")
+    for name in ("..", "."):
+        _refused(run_cli("down", name, "--local"))
+    assert (untouchable / "cluster" / "status.json").is_file() and (untouchable / "stacks").is_dir()
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_every_command_refuses_a_name_pulumi_would_not_take_in_one_line(untouchable, name):
+    for argv in (["up", name, "--local"], ["down", name, "--local"], ["down", name],
+                 ["pr-preview", "HEAD", "HEAD", "--stack", name]):
+        line = _refused(run_cli(*argv))
+        assert "not a stack name" in line and "letters, digits" in line, (argv, line)
+
+
+def test_names_pulumi_takes_pass_the_check():
+    for name in ("cross-server", "a", "dev.eu_1", "x" * 100, "...", "-a"):
+        assert local.check_stack(name) == name
+
+
+def test_a_symbolic_link_in_the_state_directory_is_refused_and_its_target_survives(untouchable, tmp_path):
+    """stacks/ made a link to another directory: the deployment `down` would remove is someone else's."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "cross-server").mkdir(parents=True)
+    (elsewhere / "cross-server" / "keep.txt").write_text("mine")
+    untouchable.mkdir(parents=True)
+    (untouchable / "stacks").symlink_to(elsewhere)
+    line = _refused(run_cli("down", "cross-server", "--local"))
+    assert "resolves to" in line and str(elsewhere / "cross-server") in line and "nothing was touched" in line
+    assert (elsewhere / "cross-server" / "keep.txt").read_text() == "mine"
+    (untouchable / "stacks").unlink()
+    (untouchable / "stacks" / "cross-server").mkdir(parents=True)
+    (untouchable / "stacks" / "cross-server" / "project").symlink_to(elsewhere)  # one level further down
+    _refused(run_cli("up", "cross-server", "--local"))
+    assert (elsewhere / "cross-server" / "keep.txt").is_file()
+
+
+def test_down_with_no_cluster_still_removes_a_real_deployment_of_the_stack(untouchable):
+    left = untouchable / "stacks" / "cross-server" / "project"
+    left.mkdir(parents=True)
+    done = run_cli("down", "cross-server", "--local")
+    assert done.returncode == 0 and "nothing to destroy" in done.stderr
+    assert not left.parent.exists() and (untouchable / "stacks").is_dir()
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def test_pr_preview_refuses_a_stack_file_whose_name_is_no_stack_name_before_any_cluster(untouchable, tmp_path,
+                                                                                          monkeypatch):
+    """The pull request names the files: `Pulumi....yaml` would be stack `..`, the workspaces' parent."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "Pulumi.cross-server.yaml").write_text("config: {}\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "base")
+    (repo / "Pulumi....yaml").write_text("config: {}\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "head")
+    monkeypatch.setattr(local, "_bins", lambda log: {})
+    with pytest.raises(local.LocalError, match=r"pr-preview: a stack file of HEAD~1 or HEAD: '\.\.' is not a stack name"):
+        local.pr_preview("HEAD~1", "HEAD", repo=repo, log=lambda m: None)
+    with pytest.raises(local.LocalError, match="starts with '-'"):
+        local.pr_preview("--output=/tmp/x", "HEAD", repo=repo, log=lambda m: None)
+
+
+def test_up_says_in_one_line_which_keys_it_set_for_the_local_cluster_and_which_it_left_out(tmp_path):
+    from tests.lab.cluster.test_engine_parts import LAB_FILE, local_kubeconfig
+
+    ws = local.engine.Workspace(tmp_path / "ws", "lab", local_kubeconfig(tmp_path))
+    said = []
+    local.report_overrides("lab", LAB_FILE, ws, said.append)
+    (line,) = said
+    assert "\n" not in line
+    assert "set to the local cluster's: kubernetes:context, kubernetes:kubeconfig" in line
+    assert "left out: kubernetes:cluster, kubernetes:renderYamlToDirectory (the local kubeconfig chooses" in line
+    assert "left out: dynamo-lab:hfToken, encryptionsalt (encrypted for another passphrase" in line
+    assert "dynamo-lab:platform" in line
+    assert "v1:" not in line and "lab.yaml" not in line  # names only, never a value
+    said.clear()
+    shipped = local.read_stack_file(local.ROOT / "Pulumi.cross-server.yaml")
+    local.report_overrides("cross-server", shipped, ws, said.append)
+    assert said == []  # the shipped stack already names the local cluster's context: nothing to say
+
+
+def test_a_stack_file_that_is_no_yaml_map_is_one_line(tmp_path):
+    bad = tmp_path / "Pulumi.x.yaml"
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(local.LocalError, match=r"^Pulumi.x.yaml is not a stack file"):
+        local.read_stack_file(bad)
+    bad.write_text("config: [\n")
+    with pytest.raises(local.LocalError, match=r"^Pulumi.x.yaml cannot be read as a stack file \([^\n]*\)$"):
+        local.read_stack_file(bad)
