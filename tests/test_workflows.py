@@ -461,7 +461,8 @@ def test_the_live_preview_role_reads_exactly_the_kinds_the_stacks_declare_and_no
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
     assert not [d for d in docs if d["kind"] == "Role"] and all("aggregationRule" not in r for r in roles.values())
     assert set(roles) == {"dynamo-lab-live-preview", "dynamo-lab-live-preview-cluster"}
-    wanted = {scope: {_resource(*k) for k, nss in declared.items() if k != ("v1", "Secret") and (nss == {""}) == cluster}
+    readable = {k: nss for k, nss in declared.items() if k != ("v1", "Secret")}
+    wanted = {scope: {_resource(*k) for k, nss in readable.items() if (nss == {""}) == cluster}
               for scope, cluster in (("dynamo-lab-live-preview-cluster", True), ("dynamo-lab-live-preview", False))}
     for name, role in roles.items():
         assert _granted(role) == wanted[name], name
