@@ -17,6 +17,11 @@ SERVING_IMAGE = f"{SERVING_IMAGE_REPOSITORY}:{DYNAMO_RELEASE}"
 
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 
+# The stack files this project ships, one per variant the lab measured (docs/lab.md): what the
+# tests, the golden renders and `diff` cover unless told otherwise. A user's own stack file (one
+# `advise --write` made, say) is covered where it is named: `dynamo-lab diff NAME`, `golden NAME`.
+SHIPPED_STACKS = ("cross-server", "kv-routing", "same-server")
+
 # GPU feature discovery labels every GPU node with its GPU memory in MiB.
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 

@@ -15,6 +15,7 @@ from typing import Optional
 
 import yaml
 
+from infra import catalogue
 from infra.errors import UserError
 from infra.lab import mockrun, render
 
@@ -57,15 +58,19 @@ def golden_path(root: Path, stack: str, variant: Optional[str] = None) -> Path:
     return root / GOLDEN_DIR / (f"{stack}.yaml" if variant is None else f"{stack}.{variant}.yaml")
 
 
-def write_golden(root: Path, stacks: Optional[list[str]] = None) -> list[Path]:
-    """`dynamo-lab golden`: re-render tests/golden/<stack>[.<variant>].yaml for every shipped stack."""
+def write_golden(root: Path, stacks: Optional[list[str]] = None) -> list[tuple[Path, bool]]:
+    """`dynamo-lab golden`: re-render tests/golden/<stack>[.<variant>].yaml for the shipped stacks
+    (or those named); each path with whether its text changed (an unchanged file is not written)."""
     out = []
     (root / GOLDEN_DIR).mkdir(parents=True, exist_ok=True)
-    for stack in stacks or mockrun.stacks_in(root):
+    for stack in stacks or catalogue.SHIPPED_STACKS:
         for variant in (None, *VARIANTS):
             path = golden_path(root, stack, variant)
-            path.write_text(render_yaml(stack, root, variant))
-            out.append(path)
+            text = render_yaml(stack, root, variant)
+            changed = not path.is_file() or path.read_text() != text
+            if changed:
+                path.write_text(text)
+            out.append((path, changed))
     return out
 
 
@@ -151,7 +156,10 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
         archive = _git(root, "archive", "--format=tar", commit, binary=True)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        stacks = stacks or sorted(set(mockrun.stacks_in(root)) | set(mockrun.stacks_in(Path(tmp))))
+        # The shipped stacks either tree has (one a change adds or removes shows as such); a user's
+        # own stack file only when named.
+        present = set(mockrun.stacks_in(root)) | set(mockrun.stacks_in(Path(tmp)))
+        stacks = stacks or [s for s in catalogue.SHIPPED_STACKS if s in present]
         before = _render_tree(Path(tmp), stacks)
     after = _render_tree(root, stacks)
     changed = False

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from infra.lab import review
 from tests.helpers import ROOT, STACKS, run_cli
@@ -88,3 +90,67 @@ def test_a_base_with_other_code_renders_with_its_own_code(project_repo):
     changed = [line[0] + line[1:].strip() for line in proc.stdout.splitlines()
                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changed == ["-dynamo-lab/old-stack: cross-server", "+dynamo-lab/stack: cross-server"] * 2
+
+
+def _advised_stack(repo):
+    """A user's own stack file beside the shipped ones, as `advise --write` makes one (docs/advise.md)."""
+    shutil.copy(repo / "Pulumi.kv-routing.yaml", repo / "Pulumi.advised.yaml")
+
+
+@pytest.fixture
+def rendered(monkeypatch):
+    """Rendering recorded instead of done (which stacks are rendered is what these tests ask; the
+    renders themselves are the tests above): each stack renders as one ConfigMap holding its file."""
+    seen: list[str] = []
+
+    def render_yaml(stack, root=None, variant=None):
+        seen.append(stack)
+        return yaml.safe_dump({"kind": "ConfigMap", "metadata": {"name": f"{stack}-{variant}"},
+                               "data": {"file": (root / f"Pulumi.{stack}.yaml").read_text()}})
+
+    monkeypatch.setattr(review, "render_yaml", render_yaml)
+    monkeypatch.setattr(review, "_running_code_is", lambda tree: True)
+    return seen
+
+
+def test_a_users_own_stack_file_is_diffed_only_when_named(project_repo, rendered):
+    _advised_stack(project_repo)
+    out = io.StringIO()
+    assert review.diff(project_repo, "main", [], out) == 0, out.getvalue()
+    assert sorted(set(rendered)) == STACKS
+    assert sorted(line.split(":")[0] for line in out.getvalue().splitlines()) == STACKS
+    named = io.StringIO()
+    assert review.diff(project_repo, "main", ["advised"], named) == 1
+    assert named.getvalue().splitlines()[-1].startswith("advised: ")
+
+
+def test_golden_writes_only_what_changed_and_only_the_shipped_stacks(project_repo, rendered):
+    _advised_stack(project_repo)
+    first = review.write_golden(project_repo)
+    assert sorted({p.name.split(".")[0] for p, _ in first}) == STACKS
+    assert all(changed for _, changed in first)
+    again = review.write_golden(project_repo)
+    assert [p for p, _ in again] == [p for p, _ in first] and not any(changed for _, changed in again)
+    (project_repo / "Pulumi.same-server.yaml").write_text("edited\n")
+    third = review.write_golden(project_repo)
+    assert {p.name for p, changed in third if changed} == {
+        review.golden_path(project_repo, "same-server", v).name for v in (None, *review.VARIANTS)}
+    named = review.write_golden(project_repo, ["advised"])
+    assert {p.name.split(".")[0] for p, _ in named} == {"advised"}
+
+
+def test_golden_says_which_files_it_wrote(project_repo, rendered):
+    first = run_cli("golden", "cross-server", cwd=project_repo)
+    assert first.stdout.count("wrote ") == 1 + len(review.VARIANTS), first.stdout
+    again = run_cli("golden", "cross-server", cwd=project_repo)
+    n = 1 + len(review.VARIANTS)
+    assert again.stdout.strip() == f"{n} of {n} golden files already current", again.stdout
+
+
+def test_the_tests_shipped_stacks_are_named_not_found():
+    # A user's stack file in the checkout (advise --write's) must not become a test case.
+    from infra import catalogue
+    from infra.lab import mockrun
+
+    assert STACKS == list(catalogue.SHIPPED_STACKS)
+    assert set(STACKS) <= set(mockrun.stacks_in(ROOT)), "a shipped stack's file is missing"

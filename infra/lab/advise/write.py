@@ -22,13 +22,10 @@ from infra.lab import mockrun
 from infra.lab.advise.search import Advice, Candidate, secret_keys
 from infra.lab.preflight.checks import check
 from infra.lab.preflight.cluster_data import ClusterData
+from infra.lab.predict.validate import TABLE_STACKS
 from infra.plan import load_stack
 
 NAME = re.compile(r"^Pulumi\.([A-Za-z0-9][A-Za-z0-9_.-]*)\.yaml$")
-
-
-# The lab's own stacks: the predictor's error is measured with them (uncertainty.py).
-LAB_STACKS = ("kv-routing", "same-server")
 
 
 def target(path: str, root: Path) -> Path:
@@ -59,8 +56,8 @@ def refuse_existing(path: Path, force: bool, base: str) -> None:
         raise UserError(f"--write {path.name}: that is {base}'s own file, the base: its secrets are encrypted for it "
                         "and advise does not copy them. Write a new stack (--write Pulumi.advised.yaml) and copy "
                         f"its workers into {path.name} by hand if you want them there")
-    if name in LAB_STACKS:
-        raise UserError(f"--write {path.name}: {name} is one of the lab's stacks ({', '.join(LAB_STACKS)}) the "
+    if name in TABLE_STACKS:
+        raise UserError(f"--write {path.name}: {name} is one of the lab's stacks ({', '.join(TABLE_STACKS)}) the "
                         "predictor's error is measured with; write a new stack (--write Pulumi.advised.yaml)")
     if path.exists() and not force:
         raise UserError(f"--write {path.name}: the file exists and is left as it is; write another name, or add "
@@ -87,7 +84,7 @@ def write(path: Path, a: Advice, c: Candidate, base: dict, data: ClusterData, fo
     """Write `c` as `path`, after its own text loads, sizes and passes preflight on `data`."""
     refuse_existing(path, force, a.base)  # again: the command checked before its search, which takes seconds
     body = header(a, c, secret_keys(base)) + yaml.safe_dump({"config": c.config}, sort_keys=False)
-    doc = yaml.safe_load(body)
+    doc = mockrun.parse_yaml(body, path.name)  # read back as every command will read the file
     raw, secrets = mockrun.config_from_doc(doc["config"])
     stack = load_stack(a.stack, raw, secrets)  # a ConfigError here is a bug: say it, write nothing
     report = check(stack, data)
