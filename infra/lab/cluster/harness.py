@@ -705,13 +705,28 @@ def stop(state: Path, proc: Optional[subprocess.Popen] = None, timeout: float = 
     return killed
 
 
+def _lineage(pid: int) -> set[int]:
+    """`pid` and its ancestors: the command asking, and what started it (dev.py, sudo, a shell)."""
+    seen: set[int] = set()
+    while pid > 0 and pid not in seen:
+        seen.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return seen
+
+
 def leftovers(state: Path) -> list[str]:
-    """Processes of this cluster still alive: every one of them names its directory in an argument."""
+    """Processes of this cluster still alive: every one of them names its directory in an argument.
+    Not this process nor its ancestors: `dev.py cluster down --state DIR` (or `sudo ...`) names the
+    directory too, and is not the cluster."""
     state = state.absolute()
     here, inside = str(state), str(state) + os.sep
+    asking = _lineage(os.getpid())
     left = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+        if not proc.name.isdigit() or int(proc.name) in asking:
             continue
         with contextlib.suppress(OSError):
             args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
