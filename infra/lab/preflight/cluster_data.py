@@ -22,10 +22,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
+from infra.lab import mockrun
 from infra.units import parse_quantity
 
 # What `kubectl get` saves, and the kind of each resource's objects.
@@ -280,9 +279,9 @@ def _contexts_hint(path: str, context: str) -> str:
     names: list[str] = []
     for part in path.split(os.pathsep):
         try:
-            doc = yaml.safe_load(Path(part).read_text()) or {}
+            doc = mockrun.read_yaml(Path(part), part) or {}
             names += [c["name"] for c in doc.get("contexts") or [] if isinstance(c, dict) and "name" in c]
-        except (OSError, yaml.YAMLError, AttributeError):
+        except (UserError, AttributeError):
             continue  # the kubeconfig's own problem is reported already
     if context in names:
         return ""

@@ -1,0 +1,156 @@
+"""Input that is not a stack file at all: a binary file, nesting thousands of levels deep, a YAML
+alias bomb, a control character, a file of megabytes. Every command that reads a stack file
+refuses each with one line naming the file (exit 2), after bounded work: the reader
+(mockrun.read_yaml) counts what the file's aliases would expand to on the composed node graph,
+before anything is constructed."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.lab import mockrun
+from infra.lab.preflight import cluster_data
+from tests.helpers import ROOT, run_cli
+
+SAVED = ROOT / "tests/data/preflight/lab.json"
+
+
+def _bomb(levels: int) -> str:
+    """The "billion laughs" file: each level an anchor of nine aliases of the one before, over nine strings:
+    level n expands to 9**(n + 1) of them."""
+    lines = ['  l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "config:\n" + "\n".join(lines) + "\n"
+
+
+NOT_STACK_FILES = {
+    # A stray binary: byte 24 is the first that is not UTF-8.
+    "binary": (b"config:\n  dynamo-lab:x: \xff\xfe\x00\x01binary\n",
+               "error: Pulumi.bad.yaml: not UTF-8 text (byte 24, 0xff), as Pulumi writes a stack file; is it the "
+               "right file?"),
+    # PyYAML's composer recurses once a level: this was a RecursionError traceback.
+    "deep": (("config:\n  dynamo-lab:x: " + "{a: " * 5000 + "}" * 5000 + "\n").encode(),
+             "error: Pulumi.bad.yaml: refused at line 2, column 262: nested more than 64 levels deep; is it the "
+             "right file?"),
+    # 9**8 = 43 million strings from 600 bytes: a command took 13 s to get to its first error.
+    "alias-bomb": (_bomb(7).encode(),
+                   "error: Pulumi.bad.yaml: refused at line 6, column 7: its aliases (*name) expand to more than "
+                   "10,000 values, where a stack file has a few hundred; is it the right file?"),
+}
+COMMANDS = {
+    "render": ("render", "bad"),
+    "sizing": ("sizing", "bad"),
+    "preflight": ("preflight", "bad", "--from", str(SAVED)),
+    "advise": ("advise", "bad", "--from", str(SAVED)),
+    "predict": ("predict", "bad"),
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the project (its Pulumi.yaml) to put stack files in: the commands read the project's."""
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    return tmp_path
+
+
+@pytest.mark.parametrize("kind", NOT_STACK_FILES)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_refuses_what_is_not_a_stack_file_in_one_line(project, command, kind):
+    data, line = NOT_STACK_FILES[kind]
+    (project / "Pulumi.bad.yaml").write_bytes(data)
+    start = time.perf_counter()
+    proc = run_cli(*COMMANDS[command], cwd=project)
+    took = time.perf_counter() - start
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", line + "\n")
+    assert took < 5, f"{command} took {took:.1f} s to refuse {kind}"  # loose: the bound is structural (below)
+
+
+def test_an_alias_bomb_is_refused_before_anything_is_constructed(monkeypatch):
+    # Whatever the machine's speed: what the aliases expand to is counted on the composed graph, in
+    # which an alias is the node it names; the constructor, which would build 9**12 values, never runs.
+    def constructed(*_):
+        raise AssertionError("the reader constructed a document it should have refused")
+
+    monkeypatch.setattr(yaml.constructor.BaseConstructor, "construct_document", constructed)
+    with pytest.raises(mockrun.StackFileError, match=r"^bomb: refused at line 6, column 7: its aliases \(\*name\) "
+                                                     r"expand to more than 10,000 values"):
+        mockrun.parse_yaml(_bomb(12), "bomb")
+
+
+def test_nested_lists_are_refused_at_the_same_depth():
+    # Flow lists make PyYAML's scanner look up to 1,024 characters ahead for a key: bounded, if slower.
+    with pytest.raises(mockrun.StackFileError, match=r"^deep: refused at line 2, column 79: nested more than 64 "):
+        mockrun.parse_yaml("config:\n  dynamo-lab:x: " + "[" * 5000 + "]" * 5000 + "\n", "deep")
+
+
+def test_an_alias_chain_deeper_than_the_text_and_an_alias_inside_itself_are_refused():
+    # Each line one level deeper than the one before through an alias: the text is 3 levels deep.
+    chain = "config:\n  a0: &a0 [1]\n" + "".join(f"  a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 200))
+    with pytest.raises(mockrun.StackFileError, match="its aliases .* nest it more than 64 levels deep"):
+        mockrun.parse_yaml(chain, "chain")
+    with pytest.raises(mockrun.StackFileError, match=r"^loop: refused at line 2, column 17: an alias \(\*name\) inside "
+                                                     "the value it names, which would never end"):
+        mockrun.parse_yaml("config:\n  dynamo-lab:x: &a [1, *a]\n", "loop")
+
+
+def test_aliases_within_the_bounds_read_as_written_out(project):
+    # An anchor shared by two worker groups is YAML a user may write; it reads as the values it names.
+    text = (ROOT / "Pulumi.cross-server.yaml").read_text()
+    aliased = text.replace("      gpuClass: gpu-8gb\n      kvCacheBytes: 2Gi\n",
+                           "      gpuClass: gpu-8gb\n      kvCacheBytes: &kv 2Gi\n"
+                           ).replace("      kvCacheBytes: 4Gi\n", "      kvCacheBytes: *kv\n")
+    assert aliased.count("*kv") == 1
+    (project / "Pulumi.aliased.yaml").write_text(aliased)
+    (project / "Pulumi.written.yaml").write_text(aliased.replace("&kv ", "").replace("*kv", "2Gi"))
+    assert mockrun.stack_doc("aliased", project) == mockrun.stack_doc("written", project)
+
+
+@pytest.mark.parametrize("text, line", [
+    # The YAML error names the file and where, on one line, not `<unicode string>` and a snippet.
+    ("config:\n  dynamo-lab:x: [1,\n  y: }\n",
+     "Pulumi.bad.yaml: not valid YAML at line 3, column 6: expected the node content, but found '}'"),
+    ("config:\n  dynamo-lab:x: a\x07b\n",
+     "Pulumi.bad.yaml: not YAML text: character U+0007 at line 2 is one YAML does not allow (a control "
+     "character); is it the right file?"),
+    ("config: {}\n---\nconfig: {}\n",
+     "Pulumi.bad.yaml: not valid YAML at line 2, column 1: but found another document"),
+])
+def test_what_yaml_refuses_is_one_line_naming_the_file(project, text, line):
+    (project / "Pulumi.bad.yaml").write_text(text)
+    with pytest.raises(mockrun.StackFileError) as caught:
+        mockrun.stack_doc("bad", project)
+    assert str(caught.value) == line
+
+
+def test_a_file_of_megabytes_is_refused_unread(project):
+    (project / "Pulumi.bad.yaml").write_text("config: {}\n" + "#" * mockrun.MAX_YAML_BYTES)
+    proc = run_cli("render", "bad", cwd=project)
+    assert (proc.returncode, proc.stderr) == (2, "error: Pulumi.bad.yaml: more than 256 KiB, where a stack file is a "
+                                                 "few kilobytes; is it the right file?\n")
+
+
+def test_a_file_of_many_values_is_refused_while_composing():
+    many = "config:\n  dynamo-lab:x:\n" + "".join(f"    - {i}\n" for i in range(mockrun.MAX_YAML_VALUES))
+    with pytest.raises(mockrun.StackFileError, match="more than 10,000 values, where a stack file has a few hundred"):
+        mockrun.parse_yaml(many, "many")
+
+
+def test_a_binary_pulumi_yaml_above_names_that_file(tmp_path):
+    (tmp_path / "Pulumi.yaml").write_bytes(b"name: \xc3\x28\n")
+    proc = run_cli("render", "cross-server", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (2, f"error: {tmp_path / 'Pulumi.yaml'}: not UTF-8 text (byte 6, "
+                                                 "0xc3), as Pulumi writes a stack file; is it the right file?\n")
+
+
+def test_a_kubeconfig_that_is_not_yaml_text_only_loses_the_contexts_hint(tmp_path):
+    # preflight's hint lists the contexts of the kubeconfig; an unreadable one lists none, no traceback.
+    (tmp_path / "binary").write_bytes(b"\xff\xfe\x00")
+    (tmp_path / "deep").write_text("contexts: " + "[" * 5000 + "]" * 5000 + "\n")
+    (tmp_path / "good").write_text("contexts:\n- name: lab\n")
+    path = ":".join(str(tmp_path / f) for f in ("binary", "deep", "good"))
+    assert cluster_data._contexts_hint(path, "other").startswith("; its contexts: lab (pulumi config set")
