@@ -219,15 +219,19 @@ def _namespaces(cfg: StackConfig) -> Problems:
     return []
 
 
-# Directories of a node that a model cache may be neither in, nor above (a cache holding one could
-# rename it away): each with whose it is. The system's own; the kubelet's; the container runtimes'
-# (containerd, CRI-O, Docker); the network plugins' (CNI configuration, binaries and state, Calico,
-# Cilium); the Kubernetes distributions' (kubeadm under /etc/kubernetes, k3s and RKE2 under
-# /var/lib/rancher and /etc/rancher, k0s, etcd). Their default locations, from each project's docs.
+# Directories of a node that a model cache may not be in: each with whose it is. The system's own
+# (its scheduled jobs and privilege state included: cron and at read /var/spool, sudo keeps its
+# timestamps in /var/lib/sudo); the kubelet's; the container runtimes' (containerd, CRI-O, Docker);
+# the network plugins' (CNI configuration, binaries and state, Calico, Cilium); the Kubernetes
+# distributions' (kubeadm under /etc/kubernetes, k3s and RKE2 under /var/lib/rancher and
+# /etc/rancher, k0s, etcd). Their default locations, from each project's docs. The cache's own last
+# component, dynamo-lab-cache.<namespace> (models.NODE_CACHE_PREFIX), is never one of them nor holds
+# one, so only what lies above it can be: each of its prefixes is judged.
 PROTECTED = {
     **dict.fromkeys(("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
                      "/sbin", "/sys", "/usr", "/var/log", "/var/lib/dpkg", "/var/lib/rpm", "/var/lib/apt",
-                     "/var/lib/systemd"), "the node's system"),
+                     "/var/lib/systemd", "/var/lib/private", "/var/lib/sudo", "/var/lib/polkit-1", "/var/backups",
+                     "/var/spool", "/var/mail"), "the node's system"),
     **dict.fromkeys(("/run", "/var/run"), "the node's runtime state (container runtime and kubelet sockets)"),
     "/var/lib/kubelet": "the kubelet (every pod's volumes and Secrets)",
     **dict.fromkeys(("/var/lib/containerd", "/opt/containerd"), "containerd"),
@@ -238,9 +242,6 @@ PROTECTED = {
     **dict.fromkeys(("/var/lib/rancher", "/var/lib/k0s", "/var/lib/etcd", "/var/lib/kube-proxy",
                      "/var/lib/minikube"), "the Kubernetes distribution (k3s, RKE2, k0s, etcd)"),
 }
-# Directories that hold others' data of many kinds: never the cache itself.
-SHARED_DIRECTORIES = ("/", "/home", "/opt", "/srv", "/tmp", "/var", "/var/lib", "/var/tmp", "/mnt", "/data",
-                      "/media")
 
 
 def _within(path: str, tree: str) -> bool:
@@ -248,14 +249,13 @@ def _within(path: str, tree: str) -> bool:
 
 
 def _protected(path: str) -> str | None:
-    """Why the node directory `path` (normalized) is no place for a model cache, or None."""
-    if path in SHARED_DIRECTORIES:
-        return f"is the node's {path}" if path != "/" else "is the node's root directory"
-    for tree, whose in PROTECTED.items():
-        if _within(path, tree):
-            return f"is {'' if path == tree else 'inside '}{tree}, which belongs to {whose}"
-        if _within(tree, path):
-            return f"holds {tree}, which belongs to {whose}"
+    """Why the node directory `path` (normalized) is no place for a model cache, or None: each of its
+    prefixes from the root down against PROTECTED, so a directory of the node's refuses it wherever it
+    appears in the joined path, in hostPath or formed with the namespace."""
+    parts = path.strip("/").split("/")
+    for prefix in ("/" + "/".join(parts[:n]) for n in range(1, len(parts) + 1)):
+        if (whose := PROTECTED.get(prefix)) is not None:
+            return f"is {'' if prefix == path else 'inside '}{prefix}, which belongs to {whose}"
     return None
 
 
@@ -270,9 +270,10 @@ def _absolute(path: str) -> str | None:
 
 
 def _node_directory(cfg: StackConfig) -> Problems:
-    """The node cache's directory, judged as the node sees it: `<hostPath>/<graph namespace>` joined
-    and normalized (StackConfig.node_cache_directory), not modelCache.hostPath alone. The pre-pull's
-    root step makes it group-writable and every worker mounts it, so it must be the stack's own."""
+    """The node cache's directory, judged as the node sees it: `<hostPath>/dynamo-lab-cache.<graph
+    namespace>` joined and normalized (StackConfig.node_cache_directory), not modelCache.hostPath
+    alone. The pre-pull's root step makes it group-writable and every worker mounts it, so it must be
+    the stack's own."""
     mc = cfg.model_cache
     found: Problems = [(f"modelCache.allowedRoots[{i}]", why) for i, root in enumerate(mc.allowed_roots)
                        if (why := _absolute(root)) is not None]

@@ -736,6 +736,14 @@ class PrePull(_Model):
 # Where a node keeps data of its own: the default cache's root and the usual mount points of data
 # disks. A cache lies under one of them unless modelCache.allowedRoots says otherwise.
 DATA_ROOTS = ("/var/lib/dynamo-lab", "/srv", "/data", "/mnt")
+# A stack's node cache is `<hostPath>/dynamo-lab-cache.<graph namespace>`: the last component names
+# this project, so that whatever namespace a stack picks (a DNS label: `bin`, `sudo`, `cron`), the
+# directory the pre-pull makes group-writable is one no other software uses, never the node's own
+# that shares the namespace's name under a widened allowedRoot (/home/ubuntu/bin, /var/lib/sudo,
+# /var/spool/cron). A `.` cannot appear in a namespace, so no stack's namespace alone is such a
+# name and two stacks' namespaces never give one directory. The prefix and a namespace's 63
+# characters at most make 80, far under the 255 of a file name (Linux NAME_MAX).
+NODE_CACHE_PREFIX = "dynamo-lab-cache."
 
 
 class ModelCache(_Model):
@@ -756,12 +764,13 @@ class ModelCache(_Model):
         json_schema_extra={"accepts": "`nodeVolume`, `hostPath`, `pvc`, `off` (or `false`)"})
     # The directory on every GPU node that runs workers (absolute).
     host_path: str = Field("/var/lib/dynamo-lab/hf-cache", description="`nodeVolume` and `hostPath`: the directory "
-                           "on each GPU node under which each stack keeps its own cache, `<hostPath>/<graph "
-                           "namespace>`", json_schema_extra={
-                               "accepts": "an absolute path without `..`; `<hostPath>/<graph namespace>`, "
-                                          "normalized, must lie under `allowedRoots` and outside the node's system, "
-                                          "kubelet, container-runtime and CNI directories (see docs/model-cache.md)"})
-    # The node directory is judged whole, after <hostPath>/<graph namespace> is joined and
+                           "on each GPU node under which each stack keeps its own cache, `<hostPath>/dynamo-lab-cache."
+                           "<graph namespace>`", json_schema_extra={
+                               "accepts": "an absolute path without `..`; `<hostPath>/dynamo-lab-cache.<graph "
+                                          "namespace>`, normalized, must lie under `allowedRoots` and outside "
+                                          "the node's system, kubelet, container-runtime and CNI directories (see "
+                                          "docs/model-cache.md)"})
+    # The node directory is judged whole, after <hostPath>/dynamo-lab-cache.<namespace> is joined and
     # normalized (config.checks): it must lie under one of these, and never in a directory of the
     # node's system, kubelet, container runtime or network plugin, whatever this list says.
     allowed_roots: list[str] = Field(
@@ -858,9 +867,10 @@ class StackConfig(_Model):
     @property
     def node_cache_directory(self) -> str:
         """The directory on each GPU node that a node cache (nodeVolume, hostPath) really is: the
-        stack's own `<modelCache.hostPath>/<graph namespace>`, normalized (fields.node_path), the
-        path the PersistentVolume or the pods' hostPath and the pre-pull's root step use."""
-        return node_path(f"{self.model_cache.host_path}/{self.graph.namespace}")
+        stack's own `<modelCache.hostPath>/dynamo-lab-cache.<graph namespace>` (NODE_CACHE_PREFIX),
+        normalized (fields.node_path), the path the PersistentVolume or the pods' hostPath and the
+        pre-pull's root step use."""
+        return node_path(f"{self.model_cache.host_path}/{NODE_CACHE_PREFIX}{self.graph.namespace}")
 
     @property
     def creates_model_cache_claim(self) -> bool:

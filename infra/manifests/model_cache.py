@@ -28,8 +28,9 @@ def enabled(cfg: StackConfig) -> bool:
 
 
 def host_directory(cfg: StackConfig) -> str:
-    """The stack's own directory under modelCache.hostPath, named after its graph namespace: no other
-    stack's Jobs write into it. Normalized: the directory config.checks judged is the one deployed."""
+    """The stack's own directory under modelCache.hostPath, dynamo-lab-cache.<graph namespace>: no other
+    stack's Jobs, and nothing else of the node's, write into it. Normalized: the directory
+    config.checks judged is the one deployed."""
     return cfg.node_cache_directory
 
 

@@ -1,8 +1,9 @@
-"""The node cache directory is judged as the node sees it: `<modelCache.hostPath>/<graph namespace>`
-joined and normalized, the directory the PersistentVolume (or the pods' hostPath) and the pre-pull's
-root step really use. Whatever the spelling or the mix of keys, it never lands in or above a
-directory of the node's system, kubelet, container runtime, network plugin or Kubernetes distribution,
-and by default it lies under one of a few data roots."""
+"""The node cache directory is judged as the node sees it: `<modelCache.hostPath>/dynamo-lab-cache.<graph
+namespace>` joined and normalized, the directory the PersistentVolume (or the pods' hostPath) and the
+pre-pull's root step really use. Whatever the namespace, its last component is one only dynamo-lab
+uses; whatever the spelling or the mix of keys, it never lands in or above a directory of the node's
+system, kubelet, container runtime, network plugin or Kubernetes distribution, and by default it lies
+under one of a few data roots."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ F = "Pulumi.cross-server.yaml"
 # test): kubeadm, the kubelet, k3s/RKE2, containerd, CRI-O, Docker, CNI, and the system's.
 NODE_OWNED = ("/etc/kubernetes", "/var/lib/kubelet", "/var/lib/rancher", "/etc/rancher", "/var/lib/containerd",
               "/run/containerd", "/var/lib/containers", "/etc/crio", "/var/lib/docker", "/etc/cni", "/opt/cni",
-              "/var/lib/cni", "/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/boot", "/root", "/var/run", "/run")
+              "/var/lib/cni", "/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/boot", "/root", "/var/run", "/run",
+              "/var/spool", "/var/lib/sudo")
 
 
 def _edit(host_path: str, namespace: Optional[str] = None, roots: Optional[list[str]] = None, mode="nodeVolume"):
@@ -55,36 +57,63 @@ def _inside_or_above(path: str, tree: str) -> bool:
     return path == tree or path.startswith(tree + "/") or tree.startswith(path.rstrip("/") + "/")
 
 
-# --- combinations that land on the node's own directories ---------------------------------------
+# --- a namespace never names a directory of the node's ------------------------------------------
+
+@pytest.mark.parametrize("host_path, roots, namespace, deployed", [
+    # With allowedRoots widened, <hostPath>/<namespace> was the node's own: ~/bin (on the user's
+    # PATH), sudo's timestamps, the kubelet's state. The cache's last component names the project.
+    ("/home/ubuntu", ["/home/ubuntu"], "bin", "/home/ubuntu/dynamo-lab-cache.bin"),
+    ("/var/lib", ["/var/lib"], "sudo", "/var/lib/dynamo-lab-cache.sudo"),
+    ("/var/lib/", ["/var"], "kubelet", "/var/lib/dynamo-lab-cache.kubelet"),
+    ("//var//lib", ["/"], "containerd", "/var/lib/dynamo-lab-cache.containerd"),
+    ("/", ["/"], "etc", "/dynamo-lab-cache.etc"),
+    ("/", ["/"], "opt", "/dynamo-lab-cache.opt"),
+])
+@pytest.mark.parametrize("mode", ["nodeVolume", "hostPath"])
+def test_whatever_the_namespace_the_directory_is_one_only_dynamo_lab_uses(host_path, roots, namespace, deployed,
+                                                                           mode):
+    assert _node_directories(_edit(host_path, namespace, roots, mode)) == {deployed}
+
+
+# --- a directory of the node's anywhere in the joined path ----------------------------------------
 
 @pytest.mark.parametrize("host_path, namespace, final, why", [
-    # No single key names a runtime directory; joined, they do.
-    ("/var/lib/rancher", "k3s", "/var/lib/rancher/k3s", "It is inside /var/lib/rancher, which belongs to the "
-                                                        "Kubernetes distribution"),
-    ("/var/lib//rancher/", "rke2", "/var/lib/rancher/rke2", "It is inside /var/lib/rancher"),
-    ("/var/lib/./rancher/.", "k3s", "/var/lib/rancher/k3s", "It is inside /var/lib/rancher"),
-    ("/var/lib", "kubelet", "/var/lib/kubelet", "It is /var/lib/kubelet, which belongs to the kubelet"),
-    ("/var/lib/", "containerd", "/var/lib/containerd", "It is /var/lib/containerd, which belongs to containerd"),
-    ("//var//lib", "containers", "/var/lib/containers", "It is /var/lib/containers, which belongs to CRI-O"),
-    ("/var/lib", "docker", "/var/lib/docker", "It is /var/lib/docker, which belongs to Docker"),
-    ("/var/lib", "cni", "/var/lib/cni", "It is /var/lib/cni, which belongs to the network plugin"),
-    ("/opt/cni", None, "/opt/cni/dynamo-lab-cross-server", "It is inside /opt/cni, which belongs to the network"),
-    ("/opt//cni/./", None, "/opt/cni/dynamo-lab-cross-server", "It is inside /opt/cni"),
-    ("/etc/cni/net.d", None, "/etc/cni/net.d/dynamo-lab-cross-server", "It is inside /etc"),
-    ("/etc/kubernetes", None, "/etc/kubernetes/dynamo-lab-cross-server", "It is inside /etc"),
-    ("/run", "containerd", "/run/containerd", "It is inside /run"),
-    ("/var/run/", None, "/var/run/dynamo-lab-cross-server", "It is inside /var/run"),
-    ("/", "etc", "/etc", "It is /etc, which belongs to the node's system"),
-    # Above a runtime directory: a group-writable /opt lets a pod rename /opt/cni away.
-    ("/", "opt", "/opt", "It is the node's /opt"),
-    ("/usr/local/share/models", None, "/usr/local/share/models/dynamo-lab-cross-server", "It is inside /usr"),
-    ("/root/.cache", None, "/root/.cache/dynamo-lab-cross-server", "It is inside /root"),
-    ("/proc", None, "/proc/dynamo-lab-cross-server", "It is inside /proc"),
-    ("/sys/", None, "/sys/dynamo-lab-cross-server", "It is inside /sys"),
+    ("/var/lib/rancher", "k3s", "/var/lib/rancher/dynamo-lab-cache.k3s", "It is inside /var/lib/rancher, which "
+                                                                           "belongs to the Kubernetes distribution"),
+    ("/var/lib//rancher/", "rke2", "/var/lib/rancher/dynamo-lab-cache.rke2", "It is inside /var/lib/rancher"),
+    ("/var/lib/./rancher/.", "k3s", "/var/lib/rancher/dynamo-lab-cache.k3s", "It is inside /var/lib/rancher"),
+    ("/var/lib/kubelet", "pods", "/var/lib/kubelet/dynamo-lab-cache.pods", "It is inside /var/lib/kubelet, which "
+                                                                            "belongs to the kubelet"),
+    ("/var/lib/containerd/", None, "/var/lib/containerd/dynamo-lab-cache.dynamo-lab-cross-server",
+     "It is inside /var/lib/containerd, which belongs to containerd"),
+    ("//var//lib/containers", None, "/var/lib/containers/dynamo-lab-cache.dynamo-lab-cross-server",
+     "It is inside /var/lib/containers, which belongs to CRI-O"),
+    ("/var/lib/docker/volumes", None, "/var/lib/docker/volumes/dynamo-lab-cache.dynamo-lab-cross-server",
+     "It is inside /var/lib/docker, which belongs to Docker"),
+    ("/var/lib/cni", None, "/var/lib/cni/dynamo-lab-cache.dynamo-lab-cross-server",
+     "It is inside /var/lib/cni, which belongs to the network plugin"),
+    ("/opt/cni", None, "/opt/cni/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /opt/cni, which belongs to "
+                                                                            "the network"),
+    ("/opt//cni/./", None, "/opt/cni/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /opt/cni"),
+    ("/etc/cni/net.d", None, "/etc/cni/net.d/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /etc"),
+    ("/etc/kubernetes", None, "/etc/kubernetes/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /etc"),
+    ("/run", "containerd", "/run/dynamo-lab-cache.containerd", "It is inside /run"),
+    ("/var/run/", None, "/var/run/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /var/run"),
+    # cron and at read /var/spool; sudo keeps its timestamps in /var/lib/sudo.
+    ("/var/spool", "cron", "/var/spool/dynamo-lab-cache.cron", "It is inside /var/spool, which belongs to the "
+                                                               "node's system"),
+    ("/var/spool/cron/crontabs", None, "/var/spool/cron/crontabs/dynamo-lab-cache.dynamo-lab-cross-server",
+     "It is inside /var/spool"),
+    ("/var/lib/sudo", None, "/var/lib/sudo/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /var/lib/sudo"),
+    ("/usr/local/share/models", None, "/usr/local/share/models/dynamo-lab-cache.dynamo-lab-cross-server",
+     "It is inside /usr"),
+    ("/root/.cache", None, "/root/.cache/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /root"),
+    ("/proc", None, "/proc/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /proc"),
+    ("/sys/", None, "/sys/dynamo-lab-cache.dynamo-lab-cross-server", "It is inside /sys"),
 ])
 @pytest.mark.parametrize("roots", [None, ["/"]], ids=["default-roots", "roots-widened-to-everything"])
-def test_a_node_directory_the_keys_form_together_is_refused_whatever_the_roots(host_path, namespace, final, why,
-                                                                                roots):
+def test_a_directory_of_the_node_anywhere_in_the_path_is_refused_whatever_the_roots(host_path, namespace, final,
+                                                                                     why, roots):
     msg = _message(_edit(host_path, namespace, roots))
     ns = namespace or "dynamo-lab-cross-server"
     assert msg.startswith(f"{F}: modelCache.hostPath: the node cache directory would be {final!r}, formed from "
@@ -97,14 +126,14 @@ def test_a_node_directory_the_keys_form_together_is_refused_whatever_the_roots(h
 
 @pytest.mark.parametrize("mode", ["nodeVolume", "hostPath"])
 def test_both_node_cache_modes_are_judged(mode):
-    assert "It is /var/lib/kubelet" in _message(_edit("/var/lib", "kubelet", ["/"], mode=mode))
+    assert "It is inside /var/lib/kubelet" in _message(_edit("/var/lib/kubelet", "kubelet", ["/"], mode=mode))
 
 
 def test_a_cache_outside_the_data_roots_is_refused_and_names_the_key_that_widens_them():
     msg = _message(_edit("/home/me/models"))
     assert msg == (
-        f"{F}: modelCache.hostPath: the node cache directory would be '/home/me/models/dynamo-lab-cross-server', "
-        "formed from modelCache.hostPath '/home/me/models' and graph.namespace 'dynamo-lab-cross-server' (default: "
+        f"{F}: modelCache.hostPath: the node cache directory would be "
+        "'/home/me/models/dynamo-lab-cache.dynamo-lab-cross-server', formed from modelCache.hostPath '/home/me/models' and graph.namespace 'dynamo-lab-cross-server' (default: "
         "dynamo-lab-<stack>). It is under none of the data roots a cache may use (/var/lib/dynamo-lab, /srv, /data, "
         "/mnt; modelCache.allowedRoots): the pre-pull's root step makes it group-writable (chgrp 0, chmod g+rwxs) "
         "and every worker's pod mounts it, so it must be a directory that holds nothing else of the node's. Write a "
@@ -112,7 +141,7 @@ def test_a_cache_outside_the_data_roots_is_refused_and_names_the_key_that_widens
         "modelCache.allowedRoots")
     # The key it names widens them.
     assert _node_directories(_edit("/home/me/models", roots=["/home/me/"])) == {
-        "/home/me/models/dynamo-lab-cross-server"}
+        "/home/me/models/dynamo-lab-cache.dynamo-lab-cross-server"}
 
 
 @pytest.mark.parametrize("host_path", ["/", "/var/lib", "/var", "/tmp"])
@@ -127,9 +156,9 @@ def test_an_allowed_root_must_be_an_absolute_path_without_dot_dot(root, why):
 
 
 @pytest.mark.parametrize("host_path, deployed", [
-    ("/data//hf/", "/data/hf/dynamo-lab-cross-server"),
-    ("/srv/./models/", "/srv/models/dynamo-lab-cross-server"),
-    ("/var/lib/dynamo-lab/hf-cache", "/var/lib/dynamo-lab/hf-cache/dynamo-lab-cross-server"),
+    ("/data//hf/", "/data/hf/dynamo-lab-cache.dynamo-lab-cross-server"),
+    ("/srv/./models/", "/srv/models/dynamo-lab-cache.dynamo-lab-cross-server"),
+    ("/var/lib/dynamo-lab/hf-cache", "/var/lib/dynamo-lab/hf-cache/dynamo-lab-cache.dynamo-lab-cross-server"),
 ])
 @pytest.mark.parametrize("mode", ["nodeVolume", "hostPath"])
 def test_what_is_deployed_is_the_normalized_directory_that_was_judged(host_path, deployed, mode):
@@ -139,10 +168,12 @@ def test_what_is_deployed_is_the_normalized_directory_that_was_judged(host_path,
 # --- every combination: refused, or a directory of the cache's own -------------------------------
 
 COMPONENTS = st.sampled_from(["", ".", "var", "lib", "opt", "etc", "run", "kubelet", "rancher", "k3s", "cni",
-                              "containerd", "containers", "docker", "usr", "data", "srv", "mnt", "models", "hf"])
+                              "containerd", "containers", "docker", "usr", "data", "srv", "mnt", "models", "hf",
+                              "home", "ubuntu", "bin", "spool", "cron", "sudo"])
 NAMESPACES = st.sampled_from([None, "kubelet", "containerd", "containers", "docker", "cni", "rancher", "etc", "opt",
-                              "lib", "var", "run", "k3s", "models"])
-ROOTS = st.sampled_from([None, ["/"], ["/var"], ["/var/lib"], ["/opt"], ["/etc"], ["/run"]])
+                              "lib", "var", "run", "k3s", "models", "bin", "sudo", "cron", "spool"])
+ROOTS = st.sampled_from([None, ["/"], ["/var"], ["/var/lib"], ["/opt"], ["/etc"], ["/run"], ["/home/ubuntu"],
+                         ["/var/spool"]])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -156,7 +187,9 @@ def test_no_accepted_combination_reaches_a_directory_of_the_node(parts, trailing
     except ConfigError as exc:
         assert str(exc).startswith(f"{F}: modelCache.hostPath: the node cache directory would be ")
         return
-    expected = posixpath.normpath(f"{host_path}/{namespace or 'dynamo-lab-cross-server'}").replace("//", "/")
+    ns = namespace or "dynamo-lab-cross-server"
+    expected = posixpath.normpath(f"{host_path}/dynamo-lab-cache.{ns}").replace("//", "/")
     assert deployed == {expected}
+    assert posixpath.basename(expected) == f"dynamo-lab-cache.{ns}"
     for tree in NODE_OWNED:
         assert not _inside_or_above(expected, tree), (host_path, namespace, roots, expected, tree)

@@ -15,7 +15,7 @@ HOST_DIR = "/var/lib/dynamo-lab/hf-cache"
 
 def _host_dir(stack, root=HOST_DIR):
     """Each stack's own directory under the cache root: no other stack's Jobs write into it."""
-    return f"{root}/dynamo-lab-{stack}"
+    return f"{root}/dynamo-lab-cache.dynamo-lab-{stack}"
 GPU_24 = [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]}]
 GPU_8 = [{"key": "nvidia.com/gpu.memory", "operator": "Lt", "values": ["12000"]}]
 # Qwen/Qwen3-0.6B's files at Hub revision c1899de: model.safetensors holds 751,632,384 bf16 parameters.
