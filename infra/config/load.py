@@ -201,7 +201,16 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
     a secret setting outside them is refused.
     """
     prefix = PROJECT + ":"
-    data = {k[len(prefix):]: _decode(v) for k, v in raw_config.items() if k.startswith(prefix)}
+    data, too_deep = {}, []
+    for key, value in raw_config.items():
+        if key.startswith(prefix):
+            try:
+                data[key[len(prefix):]] = _decode(value)
+            except RecursionError:  # json.loads stops at Python's recursion limit, some 1,000 levels
+                too_deep.append((key[len(prefix):], "its value is JSON nested more than a thousand levels deep, "
+                                 "where a setting has a few; is it the right value?"))
+    if too_deep:
+        raise ConfigError(stack_file(stack), too_deep)
     foreign = _foreign(raw_config)
     cluster, cluster_problems = _cluster(raw_config, stack, foreign)
     cluster_problems = _namespace_problems(foreign, stack) + cluster_problems

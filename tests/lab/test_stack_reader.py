@@ -37,6 +37,10 @@ NOT_STACK_FILES = {
     "deep": (("config:\n  dynamo-lab:x: " + "{a: " * 5000 + "}" * 5000 + "\n").encode(),
              "error: Pulumi.bad.yaml: refused at line 2, column 262: nested more than 64 levels deep; is it the "
              "right file?"),
+    # A value is JSON text as Pulumi hands structured settings over; json.loads recurses too.
+    "deep-json": (("config:\n  dynamo-lab:workers: '" + "[" * 5000 + "]" * 5000 + "'\n").encode(),
+                  "Pulumi.bad.yaml: workers: its value is JSON nested more than a thousand levels deep, where a "
+                  "setting has a few; is it the right value?"),
     # 9**8 = 43 million strings from 600 bytes: a command took 13 s to get to its first error.
     "alias-bomb": (_bomb(7).encode(),
                    "error: Pulumi.bad.yaml: refused at line 6, column 7: its aliases (*name) expand to more than "
