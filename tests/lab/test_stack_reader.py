@@ -158,3 +158,15 @@ def test_a_kubeconfig_that_is_not_yaml_text_only_loses_the_contexts_hint(tmp_pat
     (tmp_path / "good").write_text("contexts:\n- name: lab\n")
     path = ":".join(str(tmp_path / f) for f in ("binary", "deep", "good"))
     assert cluster_data._contexts_hint(path, "other").startswith("; its contexts: lab (pulumi config set")
+
+
+@pytest.mark.parametrize("kind", ["binary", "deep", "alias-bomb"])
+def test_up_local_reads_the_stack_file_with_the_same_reader(tmp_path, kind):
+    # `up --local` runs as root: what is not a stack file stops it in one line, before anything starts.
+    from infra.lab.cluster import local
+
+    (tmp_path / "Pulumi.bad.yaml").write_bytes(NOT_STACK_FILES[kind][0])
+    with pytest.raises(local.LocalError) as caught:
+        local.read_stack_file(tmp_path / "Pulumi.bad.yaml")
+    why = NOT_STACK_FILES[kind][1].removeprefix("error: Pulumi.bad.yaml: ")
+    assert str(caught.value) == f"Pulumi.bad.yaml cannot be read as a stack file ({why})"

@@ -33,6 +33,7 @@ from typing import Iterator, Optional, TextIO
 import yaml
 
 from infra.errors import UserError
+from infra.lab import mockrun
 from infra.lab.cluster import engine, harness, standin, tools
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,9 +88,10 @@ def workspace(stack: str, kubeconfig: Path) -> engine.Workspace:
 def read_stack_file(source: Path) -> dict:
     """A stack file's document, or a one-line refusal naming it."""
     try:
-        doc = yaml.safe_load(source.read_text()) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise LocalError(f"{source.name} cannot be read as a stack file ({' '.join(str(exc).split())})") from None
+        doc = mockrun.read_yaml(source) or {}  # the commands' one bounded reader
+    except mockrun.StackFileError as exc:
+        why = str(exc).removeprefix(f"{source.name}: ")
+        raise LocalError(f"{source.name} cannot be read as a stack file ({why})") from None
     if not isinstance(doc, dict):
         raise LocalError(f"{source.name} is not a stack file: Pulumi writes a YAML map with `config:`")
     return doc
