@@ -133,8 +133,9 @@ def test_a_cache_outside_the_data_roots_is_refused_and_names_the_key_that_widens
     msg = _message(_edit("/home/me/models"))
     assert msg == (
         f"{F}: modelCache.hostPath: the node cache directory would be "
-        "'/home/me/models/dynamo-lab-cache.dynamo-lab-cross-server', formed from modelCache.hostPath '/home/me/models' and graph.namespace 'dynamo-lab-cross-server' (default: "
-        "dynamo-lab-<stack>). It is under none of the data roots a cache may use (/var/lib/dynamo-lab, /srv, /data, "
+        "'/home/me/models/dynamo-lab-cache.dynamo-lab-cross-server', formed from modelCache.hostPath "
+        "'/home/me/models' and graph.namespace 'dynamo-lab-cross-server' (default: dynamo-lab-<stack>). It is "
+        "under none of the data roots a cache may use (/var/lib/dynamo-lab, /srv, /data, "
         "/mnt; modelCache.allowedRoots): the pre-pull's root step makes it group-writable (chgrp 0, chmod g+rwxs) "
         "and every worker's pod mounts it, so it must be a directory that holds nothing else of the node's. Write a "
         "hostPath under one of them, e.g. /var/lib/dynamo-lab/hf-cache, or add this disk's root to "
