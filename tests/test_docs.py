@@ -84,7 +84,8 @@ def test_every_pulumi_config_command_names_its_stack():
 
 
 def test_the_first_request_goes_to_the_frontend_the_stack_deploys():
-    cfg = loaded("cross-server").config
+    # The stack as step 6 leaves it: kubernetes:context my-lab.
+    cfg = loaded("cross-server", lambda c: c.update({"kubernetes:context": "my-lab"})).config
     commands = [c for _, c in _commands()]
     assert graph.port_forward_command(cfg) + " &" in commands
     (curl,) = [c for c in commands if c.startswith("curl -s localhost:")]
@@ -117,3 +118,21 @@ def test_the_pulumi_steps_are_the_checklists_pulumi_commands_each_naming_the_sta
     assert steps[0] == (1, "pulumi version")
     for _, command in steps[1:]:
         assert "cross-server" in command.split(), command
+
+
+def test_every_checklist_command_that_reaches_a_cluster_names_its_context():
+    # Step 6 insists on the explicit context; a kubectl or helm command without one would act on
+    # whatever the current context is.
+    reaching = [c for _, c in _commands() if c.split()[0] in ("kubectl", "helm")
+                and not c.startswith(("kubectl config ", "helm repo "))]
+    assert len(reaching) >= 3, reaching
+    assert [c for c in reaching if "--context my-lab" not in c and "--kube-context my-lab" not in c] == []
+
+
+def test_every_project_file_the_docs_and_stack_files_name_exists():
+    # A stack file's comment once named infra/config.py after it became a package, and the
+    # architecture page infra/sizing.py: a reader sent to a file that is not there.
+    texts = [ROOT / "README.md", *PAGES, *ROOT.glob("Pulumi*.yaml")]
+    named = {(t.name, m) for t in texts for m in re.findall(r"\b(?:infra|tests|tools)/[\w/.-]*\w", t.read_text())}
+    assert len(named) > 20
+    assert sorted((where, path) for where, path in named if not (ROOT / path).exists()) == []

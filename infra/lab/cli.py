@@ -1,7 +1,8 @@
 """`dynamo-lab COMMAND` (also `python -m infra.lab COMMAND` and `python3 dev.py COMMAND`): the lab's tools.
 
-No Pulumi CLI: each command reads a stack file of the project it is run in; only `preflight`
-reads a cluster (read-only), or a saved copy of what it reads.
+Each command reads the stack files of the project it is run in. `preflight` and `advise` read a
+cluster (read-only), or a saved copy of what they read; `up`/`down --local`, `pr-preview` and
+`cluster` run the real Pulumi CLI on a local cluster of their own (root); the rest run offline.
 """
 
 from __future__ import annotations

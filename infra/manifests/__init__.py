@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 if TYPE_CHECKING:
-    from infra.config.models import NodeRequirement
+    from infra.config.models import ClusterTarget, NodeRequirement
 
 T = TypeVar("T")
 
@@ -20,6 +20,20 @@ STACK_LABEL = "dynamo-lab/stack"
 # (a Job's own `job-name` label carries its digest).
 JOB_LABEL = "dynamo-lab/job"
 MODEL_PULL_JOB, BENCHMARK_JOB, KV_PROBE_JOB = "model-pull", "benchmark", "kv-probe"
+
+
+def kubectl(cluster: "ClusterTarget") -> str:
+    """`kubectl` with the flags that name the stack's cluster, for every command the project prints:
+    like the stack, the command reaches `kubernetes:context` (of `kubernetes:kubeconfig`), never
+    the current context. A leading `~/` stays unquoted, so the shell that runs it expands it."""
+    import shlex
+
+    where = f"--context {shlex.quote(cluster.context)}"
+    if cluster.kubeconfig:
+        path = cluster.kubeconfig
+        quoted = "~/" + shlex.quote(path[2:]) if path.startswith("~/") else shlex.quote(path)
+        where = f"--kubeconfig {quoted} {where}"
+    return f"kubectl {where}"
 
 
 def owner_labels(stack: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from infra import payloads
 from infra.config.models import BENCH_READY_WAIT_SECONDS, Benchmark, StackConfig
-from infra.manifests import BENCHMARK_JOB, JOB_LABEL, digest_named, digest_suffix, security
+from infra.manifests import BENCHMARK_JOB, JOB_LABEL, digest_named, digest_suffix, kubectl, security
 from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
 
 PAYLOAD = "aiperf_sweep.py"
@@ -84,4 +84,4 @@ def manifests(cfg: StackConfig, stack: str) -> dict[str, dict[str, Any]]:
 def logs_command(cfg: StackConfig, job: str) -> str:
     """The stack output benchLogs: a shell command (a pipe) printing the Job's JSON result lines.
     Run it as `eval "$(pulumi stack output benchLogs)"`: a bare `$(...)` does not run pipes."""
-    return f"kubectl logs -n {cfg.graph.namespace} job/{job} | grep '^{{'"
+    return f"{kubectl(cfg.cluster)} logs -n {cfg.graph.namespace} job/{job} | grep '^{{'"

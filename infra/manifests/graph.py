@@ -13,7 +13,8 @@ from typing import Any, Optional
 
 from infra import prefix_cache, units
 from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
-from infra.manifests import BENCHMARK_JOB, JOB_LABEL, MODEL_PULL_JOB, match_expressions, model_cache, security
+from infra.manifests import (BENCHMARK_JOB, JOB_LABEL, MODEL_PULL_JOB, kubectl, match_expressions, model_cache,
+                             security)
 from infra.sizing import GroupSizing, StackSizing
 
 API_VERSION = "nvidia.com/v1beta1"
@@ -281,7 +282,7 @@ def frontend_url(cfg: StackConfig) -> str:
 
 
 def port_forward_command(cfg: StackConfig) -> str:
-    return (f"kubectl port-forward -n {cfg.graph.namespace} svc/{frontend_service(cfg)} "
+    return (f"{kubectl(cfg.cluster)} port-forward -n {cfg.graph.namespace} svc/{frontend_service(cfg)} "
             f"{FRONTEND_PORT}:{FRONTEND_PORT}")
 
 

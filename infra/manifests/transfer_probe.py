@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from infra import payloads, units
 from infra.config.models import Model, StackConfig, WorkerGroup
-from infra.manifests import JOB_LABEL, KV_PROBE_JOB, digest_named, digest_suffix, security
+from infra.manifests import JOB_LABEL, KV_PROBE_JOB, digest_named, digest_suffix, kubectl, security
 from infra.manifests.graph import node_affinity, worker_env
 from infra.payloads import kv_probe
 from infra.sizing import StackSizing, kv_block_bytes
@@ -167,4 +167,4 @@ def manifests(cfg: StackConfig, sizing: StackSizing) -> dict[str, dict[str, Any]
 def logs_command(cfg: StackConfig, initiator_job: str) -> str:
     """The stack output probeLogs: the command printing the probe's result, the initiator's last log
     line. No pipe, no quotes: it runs as `eval "$(pulumi stack output probeLogs)"` and as `$(...)`."""
-    return f"kubectl logs -n {cfg.graph.namespace} job/{initiator_job} --tail=1"
+    return f"{kubectl(cfg.cluster)} logs -n {cfg.graph.namespace} job/{initiator_job} --tail=1"

@@ -147,7 +147,8 @@ def test_outputs_give_the_frontend_url_port_forward_and_placement():
     assert out["graphNamespace"] == "dynamo-lab-cross-server"
     assert out["graphName"] == "cross-server"
     assert out["frontendUrl"] == "http://cross-server-frontend.dynamo-lab-cross-server.svc.cluster.local:8000"
-    assert out["portForward"] == "kubectl port-forward -n dynamo-lab-cross-server svc/cross-server-frontend 8000:8000"
+    assert out["portForward"] == ("kubectl --context dynamo-lab port-forward -n dynamo-lab-cross-server "
+                                  "svc/cross-server-frontend 8000:8000")
     assert out["placement"]["prefill"].startswith("1 x prefill on gpu-8gb")
     assert out["placement"]["decode"].startswith("2 x decode on gpu-24gb")
     assert out["sizing"]["kv_bytes_per_token"] == 114_688

@@ -61,7 +61,7 @@ def test_memory_is_whole_bytes_or_refused_with_a_reason(text):
     ("3584mi", "Kubernetes knows no suffix mi: 3584M is 3,584,000,000 bytes and 3584Mi is 3,758,096,384 bytes"),
     ("10m", "'10m' is 0.010 bytes, not a whole number; m means milli (a thousandth), so MB is M and MiB is Mi"),
     ("1.5", "'1.5' is 1.500 bytes, not a whole number"),
-    ("-1Gi", "'-1Gi' is negative"),
+    ("-1Gi", "'-1Gi' is negative; a byte quantity is 0 or more (e.g. 2Gi)"),
 ])
 def test_refused_memory_says_what_it_would_have_meant(text, meant):
     with pytest.raises(units.QuantityError) as info:

@@ -97,6 +97,22 @@ def test_help_names_only_the_entries_that_run_the_tools():
     assert "python -m infra`" not in text and "python -m infra " not in text
 
 
+def test_help_names_every_command_that_reads_a_cluster():
+    # A command with --from (read a saved copy instead of the live cluster) reads a cluster; the
+    # help once said only preflight did, while advise does too.
+    import argparse
+
+    p = cli.parser()
+    (commands,) = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    readers = sorted(name for name, sub in commands.choices.items()
+                     if any("--from" in a.option_strings for a in sub._actions))
+    assert "preflight" in readers and "advise" in readers
+    text = " ".join(p.format_help().split())
+    sentence = text[:text.index("read a cluster")]
+    sentence = sentence[sentence.rindex(".") + 1:]
+    assert [r for r in readers if f"`{r}`" not in sentence] == [], sentence
+
+
 def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_path, monkeypatch):
     # As `pip install .` installs it: the code in site-packages, no Pulumi.yaml beside it.
     from infra.lab import mockrun

@@ -64,8 +64,12 @@ def shell(tmp_path, outputs):
     return run
 
 
+# Every printed kubectl command names the stack's cluster (kubernetes:context), never the current one.
+CONTEXT = ["--context", "dynamo-lab"]
+
+
 def _logs_args(outputs, job_key: str) -> list[str]:
-    return ["logs", "-n", f"dynamo-lab-{STACK}", f"job/{outputs[job_key]}"]
+    return [*CONTEXT, "logs", "-n", f"dynamo-lab-{STACK}", f"job/{outputs[job_key]}"]
 
 
 def test_bench_logs_runs_with_eval_and_keeps_only_the_json_lines(shell, outputs):
@@ -78,9 +82,9 @@ def test_bench_logs_runs_with_eval_and_keeps_only_the_json_lines(shell, outputs)
                                   "$(pulumi stack output probeLogs --stack {s})"])
 def test_probe_logs_runs_as_printed_either_way(shell, outputs, form):
     out, (call,) = shell(form.format(s=STACK))
-    job = outputs["probeLogs"].split()[4]
+    job = [w for w in outputs["probeLogs"].split() if w.startswith("job/")][0]
     assert job.startswith(f"job/{STACK}-kv-probe-initiator-") and "|" not in call
-    assert call == ["logs", "-n", f"dynamo-lab-{STACK}", job, "--tail=1"]
+    assert call == [*CONTEXT, "logs", "-n", f"dynamo-lab-{STACK}", job, "--tail=1"]
     assert out.splitlines() == LOG[-1:]
 
 
@@ -90,9 +94,9 @@ def test_the_printed_cluster_bench_steps_run_as_printed(shell, outputs, tmp_path
     cfg, _ = sized(STACK, everything_on(STACK))
     out_dir = tmp_path / "bench out"  # a space, which the steps must quote
     steps = sweep.cluster_steps(STACK, cfg, out_dir).splitlines()
-    (follow,) = [s for s in steps if s.startswith("kubectl logs")]
+    (follow,) = [s for s in steps if s.startswith("kubectl --context dynamo-lab logs")]
     _, calls = shell(follow)
-    assert calls == [["logs", "-n", f"dynamo-lab-{STACK}", "-f", f"job/{outputs['benchJob']}"]]
+    assert calls == [[*CONTEXT, "logs", "-n", f"dynamo-lab-{STACK}", "-f", f"job/{outputs['benchJob']}"]]
     (collect,) = [s for s in steps if "benchLogs" in s and not s.startswith("#")]
     _, calls = shell(collect)
     assert calls == [_logs_args(outputs, "benchJob")]
@@ -107,4 +111,17 @@ def test_the_printed_cluster_bench_steps_run_as_printed(shell, outputs, tmp_path
                                   "$(pulumi stack output portForward --stack {s})"])
 def test_port_forward_runs_as_printed_either_way(shell, form):
     _, calls = shell(form.format(s=STACK))
-    assert calls == [["port-forward", "-n", f"dynamo-lab-{STACK}", f"svc/{STACK}-frontend", "8000:8000"]]
+    assert calls == [[*CONTEXT, "port-forward", "-n", f"dynamo-lab-{STACK}", f"svc/{STACK}-frontend", "8000:8000"]]
+
+
+def test_a_printed_command_reads_the_stacks_own_kubeconfig(tmp_path):
+    # kubernetes:kubeconfig set (the checklist's `pulumi config set kubernetes:kubeconfig ~/.kube/lab.yaml`):
+    # the printed command must read that file too, or kubectl would look for the context elsewhere.
+    def edit(c):
+        c["kubernetes:kubeconfig"] = "~/.kube/lab one.yaml"
+
+    printed = run_stack(STACK, edit).outputs["portForward"]
+    home = tmp_path / "home"
+    proc = subprocess.run(["sh", "-c", f'printf "%s\\n" {printed}'], env={**os.environ, "HOME": str(home)},
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.splitlines()[:4] == ["kubectl", "--kubeconfig", f"{home}/.kube/lab one.yaml", "--context"]

@@ -22,6 +22,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Optional
 
+from infra import manifests
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
 from infra.lab import mockrun
@@ -76,12 +77,8 @@ class ClusterData:
 
 def save_command(cluster: ClusterTarget, path: str = "cluster.json") -> str:
     """The one shell command that saves what `--from` reads, for this stack's cluster."""
-    where = f"--context {shlex.quote(cluster.context)}"
-    if cluster.kubeconfig:
-        kubeconfig = cluster.kubeconfig
-        quoted = "~/" + shlex.quote(kubeconfig[2:]) if kubeconfig.startswith("~/") else shlex.quote(kubeconfig)
-        where = f"--kubeconfig {quoted} {where}"  # a leading ~/ stays unquoted so the shell expands it
-    return (f"{{ kubectl {where} version -o json; kubectl {where} get {','.join(RESOURCES)} -A -o json; }}"
+    kubectl = manifests.kubectl(cluster)
+    return (f"{{ {kubectl} version -o json; {kubectl} get {','.join(RESOURCES)} -A -o json; }}"
             f" > {shlex.quote(path)}")
 
 
@@ -297,7 +294,7 @@ def read_live(cluster: ClusterTarget) -> ClusterData:
     except ImportError:
         raise ClusterUnreadable("reading a live cluster needs the Kubernetes client, the `preflight` extra: "
                                 "run `python3 dev.py preflight ...` (it installs it) or "
-                                "`pip install 'dynamo-lab[preflight]'`; or pass --from FILE") from None
+                                "`pip install '.[preflight]'` in the checkout; or pass --from FILE") from None
     path = kubeconfig_path(cluster)
     where = f"context {cluster.context!r} of {path}"
     if not any(os.path.isfile(p) for p in path.split(os.pathsep)):

@@ -87,3 +87,11 @@ def test_decode_caches_keep_their_prefixes_at_concurrency_8():
     scale = LAB.pool_scale["same-server"]
     c4, c8 = (cells.predict_cell(cfg, sizing, 7, c, pool_scale=scale).decode_hit_ratio for c in (4, 8))
     assert c8 > 0.75 * c4, (c4, c8)
+
+
+def test_the_matrix_writes_thousands_as_the_other_tables_do():
+    # `predict` once printed 16595 where advise and the validation print 1,007.
+    row = cells.Row(prefix_types=24, concurrency=32, ttft_p50_ms=16595.4, ttft_p99_ms=20100.0, requests_per_s=1.25,
+                    prefill_cache_ratio=0.2, decode_hit_ratio=None)
+    shown = text.matrix("same-server", [row], LAB.pool_scale)
+    assert "16,595" in shown and "20,100" in shown and "16595" not in shown
