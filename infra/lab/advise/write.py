@@ -20,9 +20,9 @@ import yaml
 from infra.errors import UserError
 from infra.lab import mockrun
 from infra.lab.advise.search import Advice, Candidate, secret_keys
+from infra.lab.predict.validate import TABLE_STACKS
 from infra.lab.preflight.checks import check
 from infra.lab.preflight.cluster_data import ClusterData
-from infra.lab.predict.validate import TABLE_STACKS
 from infra.plan import load_stack
 
 NAME = re.compile(r"^Pulumi\.([A-Za-z0-9][A-Za-z0-9_.-]*)\.yaml$")
