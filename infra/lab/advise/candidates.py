@@ -1,8 +1,9 @@
 """The layouts `advise` looks at, from the GPU classes a cluster has nodes for.
 
-Four families (docs/advise.md): aggregated workers with KV routing on any mix of classes;
-prefill and decode workers on one class's node; prefill on one class and decode on another, in
-either direction. Replicas per class run from 1 (0 for a mixed aggregated layout) to the GPU
+Three kinds of layout, in the families FAMILIES names (docs/advise.md's table lists them): one
+of aggregated workers with KV routing on any mix of classes; one per class, of prefill and decode
+workers on that class's node; one per ordered pair of classes, of prefill on the first and decode
+on the second. Replicas per class run from 1 (0 for a mixed aggregated layout) to the GPU
 units the class's node advertises (time-sliced replicas: one per worker), at most
 MAX_REPLICAS_PER_CLASS. KV pools, memory requests and limits are left to the sizing, as a stack
 file that does not set them gets them: the class's GPU budget shared evenly, and the host memory
@@ -29,6 +30,16 @@ AGGREGATED = "aggregated"
 ONE_NODE = "one-node"
 ACROSS = "across"
 
+# The families, the one definition: each kind's family name, `{a}` and `{b}` standing for GPU
+# classes. A name with `{a}` is one family per class, with `{b}` too one per ordered pair of
+# classes; the output has a line per family (text.py), and docs/advise.md's table a row per kind
+# with A and B for the classes (tests/lab/advise compares the table with what layouts() makes).
+FAMILIES = {
+    AGGREGATED: "aggregated, KV routing",
+    ONE_NODE: "prefill/decode on {a}'s node",
+    ACROSS: "prefill on {a} -> decode on {b}",
+}
+
 
 @dataclass(frozen=True)
 class Group:
@@ -47,12 +58,10 @@ class Layout:
     def family(self) -> str:
         """The family this layout belongs to, in words: each family's best is kept or dropped."""
         if self.kind == AGGREGATED:
-            return "aggregated, KV routing"
+            return FAMILIES[AGGREGATED]
         prefill = next(g for g in self.groups if g.role == "prefill")
         decode = next(g for g in self.groups if g.role == "decode")
-        if self.kind == ONE_NODE:
-            return f"prefill/decode on {prefill.gpu_class}'s node"
-        return f"prefill on {prefill.gpu_class} -> decode on {decode.gpu_class}"
+        return FAMILIES[self.kind].format(a=prefill.gpu_class, b=decode.gpu_class)
 
     @property
     def label(self) -> str:
@@ -110,7 +119,7 @@ def _short(gpu_class: str) -> str:
 
 
 def layouts(nodes: list[ClassNode]) -> list[Layout]:
-    """Every layout of the four families within the bound, in a fixed order."""
+    """Every layout of the families (FAMILIES) within the bound, in a fixed order."""
     out: list[Layout] = []
     ranges = [range(0, n.searched + 1) for n in nodes]
     for counts in itertools.product(*ranges):

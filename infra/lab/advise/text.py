@@ -133,7 +133,8 @@ def text(a: Advice, top: int = 3) -> str:
     lines += [f"Workload: {_workload(a)}",
               f"Goal: {a.goal.describe()}" + (f" (geometric mean over the {len(a.workload.points)} points)"
                                                if len(a.workload.points) > 1 else ""),
-              f"Searched {len(a.candidates)} layouts as stack {a.stack} (four families; replicas per class: {bounds}, "
+              f"Searched {len(a.candidates)} layouts as stack {a.stack} ({len(a.families)} families, each a line "
+              f"below; replicas per class: {bounds}, "
               f"the GPU units its node advertises, at most {MAX_REPLICAS_PER_CLASS}): {counts[REFUSED_CONFIG]} refused "
               f"by the sizing, {counts[REFUSED_PREFLIGHT]} by preflight; {accepted} screened with one simulated run "
               f"per point, and the best {a.refined_per_family} of each family predicted in full "

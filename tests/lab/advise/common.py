@@ -56,6 +56,6 @@ def family(a: search.Advice, name: str) -> search.Family:
 
 
 def small_lab() -> ClusterData:
-    """The lab's nodes with 2 GPU units each instead of 4: 14 layouts instead of 68, for the tests
+    """The lab's nodes with 2 GPU units each instead of 4: 18 layouts instead of 68, for the tests
     that check what advise says rather than how far it searches."""
     return with_nodes(gpu_node("gpu-server", 24576, 2, 62.6), gpu_node("gpu-laptop", 8192, 2, 15.4))

@@ -6,6 +6,8 @@ The figures here come from a cheap search (one simulated run per point); the slo
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -25,7 +27,7 @@ def _cfg(config=None):
     return load_stack("kv-routing", *mockrun.config_from_doc(config or base())).config
 
 
-def test_the_lab_offers_both_classes_and_the_search_covers_four_families_within_their_units():
+def test_the_lab_offers_both_classes_and_the_search_covers_every_family_within_their_units():
     nodes, left_out = candidates.class_nodes(_cfg(), LAB)
     assert [(n.gpu_class, n.node, n.units, n.searched) for n in nodes] == [
         ("gpu-24gb", "gpu-server", 4, 4), ("gpu-8gb", "gpu-laptop", 4, 4)]
@@ -160,6 +162,35 @@ def test_everything_printed_is_labelled_an_estimate_with_where_the_constants_com
     as_json = yaml.safe_load(text.to_json(a))
     assert as_json["estimate"] is True and as_json["note"].startswith("ESTIMATES")
     assert all(c["estimate"] for c in as_json["candidates"] if "means" in c)
+    # The count it gives is the families it lists, a line each (the lab's two classes make 5).
+    families = [ln for ln in words.splitlines() if ln.startswith("- ")]
+    assert len(families) == len(a.families) == 5
+    assert f"layouts as stack advised ({len(families)} families, each a line below" in words
+
+
+def _doc_families() -> tuple[list[str], str]:
+    """docs/advise.md's family table (its first column) and the page's text."""
+    page = (ROOT / "docs" / "advise.md").read_text()
+    section = page.split("## What it searches", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("|")][2:]  # past the head and its rule
+    return [row.split("|")[1].strip() for row in rows], section
+
+
+def test_the_docs_family_table_lists_exactly_the_families_the_search_makes():
+    nodes, _ = candidates.class_nodes(_cfg(), LAB)
+    made = {layout.family for layout in candidates.layouts(nodes)}
+    rows, section = _doc_families()
+    assert len(rows) == len(candidates.FAMILIES)
+    classes = [n.gpu_class for n in nodes]
+    # A row names classes A and B: one family per class (A), or per ordered pair of classes (A and B).
+    documented = set()
+    for row in rows:
+        pairs = ([(a, b) for a in classes for b in classes if a != b] if re.search(r"\bB\b", row) else
+                 [(a, "") for a in classes] if re.search(r"\bA\b", row) else [("", "")])
+        documented |= {re.sub(r"\bB\b", b, re.sub(r"\bA\b", a, row)) for a, b in pairs}
+    assert documented == made
+    assert f"that is {len(made)} families" in section
+    assert not re.search(r"\b(three|four|five) families\b", section, re.IGNORECASE)
 
 
 def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp_path):
