@@ -133,10 +133,10 @@ def test_a_dedicated_directory_is_accepted_and_each_stack_gets_its_own_under_it(
     for stack in STACKS:
         run = run_stack(stack, lambda c: c.update(modelCache={"hostPath": "/srv/models/hf"}))
         paths = {r.inputs["spec"]["hostPath"]["path"] for r in run.of_type("kubernetes:core/v1:PersistentVolume")}
-        assert paths == {f"/srv/models/hf/dynamo-lab-{stack}"}
+        assert paths == {f"/srv/models/hf/dynamo-lab-cache.dynamo-lab-{stack}"}
         run = run_stack(stack, lambda c: c.update(modelCache={"mode": "hostPath", "hostPath": "/srv/models/hf"}))
         paths = {v["hostPath"]["path"] for _, pod in _pods(run) for v in pod.get("volumes", []) if "hostPath" in v}
-        assert paths == {f"/srv/models/hf/dynamo-lab-{stack}"}
+        assert paths == {f"/srv/models/hf/dynamo-lab-cache.dynamo-lab-{stack}"}
 
 
 NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
