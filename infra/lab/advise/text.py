@@ -54,11 +54,26 @@ def _why(c: Candidate, winner: Optional[Candidate]) -> str:
     return "; ".join(said)
 
 
+# What ends with a full stop and a space inside a sentence.
+ABBREVIATIONS = ("e.g", "i.e")
+
+
 def _sentence(reason: str) -> str:
-    """A refusal's first sentence (the JSON output has it whole)."""
-    end = reason.find(". ")
-    first = reason if end < 0 else reason[:end]
-    return first if len(first) <= 160 and end < 0 else first[:160].rstrip() + " ..."
+    """A refusal's first sentence, whole, and " ..." where more follows (the JSON output has it all).
+    It ends at the first full stop and space outside parentheses and double quotes (the sizing
+    quotes vLLM's own words) that is not an abbreviation's."""
+    depth, quoted = 0, False
+    for i, ch in enumerate(reason):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif (ch == "." and reason[i + 1:i + 2] == " " and not depth and not quoted
+              and not reason[:i].endswith(ABBREVIATIONS)):
+            return reason[:i] + " ..."
+    return reason
 
 
 def _percent(x: float) -> str:

@@ -89,6 +89,13 @@ def test_each_refusal_names_the_check_and_the_key_and_every_kept_layout_passes_s
     assert len(fam.refused_preflight) >= 1 and fam.looked_at == 16
     words = text.text(a)
     assert "refused by preflight (e.g. 1 prefill on gpu-8gb -> 1 decode on gpu-24gb: node gpu-laptop: memory" in words
+    # A long refusal is shown by its whole first sentence, never cut inside a word ("1.5Gi ove ...").
+    first = family(a, "prefill/decode on gpu-8gb's node").refused_config[0]
+    line = next(ln for ln in words.splitlines() if ln.startswith("- prefill/decode on gpu-8gb's node"))
+    shown = line.split(f"(e.g. {first.layout.label}: ", 1)[1].split(" ...)", 1)[0]
+    reason = first.reason
+    assert len(shown) > 160 and reason.startswith(shown) and reason[len(shown):].startswith(". ")
+    assert "1.5Gi overhead)" in shown
 
 
 def test_a_candidate_is_the_base_stack_file_with_its_workers_replaced_and_no_secret():
@@ -354,3 +361,12 @@ def test_a_search_larger_than_the_bound_is_refused_before_anything_is_predicted(
     data = with_nodes(*(gpu_node(f"n-{c}", 24576, 8, 256) for c in classes))
     with pytest.raises(UserError, match=r"603 layouts over the GPU classes a, b, c is more than advise searches \(400"):
         advise(config, data=data, workload=point(2, 4))
+
+
+def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
+    first = ("workers.decode.kvCacheBytes: the gpu-8gb GPU (8.0Gi, 7.2Gi after its 10% reserve; e.g. 3 workers. Or "
+             "fewer) leaves 0B of KV pool per worker for 3 workers (each 1.1Gi weights + 1.5Gi overhead), which vLLM "
+             'refuses ("To serve at least one request. ...") for its longest sequence, e.g. 2,448 tokens')
+    assert len(first) > 160
+    assert text._sentence(first + ". vLLM refuses to start. Fix: run fewer workers") == first + " ..."
+    assert text._sentence(first) == first  # one sentence: all of it
