@@ -389,7 +389,8 @@ def parser() -> argparse.ArgumentParser:
                     "benchmark)")
     ad.add_argument("--prefix-tokens", type=_nonnegative_int, help="the shared prefix within them (0: none)")
     ad.add_argument("--output-tokens", type=_positive_int, help="output tokens per request")
-    ad.add_argument("--prefix-types", type=_int_list, help="distinct shared prefixes, e.g. 2,24")
+    ad.add_argument("--prefix-types", type=_int_list, help="distinct shared prefixes, e.g. 2,24 (with no shared "
+                    "prefix they are one workload: one point per concurrency)")
     ad.add_argument("--concurrency", type=_int_list, help="requests in flight, e.g. 4,8")
     ad.add_argument("--goal", choices=["requests-per-s", "ttft-p50"],  # search.GOALS
                     default="ttft-p50", help="rank by the lowest TTFT p50 (default) or the highest requests/s")

@@ -55,16 +55,23 @@ class Workload:
     given: bool  # False: the base stack's benchmark section
 
     @property
+    def simulated_prefix_types(self) -> tuple[int, ...]:
+        """The prefix types that are workloads of their own: with no shared prefix a request draws
+        one of several empty prefixes, so every prefix type is the same workload, simulated once."""
+        return self.prefix_types if self.prefix_tokens else (1,)
+
+    @property
     def points(self) -> list[tuple[int, int]]:
-        return [(p, c) for c in self.concurrency for p in self.prefix_types]
+        return [(p, c) for c in self.concurrency for p in self.simulated_prefix_types]
 
     def config(self) -> dict[str, dict]:
         """The stack-file keys a given workload sets: the workload the sizing sizes for (its largest
         point), and the benchmark matrix, whose request shape then follows the workload."""
+        prefix_types = self.simulated_prefix_types
         return {"workload": {"inputTokens": self.input_tokens, "prefixTokens": self.prefix_tokens,
-                             "outputTokens": self.output_tokens, "prefixTypes": max(self.prefix_types),
+                             "outputTokens": self.output_tokens, "prefixTypes": max(prefix_types),
                              "concurrency": max(self.concurrency)},
-                "benchmark": {"prefixTypes": list(self.prefix_types), "concurrency": list(self.concurrency)}}
+                "benchmark": {"prefixTypes": list(prefix_types), "concurrency": list(self.concurrency)}}
 
 
 def workload_of(cfg: StackConfig) -> Workload:
@@ -205,7 +212,8 @@ def binding(c: Candidate, workload: Workload) -> Binding:
     """The resource nearest its limit, by four shares (docs/advise.md, "What binds"): the busiest
     GPU's busy share, the busiest KV path's, the share of reusable prefix tokens the caches still
     recomputed or re-sent, and the fullest node's share of allocatable memory requested."""
-    where = [f"prefix types {p}, concurrency {conc}" for p, conc in workload.points]
+    where = [f"prefix types {p}, concurrency {conc}" if workload.prefix_tokens else f"concurrency {conc}"
+             for p, conc in workload.points]
     options = []
     gpu = max(((share, g, i) for i, u in enumerate(c.usage) for g, share in u.gpu_busy.items()), default=None)
     if gpu:

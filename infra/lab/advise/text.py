@@ -19,9 +19,16 @@ LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s"
 def _workload(a: Advice) -> str:
     w = a.workload
     points = len(w.points)
-    return (f"{w.input_tokens:,} input tokens ({w.prefix_tokens:,} shared prefix, {w.input_tokens - w.prefix_tokens:,} "
-            f"unique), {w.output_tokens:,} output tokens; prefix types {', '.join(map(str, w.prefix_types))} x "
-            f"concurrency {', '.join(map(str, w.concurrency))}: {points} point{'s' * (points > 1)} "
+    concurrency = f"concurrency {', '.join(map(str, w.concurrency))}"
+    if w.prefix_tokens:
+        shape = (f"{w.prefix_tokens:,} shared prefix, {w.input_tokens - w.prefix_tokens:,} unique), "
+                 f"{w.output_tokens:,} output tokens; prefix types {', '.join(map(str, w.prefix_types))} x "
+                 f"{concurrency}")
+    else:
+        shape = (f"no shared prefix), {w.output_tokens:,} output tokens; {concurrency} (with no shared prefix "
+                 f"the prefix types, {', '.join(map(str, w.prefix_types))}, are one workload: one point per "
+                 "concurrency)")
+    return (f"{w.input_tokens:,} input tokens ({shape}: {points} point{'s' * (points > 1)} "
             f"({'given' if w.given else f'the benchmark section of {a.base}'})")
 
 
@@ -179,14 +186,16 @@ def text(a: Advice, top: int = 3) -> str:
 
 
 def _by_point(a: Advice, shown: list[Candidate]) -> list[str]:
-    """The goal's metric of each shown layout at each point (prefix types x concurrency)."""
+    """The goal's metric of each shown layout at each point (prefix types x concurrency, or with no
+    shared prefix concurrency alone)."""
     metric = a.goal.metric
     fmt = (lambda v: f"{v:.1f}") if metric == "requests_per_s" else (lambda v: f"{v:,.0f}")
-    head = ["rank"] + [f"{p}x{c}" for p, c in a.workload.points]
+    prefix = bool(a.workload.prefix_tokens)
+    head = ["rank"] + [f"{p}x{c}" if prefix else str(c) for p, c in a.workload.points]
     body = [[str(i + 1)] + [fmt(getattr(r, metric)) for r in c.rows] for i, c in enumerate(shown)]
     unit = "" if metric == "requests_per_s" else " ms"
-    return [f"{LABELS[metric]}{unit} at each point (prefix types x concurrency), estimates:",
-            text_table(head, body), ""]
+    what = "prefix types x concurrency" if prefix else "concurrency; no shared prefix"
+    return [f"{LABELS[metric]}{unit} at each point ({what}), estimates:", text_table(head, body), ""]
 
 
 def _verdict(a: Advice) -> str:

@@ -114,14 +114,15 @@ def test_a_given_workload_sets_the_workload_sized_for_and_the_benchmark_matrix()
     config = base()
     config["dynamo-lab:benchmark"] = {"runs": 5, "uniqueTokens": 100}
     layout = candidates.Layout(candidates.AGGREGATED, (candidates.Group("worker-24gb", "agg", "gpu-24gb", 1),))
-    w = search.Workload(16384, 0, 128, (1, 4), (2, 8), given=True)
+    w = search.Workload(16384, 1000, 128, (1, 4), (2, 8), given=True)
     out = search.candidate_config(config, layout, w)
-    assert out["dynamo-lab:workload"] == {"inputTokens": 16384, "prefixTokens": 0, "outputTokens": 128,
+    assert out["dynamo-lab:workload"] == {"inputTokens": 16384, "prefixTokens": 1000, "outputTokens": 128,
                                           "prefixTypes": 4, "concurrency": 8}
     # The benchmark's own request shape is dropped: it follows the workload; its other keys stay.
     assert out["dynamo-lab:benchmark"] == {"runs": 5, "prefixTypes": [1, 4], "concurrency": [2, 8]}
     cfg = load_stack("advised", *mockrun.config_from_doc(out)).config
-    assert (cfg.benchmark.prefix_tokens, cfg.benchmark.unique_tokens, cfg.benchmark.output_tokens) == (0, 16384, 128)
+    assert (cfg.benchmark.prefix_tokens, cfg.benchmark.unique_tokens, cfg.benchmark.output_tokens) == (
+        1000, 15384, 128)
 
 
 def test_by_default_the_workload_is_the_base_stacks_benchmark_section():
@@ -370,3 +371,17 @@ def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
     assert len(first) > 160
     assert text._sentence(first + ". vLLM refuses to start. Fix: run fewer workers") == first + " ..."
     assert text._sentence(first) == first  # one sentence: all of it
+
+
+def test_with_no_shared_prefix_each_concurrency_is_one_point_and_the_output_says_why():
+    w = search.Workload(1000, 0, 64, (2, 7, 12, 24), (2, 4), given=True)
+    assert w.points == [(1, 2), (1, 4)]  # not 8 points of one workload
+    assert w.config()["benchmark"]["prefixTypes"] == [1] and w.config()["workload"]["prefixTypes"] == 1
+    a = advise(data=small_lab(), workload=w)
+    assert all(len(c.rows) == 2 for c in a.candidates if c.rows)
+    words = text.text(a)
+    assert ("concurrency 2, 4 (with no shared prefix the prefix types, 2, 7, 12, 24, are one workload: one point "
+            "per concurrency): 2 points") in words
+    at = words.splitlines().index("TTFT p50 ms at each point (concurrency; no shared prefix), estimates:")
+    assert words.splitlines()[at + 1].split() == ["rank", "2", "4"]
+    assert "prefix types 1" not in words
