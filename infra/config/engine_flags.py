@@ -6,27 +6,42 @@ Dynamo 1.6.1 (`dynamo/vllm/args.py`, `_parse_cli_args`) reads ARGS twice:
   1. its own `argparse.ArgumentParser(allow_abbrev=False)` takes Dynamo's flags
      (`--disaggregation-mode`, ...): exact names, `--flag value` or `--flag=value`;
   2. everything else goes to vLLM 0.31.0's `FlexibleArgumentParser` (`vllm/utils/argparse_utils.py`,
-     `parse_args`; it leaves argparse's `allow_abbrev` on), which first
-       - writes `_` as `-` in a `--` flag's name up to its first `.` (`--max_model_len`),
-       - turns `-O3`, `-O=3` and `-O 3` into `--optimization-level 3`,
-       - gathers the dotted keys of a JSON flag (`--kv-transfer-config.kv_role kv_both`,
-         `--kv_transfer_config.kv_role=kv_both`, `--x.list+ a,b`) into one `--kv-transfer-config
-         '{"kv_role": "kv_both"}'` appended after all the others, so it replaces the whole JSON,
+     `parse_args`; it leaves argparse's `allow_abbrev` on), which first, element by element,
+       - writes `_` as `-` in a `--` element's name, up to its first `=` and first `.`
+         (`--max_model_len`, `--block_size= 32`),
+       - turns `-O3` and `-O=3` into `--optimization-level 3`,
+       - gathers every element that starts with `-` and has a `.` before any `=` (a dotted key of a
+         JSON flag: `--kv-transfer-config.kv_role kv_both`, `--kv_transfer_config.kv_role=kv_both`,
+         `--x.list+ a,b`), with the next element as its value when it has no `=`, into one
+         `--kv-transfer-config '{"kv_role": "kv_both"}'` appended after all the others, so it
+         replaces the whole JSON,
        - reads `--config FILE` as more flags from a YAML file,
-     then argparse takes an unambiguous prefix of a flag as the flag (`--max-model 4096`,
-     `--kv-cache-mem 1G`; `-t 2` for `-tp 2`), and the last of a repeated flag wins.
-A managed flag is matched by its name so normalized, by any prefix of it (a prefix several flags
-share makes vLLM exit at start, so refusing it costs nothing), and by its aliases
-(`--device-memory-utilization` is `--gpu-memory-utilization`, `-tp` is `--tensor-parallel-size`).
+     then hands the list to argparse.
+argparse (CPython 3.12's `_parse_optional` and `_get_option_tuples`, the same in 3.11, which the
+engine tier runs) takes an element as an option when it is one of the parser's option strings; when
+the part before its first `=` is one (`--block-size= 32`: the value ` 32`, whitespace and all); when
+it or that part is a prefix of exactly one option string (`--kv-cache-mem 1G`; `-t 2` for `-tp 2`;
+several: vLLM exits); or when its first two characters are a two-character option (`-qfp8` is
+`-q fp8`). Only then does whitespace make no difference: an element that is none of these and holds
+a space, or looks like a negative number, is a value. The types vLLM gives its flags (`int`,
+`float`, `human_readable_int`, `json.loads`) strip the whitespace of a value, so `--block-size= 32`
+is block size 32; the last of a repeated flag wins.
+Each element is judged here exactly so: a managed flag is matched by its name so normalized, by an
+argparse prefix of it, and by its aliases (`--device-memory-utilization` is
+`--gpu-memory-utilization`, `-tp` is `--tensor-parallel-size`). One reading is wider than argparse's
+on purpose: `-t=2` (the part before `=` a prefix of `-tp`), which CPython up to 3.13.0 does not
+match and newer ones may; refusing it costs nothing, as vLLM exits on it either way. Dynamo's parser
+reads first and takes only its own flags, none managed but `--disaggregation-mode`; an element it
+would take as one's value is still judged as vLLM would read it, which can only refuse more.
 The engine tier (tests/engine) runs the real parsers over the shipped stacks and over the spellings
-the fast tests refuse, and checks the effective values against the sizing.
+the fast tests refuse and take, and checks the effective values against the sizing.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 # The one managed flag extraArgs may set: a group's own context length, checked like
 # workload.maxModelLen (config.checks) and written by dynamo-lab in its place.
@@ -40,12 +55,26 @@ class Managed:
     options: tuple[str, ...]  # every option string the parser knows it by, the canonical first
     fix: str  # what to write instead, for the refusal
     why: str = "which dynamo-lab writes itself or its sizing rests on"
+    secret: bool = False  # its value is never shown, in any spelling
 
 
 _REPLICAS = "Scale with the group's replicas instead: each worker has one GPU"
 _POOL = "Set the group's kvCacheBytes instead: dynamo-lab pins the KV pool and derives the GPU share from it"
 _REVISION = ("Set model.revision instead: the pre-pull downloads that one commit and the workers read only it, "
              "offline")
+_GEOMETRY = ("Describe another geometry with model.layers, model.kvHeads and model.headDim instead (the sizing's KV "
+             "bytes per token)")
+# The sizing's GPU figure per worker is model.parameters x model.dtype bytes of weights, all of them
+# on the GPU (infra/sizing: weights_bytes, gpu_bytes_per_worker), and its host floor has none of them.
+_WEIGHTS_WHERE = ("Remove it: not supported, the sizing counts every weight on the GPU (model.parameters x "
+                  "model.dtype bytes) and none in the worker's host memory (its memory limit)")
+_OFFLOAD = "which moves weights from the GPU into the worker's host memory"
+_SPECULATIVE = ("Remove it: not supported, the sizing counts one model's weights and KV on each worker's GPU",
+                "which adds a draft model, its weights and its KV, on the GPU")
+_KV_OFFLOAD = ("Remove it: not supported, the KV pool is kvCacheBytes on the GPU, mirrored in host memory only "
+               "with kvTransfer.bufferDevice cpu (the host floor counts that mirror)",
+               "which adds a host-memory KV tier, and its connector, that the sizing's host floor and kvTransfer "
+               "do not have")
 MANAGED = (
     Managed(("--model",), "Set model.name instead"),
     Managed(("--disaggregation-mode",), "Set the group's role instead"),
@@ -66,15 +95,49 @@ MANAGED = (
             "which would have the workers look for the model outside the cache dynamo-lab fills"),
     # A token in the pod spec would be plain text; the workers that read the pre-pulled cache need none.
     Managed(("--hf-token",), "Remove it and set hfToken, a Pulumi secret, which reaches only what downloads from "
-                             "the Hub", "which would write the token into the pod spec in plain text"),
+                             "the Hub", "which would write the token into the pod spec in plain text", secret=True),
     # The model's config.json as the sizing read it: layers, KV heads, head size, context.
-    Managed(("--hf-overrides",), "Describe another geometry with model.layers, model.kvHeads and model.headDim "
-                                 "instead (the sizing's KV bytes per token)"),
+    Managed(("--hf-overrides",), _GEOMETRY),
+    Managed(("--hf-config-path",), _GEOMETRY, "which reads another config.json than the one whose layers, KV heads, "
+                                              "head size and context the sizing's geometry describes"),
     # The sizing takes KV bytes per token from model.dtype; another cache dtype would change them.
     Managed(("--kv-cache-dtype",), "Set model.dtype instead (the sizing's KV bytes per token come from it)"),
+    # vLLM's default, auto, is the checkpoint's torch_dtype, for the weights and the KV cache alike: the
+    # bytes per value the sizing takes from model.dtype (weights, KV per token, the model cache).
+    Managed(("--dtype",), "Remove it: the workers run the checkpoint's own dtype (vLLM's auto), which model.dtype "
+                          "describes to the sizing", "which changes the weights' and the KV cache's bytes per value, "
+                                                     "the sizing's from model.dtype"),
+    Managed(("--quantization", "-q"), "Remove it: not supported, the sizing counts unquantized weights of "
+                                      "model.dtype", "which changes the weights' bytes on the GPU"),
+    Managed(("--quantization-config",), "Remove it: not supported, the sizing counts unquantized weights of "
+                                        "model.dtype", "which changes the weights' bytes on the GPU"),
+    Managed(("--cpu-offload-gb",), _WEIGHTS_WHERE, _OFFLOAD),
+    Managed(("--cpu-offload-params",), _WEIGHTS_WHERE, _OFFLOAD),
+    Managed(("--offload-backend",), _WEIGHTS_WHERE, _OFFLOAD),
+    Managed(("--offload-group-size",), _WEIGHTS_WHERE, _OFFLOAD),
+    Managed(("--offload-num-in-group",), _WEIGHTS_WHERE, _OFFLOAD),
+    Managed(("--offload-prefetch-step",), _WEIGHTS_WHERE, _OFFLOAD),
+    Managed(("--offload-params",), _WEIGHTS_WHERE, _OFFLOAD),
+    Managed(("--kv-offloading-size",), *_KV_OFFLOAD),
+    Managed(("--kv-offloading-backend",), *_KV_OFFLOAD),
+    Managed(("--speculative-config", "-sc"), *_SPECULATIVE),
+    Managed(("--spec-method",), *_SPECULATIVE),
+    Managed(("--spec-model",), *_SPECULATIVE),
+    Managed(("--spec-tokens",), *_SPECULATIVE),
+    Managed(("--enable-lora",), "Remove it: not supported, the sizing counts the base model's weights alone on the "
+                                "GPU", "which reserves GPU memory for LoRA adapters"),
+    # A decode worker's warm transfers and the chance it holds a prefix (TransferSizing) assume vLLM's
+    # prefix cache, on by default; only turning it off is refused.
+    Managed(("--no-enable-prefix-caching",), "Remove it: the sizing's warm transfers and decode prefix hits rest "
+                                             "on vLLM's prefix cache, on by default",
+            "which turns off the prefix cache the sizing's warm transfers rest on"),
     Managed(("--tensor-parallel-size", "-tp"), _REPLICAS),
     Managed(("--pipeline-parallel-size", "-pp"), _REPLICAS),
     Managed(("--data-parallel-size", "-dp"), _REPLICAS),
+    Managed(("--data-parallel-size-local", "-dpl"), _REPLICAS),
+    Managed(("--prefill-context-parallel-size", "-pcp"), _REPLICAS),
+    Managed(("--decode-context-parallel-size", "-dcp"), _REPLICAS),
+    Managed(("--nnodes", "-n"), _REPLICAS),
     # vLLM reads more flags from the file, which nothing here can see.
     Managed(("--config",), "Write the flags in extraArgs instead, where they are checked",
             "which reads more flags from a file no check here can see"),
@@ -84,56 +147,119 @@ _BY_OPTION = {option: m for m in MANAGED for option in m.options}
 # The parsers' own flags that are a prefix of a managed one: argparse takes an exact flag before any
 # abbreviation, so these are themselves (`--tokenizer` is not `--tokenizer-revision`). The engine
 # tier checks this against every option vLLM 0.31.0's and Dynamo 1.6.1's parsers know.
-OPTIONS_WITHIN_MANAGED = ("--tokenizer",)
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse's: a value, not a flag
+OPTIONS_WITHIN_MANAGED = ("--tokenizer", "-dc")  # -dc: --diffusion-config, not -dcp
+# The parsers' two-character single-dash options (vLLM 0.31.0's; Dynamo's -h exits at once), which
+# argparse takes with their value attached (`-r1`, `-r 1` as one element); checked by the engine tier.
+SHORT_OPTIONS = ("-n", "-q", "-r")
+_KNOWN = set(_BY_OPTION) | set(OPTIONS_WITHIN_MANAGED) | set(SHORT_OPTIONS)
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse's: a value, not a flag (3.12)
 
 
 @dataclass(frozen=True)
 class Given:
     """One flag of extraArgs: where, as typed, and what the parsers make of it."""
 
-    text: str
-    name: str  # normalized: `_` as `-` up to the first `.`, without `=value` or a dotted key
+    text: str  # the element as typed
+    name: str  # the option string it is read as (normalized: `_` as `-`), or its own name
     flag: Optional[Managed]  # the managed flag it sets, or None
     how: str  # "" (its own name), "abbreviation", "dotted key", "spelling"
-    value: Optional[str]  # `=value`, else the next entry when it is not a flag; None: none given
+    value: Optional[str]  # `=value` (whitespace kept), else the next entry when it is a value; None: none
+
+
+def _normalized(arg: str) -> str:
+    """vLLM's FlexibleArgumentParser.parse_args on one `--` element: `_` as `-` from after the `--`
+    to the first `.` of the part before the first `=` (its regex `(?<=--)[^\\.]*`, once)."""
+    if not arg.startswith("--"):
+        return arg
+    key, eq, value = arg.partition("=")
+    name, dot, rest = key[2:].partition(".")
+    return "--" + name.replace("_", "-") + dot + rest + eq + value
+
+
+def _option(arg: str) -> tuple[Optional[str], str, Optional[str]]:
+    """The option string argparse (CPython 3.12 `_parse_optional`) reads normalized `arg` as, among
+    the managed ones and the parsers' flags they must be told from, how, and the value attached to
+    it: (None, "", None) when it is none of those."""
+    if len(arg) < 2 or arg[0] != "-":
+        return None, "", None
+    if arg in _KNOWN:
+        return arg, "", None
+    head, eq, value = arg.partition("=")
+    if eq and head in _KNOWN:
+        return head, "", value
+    if arg[1] == "-":  # argparse's abbreviations: the part before `=` as a prefix of `--` options
+        matches = [o for o in _BY_OPTION if o.startswith("--") and o.startswith(head)]
+        return (matches[0], "abbreviation", value if eq else None) if matches else (None, "", None)
+    if arg[:2] in _KNOWN:  # a two-character option with its value attached: `-qfp8`
+        return arg[:2], "spelling", arg[2:]
+    # The whole element as a prefix of single-dash options (`-t` for `-tp`); and, wider than CPython
+    # up to 3.13.0, the part before `=` (`-t=2`), on which those make vLLM exit anyway.
+    matches = [o for o in _BY_OPTION if not o.startswith("--") and (o.startswith(arg) or eq and o.startswith(head))]
+    return (matches[0], "abbreviation", value if eq and not matches[0].startswith(arg) else None) if matches \
+        else (None, "", None)
 
 
 def is_flag(arg: str) -> bool:
-    """Whether argparse reads `arg` as a flag (not a value): a leading `-`, not a negative number."""
-    return arg.startswith("-") and len(arg) > 1 and not _NEGATIVE_NUMBER.match(arg) and " " not in arg
+    """Whether argparse reads `arg` as a flag, not a value: a leading `-` and not `-` alone; and, as
+    argparse's last two rules say, neither a negative number nor holding a space, unless it is one of
+    the options above (`--block-size= 32` is --block-size, whitespace or not)."""
+    arg = _normalized(arg)
+    if len(arg) < 2 or arg[0] != "-":
+        return False
+    if _option(arg)[0] is not None:
+        return True
+    return not _NEGATIVE_NUMBER.match(arg) and " " not in arg
 
 
-def _resolve(name: str) -> tuple[Optional[Managed], bool]:
-    """The managed flag `name` is, or may be a prefix of (argparse's abbreviations), and whether by prefix."""
-    if name in _BY_OPTION:
-        return _BY_OPTION[name], False
-    if name in ("-", "--") or name in OPTIONS_WITHIN_MANAGED:
-        return None, False
-    for option, managed in _BY_OPTION.items():
-        # A single-dash prefix matches single-dash options only; a `--` one, `--` options.
-        if option.startswith(name) and (name.startswith("--") == option.startswith("--")):
-            return managed, True
-    return None, False
+def _resolve(name: str) -> Optional[Managed]:
+    option = _option(name)[0]
+    return _BY_OPTION.get(option) if option is not None else None
+
+
+def _dotted(arg: str) -> bool:
+    """Whether FlexibleArgumentParser gathers `arg` as a dotted JSON key: a `-` first and a `.` in
+    the part before its first `=`."""
+    return arg.startswith("-") and "." in arg.partition("=")[0]
 
 
 def read(args: list[str]) -> list[Given]:
     """Every flag in `args`, resolved as vLLM 0.31.0's and Dynamo 1.6.1's parsers would."""
     found = []
-    for i, arg in enumerate(args):
-        if not is_flag(arg) or (arg.startswith("-O") and not arg.startswith("--")):
-            continue  # a value; or `-O...`, vLLM's --optimization-level (no managed setting)
-        key, eq, explicit = arg.partition("=")
-        # The dotted keys of `-x.a` gather under `-x` too; only `--` names have `_` written as `-`.
-        base, dot, _ = key.partition(".")
-        dotted = bool(dot)
-        name = "--" + base[2:].replace("_", "-") if base.startswith("--") else base
-        flag, by_prefix = _resolve(name)
-        how = ("dotted key" if dotted else "abbreviation" if by_prefix
-               else "spelling" if flag is not None and key != name else "")
+    consumed = -1  # the element a dotted key took as its value
+    for i, typed in enumerate(args):
+        if i == consumed:
+            continue
+        if typed.startswith("-O") and typed != "-O":
+            continue  # vLLM's --optimization-level, whatever follows (no managed setting)
+        arg = _normalized(typed)
+        if _dotted(arg):
+            key, eq, explicit = arg.partition("=")
+            if not eq:
+                consumed = i + 1  # its value, whatever it looks like
+            base = key.split(".", 1)[0]
+            found.append(Given(typed, base, _resolve(base), "dotted key",
+                               explicit if eq else (args[i + 1] if i + 1 < len(args) else None)))
+            continue
+        if not is_flag(typed):
+            continue
+        option, how, explicit = _option(arg)
+        if option is None and "=" in arg:
+            explicit = arg.partition("=")[2]  # a flag of the parsers' own, `--flag=value`
+        flag = _BY_OPTION.get(option) if option is not None else None
+        if flag is not None and not how and typed.partition("=")[0] != arg.partition("=")[0]:
+            how = "spelling"  # `_` for `-`
         following = args[i + 1] if i + 1 < len(args) and not is_flag(args[i + 1]) else None
-        found.append(Given(arg, name, flag, how, explicit if eq else following))
+        found.append(Given(typed, option or arg.partition("=")[0], flag, how,
+                           explicit if explicit is not None else following))
     return found
+
+
+def _shown(text: str, upto: Optional[int] = None) -> str:
+    """An element as typed up to its option's name: never the value, which may be a token."""
+    if upto is None:
+        upto = min([len(text)] + [text.index(c) for c in "= \t\n" if c in text])
+    rest = text[upto:]
+    return text[:upto] + ("" if not rest else "=..." if rest.startswith("=") else "...")
 
 
 def refusal(given: Given) -> Optional[str]:
@@ -141,8 +267,9 @@ def refusal(given: Given) -> Optional[str]:
     flag = given.flag
     if flag is None or (flag.options[0] == CONTEXT_FLAG and given.how != "dotted key"):
         return None
-    # Never the value: it may be a token (`--hf-token=hf_...`).
-    typed = given.text.split("=", 1)[0] + ("=..." if "=" in given.text else "")
+    # Never the value: it may be a token (`--hf-token=hf_...`, `-q` + value attached).
+    attached = given.name in SHORT_OPTIONS and given.text[:2] == given.name and given.text[2:3] not in ("", "=")
+    typed = _shown(given.text, 2 if attached else None)
     read_as = {"": "", "spelling": f", which vLLM reads as {flag.options[0]},",
                "abbreviation": f", a prefix vLLM's parser takes for {flag.options[0]} (argparse abbreviations),",
                "dotted key": f", a dotted key that vLLM turns into a whole {flag.options[0]} JSON,"}[given.how]
@@ -150,6 +277,71 @@ def refusal(given: Given) -> Optional[str]:
         return (f"{typed!r}{read_as} is not a token count. Write {CONTEXT_FLAG} N (e.g. {CONTEXT_FLAG} "
                 "8192), or remove it to use workload.maxModelLen")
     return f"{typed!r}{read_as} sets {flag.options[0]}, {flag.why}. {flag.fix}"
+
+
+def _secret_word(word: str) -> bool:
+    flag = _resolve(_normalized(word).partition("=")[0].split(".", 1)[0])
+    return flag is not None and flag.secret
+
+
+def mask_text(text: str) -> str:
+    """`text` with whatever follows a secret flag's name (`--hf-tok hf_...`, any spelling) as `...`."""
+    for match in re.finditer(r"\S+", text):
+        word = match.group()
+        if _secret_word(word):
+            end = match.start() + len(word.partition("=")[0])
+            return text[:end] + ("=..." if "=" in word else " ..." if text[end:].strip() else "")
+    return text
+
+
+def mask(args: list[Any]) -> list[Any]:
+    """`args` as they may be printed: a secret flag's value, attached or the next element, as `...`."""
+    out: list[Any] = []
+    secret_next = False
+    for arg in args:
+        if secret_next and not (isinstance(arg, str) and is_flag(arg)):
+            out.append("...")
+        else:
+            out.append(mask_value(arg))
+        secret_next = isinstance(arg, str) and _secret_word(arg) and "=" not in arg and " " not in arg.strip()
+    return out
+
+
+def mask_value(value: Any) -> Any:
+    """Any value given as extraArgs (a list, or what is not one) as it may be printed: `mask` on a
+    list, `mask_text` on a string, either on what a map holds."""
+    if isinstance(value, str):
+        return mask_text(value)
+    if isinstance(value, list):
+        return mask(value)
+    if isinstance(value, dict):
+        return {k: mask_value(v) for k, v in value.items()}
+    return value
+
+
+def one_element(arg: str) -> Optional[str]:
+    """Why `arg`, a flag and its value typed as one element (`--max-model-len 100`), makes vLLM exit,
+    or None: argparse reads it as a stray value (it holds a space and is no option above)."""
+    flag = arg.split("=", 1)[0]
+    if not arg.startswith("-") or len(flag.split()) < 2 or is_flag(arg) and _option(_normalized(arg))[0]:
+        return None
+    name, value = flag.split(None, 1)
+    if _secret_word(name):  # never shown: it may be the Hub token
+        value, arg = "...", f"{name} ..."
+    arg, value = mask_text(arg), mask_text(value)  # nor a secret flag's value further on
+    return (f"{arg!r} is one element, so vLLM would read it as a single unknown argument and exit. "
+            f"Write the flag and its value as two elements ({name!r}, {value!r}), or as {name}={value}")
+
+
+def check(args: list[str]) -> Optional[str]:
+    """The first reason `args` may not be a group's extraArgs, or None."""
+    for given in read(args):
+        if (why := refusal(given)) is not None:
+            return why
+    for arg in args:
+        if (why := one_element(arg)) is not None:
+            return why
+    return None
 
 
 def value(args: list[str], flag: str) -> Optional[str]:

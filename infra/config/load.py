@@ -14,6 +14,7 @@ from typing import Any, Collection
 
 from pydantic import BaseModel, ValidationError
 
+from infra.config import engine_flags
 from infra.config.checks import problems as cross_key_problems
 from infra.config.models import PROJECT, StackConfig
 from infra.errors import ConfigError, stack_file
@@ -88,6 +89,8 @@ _TYPE_HINTS = {
 
 def _message(err: dict[str, Any]) -> str:
     kind = err["type"]
+    if "extraArgs" in err["loc"]:  # a worker's flags: never a secret flag's value, in any spelling
+        err = {**err, "input": engine_flags.mask_value(err.get("input"))}
     if err["loc"][:1] and err["loc"][0] in SECRET_KEYS:  # never echo a secret's value
         return "must be a single string (the token), set with pulumi config set --secret"
     if kind == "extra_forbidden":

@@ -428,10 +428,11 @@ class WorkerGroup(_Model):
         "accepts": "memory, at most the limit", "default_text": "= limit"})
     extra_args: list[str] = Field([], description="more `dynamo.vllm` flags, read as vLLM's and Dynamo's parsers "
                                   "read them (`_` for `-`, `--flag=value`, unambiguous prefixes, dotted JSON keys "
-                                  "such as `--kv-transfer-config.kv_role`, aliases, the last repeat winning): flags "
-                                  "dynamo-lab writes itself or that its sizing rests on (`--block-size`, "
-                                  "`--kv-transfer-config`, `--kv-cache-memory-bytes`, `--gpu-memory-utilization`, "
-                                  "`--revision`, `--kv-cache-dtype`, `--hf-token`, `-tp`, ...) are refused in any "
+                                  "such as `--kv-transfer-config.kv_role`, aliases, whitespace in a value, the last "
+                                  "repeat winning): flags dynamo-lab writes itself or that its sizing rests on "
+                                  "(`--block-size`, `--kv-transfer-config`, `--kv-cache-memory-bytes`, "
+                                  "`--gpu-memory-utilization`, `--revision`, `--dtype`, `--quantization`, "
+                                  "`--cpu-offload-gb`, `--hf-token`, `-tp`, ...) are refused in any "
                                   "spelling (see \"Engine flags\" below); a "
                                   "`--max-model-len` here replaces `workload.maxModelLen` for this group and is "
                                   "checked the same way (a token count, at least `inputTokens` + `outputTokens`, "
@@ -448,21 +449,11 @@ class WorkerGroup(_Model):
     @field_validator("extra_args")
     @classmethod
     def _no_managed_flags(cls, args: list[str]) -> list[str]:
-        for arg in args:
-            flag = arg.split("=", 1)[0]
-            if arg.startswith("-") and len(flag.split()) > 1:
-                name, value = flag.split(None, 1)
-                if "token" in name:  # never shown: it may be the Hub token
-                    value, arg = "...", f"{name} ..."
-                raise ValueError(
-                    f"{arg!r} is one element, so vLLM would read it as a single unknown argument and exit. "
-                    f"Write the flag and its value as two elements ({name!r}, {value!r}), or as {name}={value}"
-                )
-        # Each flag as vLLM's and Dynamo's parsers read it (engine_flags): every spelling of a
-        # managed flag is refused, not only the one dynamo-lab writes.
-        for given in engine_flags.read(args):
-            if (why := engine_flags.refusal(given)) is not None:
-                raise ValueError(why)
+        # Each element as vLLM's and Dynamo's parsers read it (engine_flags): every spelling of a
+        # managed flag is refused, not only the one dynamo-lab writes, and a flag typed with its value
+        # as one element, which vLLM would exit on.
+        if (why := engine_flags.check(args)) is not None:
+            raise ValueError(why)
         return args
 
     def extra_arg(self, flag: str) -> Optional[str]:

@@ -31,33 +31,65 @@ def _refusal(args: list[str]) -> str:
 
 
 # Several spellings per managed flag: its own, underscores, `=value`, a prefix argparse expands, a
-# dotted JSON key, an alias; each after a flag that is allowed, so the position does not matter.
+# dotted JSON key, an alias, whitespace argparse keeps in a value and vLLM's types strip; each after a
+# flag that is allowed, so the position does not matter. The engine tier runs each through the real
+# parsers and checks that it changes the setting the flag names (or, for its EXITS, that they refuse it).
 SPELLINGS = {
     "--kv-transfer-config": [
         ["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'],
         ["--kv-transfer-config={}"], ["--kv_transfer_config", "{}"],
         ["--kv-transfer-config.kv_role", "kv_both"], ["--kv-transfer-config.kv_buffer_device=cuda"],
         ["--kv_transfer_config.kv_connector=NixlPushConnector"], ["--kv-transfer", "{}"],
-        ["--kv-transfer.kv_role", "kv_both"]],
-    "--block-size": [["--block-size", "32"], ["--block_size=32"], ["--block", "32"], ["--block-s=32"]],
+        ["--kv-transfer.kv_role", "kv_both"],
+        ['--kv-transfer-config= {"kv_connector":"NixlConnector","kv_role":"kv_both","kv_buffer_device":"cuda"}'],
+        ['--kv-transfer-config.kv_buffer_device= "cuda"']],
+    "--block-size": [["--block-size", "32"], ["--block_size=32"], ["--block", "32"], ["--block-s=32"],
+                     ["--block-size= 32"], ["--block-s= 32"], ["--block_size=\t32"]],
     "--kv-cache-memory-bytes": [["--kv-cache-memory-bytes", "1G"], ["--kv_cache_memory_bytes=1G"],
-                                ["--kv-cache-mem", "1G"]],
+                                ["--kv-cache-mem", "1G"], ["--kv-cache-memory-bytes= 8G"]],
     "--gpu-memory-utilization": [["--gpu-memory-utilization", "0.9"], ["--device-memory-utilization=0.9"],
-                                 ["--gpu_memory_util", "0.9"]],
+                                 ["--gpu_memory_util", "0.9"], ["--gpu-memory-utilization=0.95 "]],
     "--num-gpu-blocks-override": [["--num-gpu-blocks-override", "100"], ["--num_gpu_blocks", "100"]],
     "--revision": [["--revision", "main"], ["--revision=main"], ["--rev", "main"]],
     "--tokenizer-revision": [["--tokenizer-revision", "main"], ["--tokenizer_rev=main"]],
     "--code-revision": [["--code_revision", "main"]],
     "--model": [["--model", "other/model"], ["--model=other/model"], ["--mod", "other/model"]],
     "--disaggregation-mode": [["--disaggregation-mode", "agg"], ["--disaggregation_mode=agg"]],
-    "--kv-events-config": [["--kv-events-config", "{}"], ["--kv_events_config.publisher", "null"]],
+    "--kv-events-config": [["--kv-events-config", "{}"], ["--kv_events_config.enable_kv_cache_events", "false"]],
     "--tensor-parallel-size": [["-tp", "2"], ["-tp=2"], ["-t", "2"], ["--tensor_parallel_size", "2"],
-                               ["--tensor-parallel", "2"]],
+                               ["--tensor-parallel", "2"], ["-tp= 2"], ["-t=2"]],
     "--pipeline-parallel-size": [["-pp", "2"], ["--pipeline_parallel_size=2"]],
     "--data-parallel-size": [["-dp", "2"], ["--data-parallel-size=2"]],
-    "--hf-token": [["--hf-token", "hf_abc"], ["--hf_token=hf_abc"], ["--hf-tok", "hf_abc"]],
+    "--data-parallel-size-local": [["-dpl", "2"], ["--data_parallel_size_local=2"]],
+    "--prefill-context-parallel-size": [["-pcp", "2"], ["--prefill-context-parallel", "2"]],
+    "--decode-context-parallel-size": [["-dcp", "2"]],
+    "--nnodes": [["-n", "2"], ["-n2"], ["--nnodes= 2"]],
+    "--hf-token": [["--hf-token", "hf_abc"], ["--hf_token=hf_abc"], ["--hf-tok", "hf_abc"], ["--hf-token= hf_abc"],
+                   ["--hf_t", "hf_abc"]],
     "--hf-overrides": [["--hf-overrides", '{"num_key_value_heads": 4}'], ["--hf-overrides.head_dim", "64"]],
+    "--hf-config-path": [["--hf-config-path", "/tmp/other"], ["--hf_config=/tmp/other"]],
     "--kv-cache-dtype": [["--kv-cache-dtype", "fp8"], ["--kv_cache_dtype=fp8"]],
+    "--dtype": [["--dtype", "float16"], ["--dtype= float32"], ["--dty", "half"]],
+    "--quantization": [["--quantization", "fp8"], ["-q", "fp8"], ["-qfp8"], ["-q fp8"], ["--quantization= fp8"]],
+    "--quantization-config": [["--quantization-config", '{"ignore": ["lm_head"]}'],
+                              ["--quantization-config.ignore+", "lm_head"]],
+    "--cpu-offload-gb": [["--cpu-offload-gb", "4"], ["--cpu_offload_gb= 4"], ["--cpu-offload-g", "4"]],
+    "--cpu-offload-params": [["--cpu-offload-params", "embed_tokens"]],
+    "--offload-backend": [["--offload-backend", "uva"], ["--offload-b=prefetch"]],
+    "--offload-group-size": [["--offload-group-size", "4"]],
+    "--offload-num-in-group": [["--offload-num-in-group", "2"]],
+    "--offload-prefetch-step": [["--offload-prefetch-step", "2"]],
+    "--offload-params": [["--offload-params", "embed_tokens"]],
+    "--kv-offloading-size": [["--kv-offloading-size", "4"], ["--kv_offloading_size= 4"]],
+    "--kv-offloading-backend": [["--kv-offloading-backend", "lmcache"], ["--kv-offloading-b=lmcache"]],
+    "--speculative-config": [["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}'],
+                             ["-sc", '{"method": "ngram"}'], ["--speculative-config.method", "ngram"]],
+    "--spec-method": [["--spec-method", "ngram"]],
+    "--spec-model": [["--spec-model", "other/draft"]],
+    "--spec-tokens": [["--spec-tokens", "2"], ["--spec-tok= 2"]],
+    "--enable-lora": [["--enable-lora"], ["--enable_lora"], ["--enable-lor"]],
+    "--no-enable-prefix-caching": [["--no-enable-prefix-caching"], ["--no_enable_prefix_caching"],
+                                   ["--no-enable-prefix-c"]],
     "--download-dir": [["--download-dir", "/tmp/models"], ["--download_dir=/tmp/models"]],
     "--config": [["--config", "flags.yaml"]],
 }
@@ -67,7 +99,9 @@ REFUSED = [(flag, args) for flag, spellings in SPELLINGS.items() for args in spe
 @pytest.mark.parametrize("flag, args", REFUSED, ids=[" ".join(a) for _, a in REFUSED])
 def test_every_spelling_of_a_managed_flag_is_refused_with_what_it_sets(flag, args):
     msg = _refusal(["--enforce-eager", *args])
-    typed = args[0].split("=", 1)[0] + ("=..." if "=" in args[0] else "")
+    # As typed up to the option's name, never the value: `=...`, or `...` for one attached (`-qfp8`).
+    typed = (args[0][:2] + "..." if args[0][:2] in engine_flags.SHORT_OPTIONS and len(args[0]) > 2
+             and args[0][2] != "=" else args[0].split("=", 1)[0] + ("=..." if "=" in args[0] else ""))
     assert msg.startswith(f"{KEY}{typed!r}"), msg
     assert f"sets {flag}, " in msg, msg
     assert "hf_abc" not in msg, "a token is never shown"
@@ -97,6 +131,8 @@ def test_the_refusal_says_how_the_parser_reads_the_spelling():
     (["--max-model-len", "2.5k"], 2500),
     (["--max-model-len", "3000", "--enforce-eager", "--max-model-len", "4096"], 4096),
     (["--max-model-len=8192", "--max_model_len", "4096"], 4096),
+    # whitespace argparse keeps in the value and vLLM's human_readable_int strips
+    (["--max-model-len= 4096"], 4096), (["--max_model_len=4096 "], 4096), (["--max-model-len", " 4k"], 4000),
 ])
 def test_a_groups_own_context_is_taken_in_every_spelling_and_the_last_wins(args, tokens):
     cfg, sizing = sized("cross-server", _extra(args))
@@ -121,9 +157,17 @@ def test_a_context_in_any_spelling_is_checked_like_the_others(args, shown):
     assert shown in _refusal(args)
 
 
-@pytest.mark.parametrize("args", [["--enforce-eager"], ["-O3"], ["-O", "3"], ["--max-num-seqs", "8"],
-                                  ["--tokenizer", "Qwen/Qwen3-0.6B"], ["--kv-cache-dtype-skip-layers", "0"],
-                                  ["--compilation-config.cudagraph_mode", "NONE"], ["--max_num_batched_tokens=4096"]])
+# Flags no figure of the sizing depends on, let through as typed: the pool is pinned, so the batch
+# limits change neither it nor the host floor (the sizing's concurrency is workload.concurrency);
+# turning prefix caching on is vLLM's default; `-r 0` is one two-character option with its value.
+# The engine tier checks that every managed setting stays the sizing's with each.
+PASS_THROUGH = [["--enforce-eager"], ["-O3"], ["-O", "3"], ["--max-num-seqs", "8"], ["--tokenizer", "Qwen/Qwen3-0.6B"],
+                ["--kv-cache-dtype-skip-layers", "0"], ["--compilation-config.cudagraph_mode", "NONE"],
+                ["--max_num_batched_tokens=4096"], ["--max-num-seqs= 8"], ["--enable-prefix-caching"],
+                ["--no-enable-lora"], ["-r 0"], ["--seed", " 7"]]
+
+
+@pytest.mark.parametrize("args", PASS_THROUGH)
 def test_flags_dynamo_lab_does_not_manage_pass_through(args):
     cfg, sizing = sized("cross-server", _extra(args))
     (prefill,) = [c for c in deployment(cfg, sizing)["spec"]["components"] if c["name"] == "prefill"]
@@ -161,8 +205,9 @@ def managed_spellings(draw) -> tuple[str, list[str]]:
 @given(spelling=managed_spellings(), before=st.sampled_from([[], ["--enforce-eager"], ["--max-num-seqs", "8"]]))
 def test_no_spelling_of_a_managed_flag_gets_through(spelling, before):
     flag, args = spelling
-    if "--" + args[0][2:].split("=")[0].split(".")[0].replace("_", "-") in engine_flags.OPTIONS_WITHIN_MANAGED:
-        return  # a prefix that is a flag of vLLM's own (--tokenizer of --tokenizer-revision): not managed
+    head = args[0].split("=")[0].split(".")[0]
+    if ("--" + head[2:].replace("_", "-") if head.startswith("--") else head) in engine_flags.OPTIONS_WITHIN_MANAGED:
+        return  # a prefix that is a flag of vLLM's own (--tokenizer of --tokenizer-revision, -dc): not managed
     with pytest.raises(ConfigError) as info:
         sized("cross-server", _extra([*before, *args]))
     assert "workers.prefill.extraArgs: " in str(info.value)
@@ -179,3 +224,47 @@ def test_the_configuration_page_names_every_managed_flag():
 def test_a_token_written_as_one_element_is_refused_without_showing_it():
     msg = _refusal(["--hf-token hf_abc"])
     assert "is one element" in msg and "hf_abc" not in msg
+
+
+# --- whitespace: judged as argparse reads it, not by the look of it ------------------------------
+
+@pytest.mark.parametrize("arg, flag", [
+    ("--kv-cache-memory-bytes= 8G", "--kv-cache-memory-bytes"), ("--block-size= 32", "--block-size"),
+    ("--gpu-memory-utilization=0.95 ", "--gpu-memory-utilization"), ("-tp= 2", "--tensor-parallel-size"),
+    ('--kv-transfer-config= {"kv_role": "kv_both"}', "--kv-transfer-config"), ("--block-s= 32", "--block-size"),
+    ("-q fp8", "--quantization"), ("--kv-transfer-config.kv_role kv_both", "--kv-transfer-config"),
+])
+def test_an_element_with_whitespace_is_read_as_the_parser_reads_it(arg, flag):
+    (given,) = [g for g in engine_flags.read([arg]) if g.flag is not None]
+    assert given.flag.options[0] == flag
+    assert f"sets {flag}, " in _refusal([arg])
+
+
+@pytest.mark.parametrize("args", [["-r 0"], ["--seed", " 7"], ["--max-num-seqs= 8"]])
+def test_whitespace_in_a_flag_of_the_parsers_own_is_not_taken_for_one_element(args):
+    """`-r 0` is argparse's two-character `-r` with its value attached, not a stray argument."""
+    sized("cross-server", _extra(args))
+
+
+# --- a secret flag's value, never shown --------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    ["--hf-tok hf_abc"], ["--hf_t hf_abc"], ["--hf-token hf_abc"], ["--max-model-len --hf-token=hf_abc"],
+    ["--hf-token.x hf_abc"], ["--hf-tok", "hf_abc"], ["--hf_token= hf_abc"],
+])
+def test_a_token_in_any_spelling_is_never_shown_in_a_refusal(args):
+    msg = _refusal(args)
+    assert "hf_abc" not in msg and "hf-abc" not in msg, msg
+    assert len(msg.splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["--hf-tok hf_abc", "--hf_token=hf_abc", {"a": "--hf-t hf_abc"}])
+def test_a_token_in_extra_args_that_are_not_a_list_is_never_shown(value):
+    msg = _refusal(value)
+    assert "is not a list" in msg and "hf_abc" not in msg, msg
+
+
+def test_masking_keeps_every_other_flag_as_typed():
+    args = ["--max-num-seqs", "8", "--hf-tok", "hf_abc", "--hf_token=hf_x", "-q fp8", "--hf-t hf_y", "--seed", "7"]
+    assert engine_flags.mask(args) == ["--max-num-seqs", "8", "--hf-tok", "...", "--hf_token=...", "-q fp8",
+                                       "--hf-t ...", "--seed", "7"]
