@@ -214,9 +214,6 @@ def _advise(args: argparse.Namespace) -> int:
     from infra.lab.preflight import cluster_data
     from infra.plan import load_stack
 
-    if args.ttft_p99_max is not None and args.goal != "requests-per-s":
-        raise UserError("--ttft-p99-max bounds the requests/s goal: add --goal requests-per-s (the TTFT p50 goal "
-                        "already ranks by latency)")
     if args.force and not args.write:
         raise UserError("--force replaces the file --write names: add --write Pulumi.NAME.yaml, or drop --force")
     name = write.stack_name(args.write) if args.write else args.stack
@@ -395,7 +392,8 @@ def parser() -> argparse.ArgumentParser:
     ad.add_argument("--goal", choices=["requests-per-s", "ttft-p50"],  # search.GOALS
                     default="ttft-p50", help="rank by the lowest TTFT p50 (default) or the highest requests/s")
     ad.add_argument("--ttft-p99-max", type=_positive_ms, metavar="MS",
-                    help="with --goal requests-per-s: drop layouts whose TTFT p99 goes over MS milliseconds")
+                    help="with either goal: rank only layouts whose predicted TTFT p99 stays within MS "
+                    "milliseconds at every point (those over it are listed apart, unranked)")
     ad.add_argument("--top", type=_positive_int, default=3, help="layouts shown (default 3)")
     ad.add_argument("--write", metavar="Pulumi.NAME.yaml", help="write the recommended layout as stack NAME's file")
     ad.add_argument("--force", action="store_true", help="with --write: replace the file if it exists")

@@ -5,7 +5,8 @@ the command line, its `workload` and `benchmark`), loaded and sized as `pulumi u
 preflighted against the cluster: a refused candidate keeps the first reason. Accepted ones are
 predicted in two passes (docs/advise.md): a screening pass of one simulated run per workload
 point for every candidate, then the predictor's full estimate (as `dynamo-lab predict` makes it)
-for the best REFINED_PER_FAMILY of each family; the ranking is over the refined candidates.
+for the best REFINED_PER_FAMILY of each family; the ranking is over the refined candidates whose
+TTFT p99 stays within the goal's bound, and those over it are kept apart, unranked.
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ GOALS = {"ttft-p50": "lowest TTFT p50", "requests-per-s": "highest requests/s"}
 @dataclass(frozen=True)
 class Goal:
     name: str  # a key of GOALS
-    ttft_p99_max_ms: Optional[float] = None  # requests-per-s only: every point's TTFT p99 at most this
+    # Either goal: every point's TTFT p99 at most this. A tail bound is not the median the TTFT p50
+    # goal ranks by: a layout can have the lowest p50 and a long tail.
+    ttft_p99_max_ms: Optional[float] = None
 
     @property
     def metric(self) -> str:
@@ -268,7 +271,8 @@ class Advice:
     goal: Goal
     uncertainty: Uncertainty
     candidates: list[Candidate]
-    ranked: list[Candidate]  # refined, best first; over the goal's bound last
+    ranked: list[Candidate]  # refined within the goal's bound, best first
+    over: list[Candidate]  # refined over the goal's TTFT p99 bound, not ranked: the least over first
     families: list[Family]
     full: tuple[int, int]  # simulated graphs and runs per point of the refined candidates
     refined_per_family: int
@@ -276,7 +280,7 @@ class Advice:
 
     @property
     def winner(self) -> Optional[Candidate]:
-        return self.ranked[0] if self.ranked and not self.ranked[0].over_bound else None
+        return self.ranked[0] if self.ranked else None
 
     def relative_gap(self, a: Candidate, b: Candidate) -> float:
         """How much worse b is than a on the goal's metric, as a fraction of a."""
@@ -286,12 +290,11 @@ class Advice:
     def close_call(self) -> Optional[tuple[Candidate, float, float]]:
         """The runner-up, its gap and the threshold, when the best two are within the predictor's
         held-out median error of the goal's metric."""
-        within = [c for c in self.ranked if not c.over_bound]
-        if len(within) < 2:
+        if len(self.ranked) < 2:
             return None
-        gap = self.relative_gap(within[0], within[1])
+        gap = self.relative_gap(self.ranked[0], self.ranked[1])
         threshold = self.uncertainty.metrics[self.goal.metric].holdout_median
-        return (within[1], gap, threshold) if gap < threshold else None
+        return (self.ranked[1], gap, threshold) if gap < threshold else None
 
 
 FLAGS = ("--input-tokens is workload.inputTokens, --prefix-tokens workload.prefixTokens, --output-tokens "
@@ -362,6 +365,7 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
             c.status = REFINED
             _predict(c, workload, goal, lab, *full)
         fam.refined = sorted(screened[:refined_per_family], key=order)
-    ranked = sorted((c for c in found if c.status == REFINED), key=order)
-    return Advice(stack_name, base_name, data.source, nodes, left_out, workload, goal, uncertainty, found, ranked,
+    refined = sorted((c for c in found if c.status == REFINED), key=order)
+    return Advice(stack_name, base_name, data.source, nodes, left_out, workload, goal, uncertainty, found,
+                  [c for c in refined if not c.over_bound], [c for c in refined if c.over_bound],
                   list(families.values()), full, refined_per_family, time.monotonic() - started)

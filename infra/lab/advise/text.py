@@ -120,18 +120,17 @@ def _family(a: Advice, fam: Family) -> str:
         because = (f" All for the base stack's `{setting}`, not their workers: advise from a base without it to "
                    "compare this family" if setting else "")
         return f"{head}. Dropped: none of its layouts passes the sizing and preflight.{because}"
-    rank = a.ranked.index(best) + 1
     winner = a.winner
     if best.over_bound:
-        verdict = (f"dropped: its TTFT p99 reaches {best.worst_p99_ms:,.0f} ms, over the bound of "
+        verdict = (f"dropped, not ranked: its TTFT p99 reaches {best.worst_p99_ms:,.0f} ms, over the bound of "
                    f"{a.goal.ttft_p99_max_ms:,.0f} ms")
     elif best is winner:
         verdict = "kept: the recommendation"
     else:
         close = a.close_call
         within = close is not None and close[0] is best
-        verdict = (f"{'kept, too close to call with the recommendation' if within else 'dropped'} (rank {rank}): "
-                   f"{_gap(a, winner, best)}")
+        verdict = (f"{'kept, too close to call with the recommendation' if within else 'dropped'} "
+                   f"(rank {a.ranked.index(best) + 1}): {_gap(a, winner, best)}")
     return f"{head}. Best: {best.layout.label} ({_figures(best)}); {verdict}. Why: {_why(best, winner)}."
 
 
@@ -148,6 +147,7 @@ def text(a: Advice, top: int = 3) -> str:
     counts = {s: sum(c.status == s for c in a.candidates) for s in (REFUSED_CONFIG, REFUSED_PREFLIGHT)}
     accepted = len(a.candidates) - sum(counts.values())
     bounds = ", ".join(f"{n.gpu_class} 1-{n.searched}" for n in a.nodes)
+    runs = a.full[0] * a.full[1]
     lines = [ESTIMATE, "",
              f"Cluster: {a.source}: " + ", ".join(f"{n.gpu_class} on node {n.node} ({n.units} GPU units)"
                                                   for n in a.nodes)]
@@ -160,21 +160,23 @@ def text(a: Advice, top: int = 3) -> str:
               f"the GPU units its node advertises, at most {MAX_REPLICAS_PER_CLASS}): {counts[REFUSED_CONFIG]} refused "
               f"by the sizing, {counts[REFUSED_PREFLIGHT]} by preflight; {accepted} screened with one simulated run "
               f"per point, and the best {a.refined_per_family} of each family predicted in full "
-              f"({a.full[0] * a.full[1]} runs per point): {len(a.ranked)}. "
+              f"({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
               f"{a.seconds:.0f} s.", ""]
-    if not a.ranked:
+    if not a.ranked and not a.over:
         lines.append("No layout passes the sizing and preflight on this cluster: the families below say why.")
     else:
-        shown = a.ranked[:top]
-        body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
-                 f"{c.mean('requests_per_s'):.1f}",
-                 _binds(c) + ("; over the p99 bound" if c.over_bound else "")]
-                for i, c in enumerate(shown)]
-        mean = " (geometric means over the points)" if len(a.workload.points) > 1 else ""
-        lines += [f"Top {len(shown)}, estimates{mean}:",
-                  text_table(["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"], body), ""]
-        if len(a.workload.points) > 1:
-            lines += _by_point(a, shown)
+        if a.ranked:
+            shown = a.ranked[:top]
+            body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
+                     f"{c.mean('requests_per_s'):.1f}", _binds(c)] for i, c in enumerate(shown)]
+            mean = " (geometric means over the points)" if len(a.workload.points) > 1 else ""
+            within = " within the TTFT p99 bound" if a.goal.ttft_p99_max_ms is not None else ""
+            lines += [f"Top {len(shown)}{within}, estimates{mean}:",
+                      text_table(["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"], body), ""]
+            if len(a.workload.points) > 1:
+                lines += _by_point(a, shown)
+        if a.over:
+            lines += [_over_bound(a, top), ""]
         lines.append(_verdict(a))
         for fam in a.families:
             if (setting := base_setting(fam)) is not None:
@@ -183,6 +185,15 @@ def text(a: Advice, top: int = 3) -> str:
     lines += [""] + _uncertainty(a) + ["", "Families, each by its best layout:"]
     lines += [f"- {_family(a, fam)}" for fam in a.families]
     return "\n".join(lines)
+
+
+def _over_bound(a: Advice, top: int) -> str:
+    """The layouts predicted in full whose TTFT p99 goes over the bound: apart from the ranking."""
+    over = a.over
+    listed = "; ".join(f"{c.layout.label} (TTFT p99 up to {c.worst_p99_ms:,.0f} ms)" for c in over[:top])
+    more = f"; and {len(over) - top} more (--json lists them)" if len(over) > top else ""
+    return (f"Over the TTFT p99 bound of {a.goal.ttft_p99_max_ms:,.0f} ms, not ranked: {len(over)} of the "
+            f"{len(a.ranked) + len(over)} predicted in full, the least over first: {listed}{more}.")
 
 
 def _by_point(a: Advice, shown: list[Candidate]) -> list[str]:
@@ -201,13 +212,13 @@ def _by_point(a: Advice, shown: list[Candidate]) -> list[str]:
 def _verdict(a: Advice) -> str:
     w = a.winner
     if w is None:
-        return (f"No recommendation: every layout's predicted TTFT p99 goes over {a.goal.ttft_p99_max_ms:,.0f} ms "
-                "at some point; the least over is shown first. Raise --ttft-p99-max, or lower the concurrency.")
+        return (f"No recommendation: every layout predicted in full has a TTFT p99 over "
+                f"{a.goal.ttft_p99_max_ms:,.0f} ms at some point. Raise --ttft-p99-max, or lower the concurrency.")
     close = a.close_call
     if close:
         other, gap, threshold = close
         kind = w.layout.kind
-        rival = next((c for c in a.ranked if c.layout.kind != kind and not c.over_bound), None)
+        rival = next((c for c in a.ranked if c.layout.kind != kind), None)
         apart = ""
         if other.layout.kind == kind and rival is not None and a.relative_gap(w, rival) >= threshold:
             apart = (f" Both are {KINDS[kind]} layouts: the best of another kind, "
@@ -215,7 +226,7 @@ def _verdict(a: Advice) -> str:
         return (f"Too close to call: {w.layout.label} and {other.layout.label} differ by {_percent(gap)} on "
                 f"{LABELS[a.goal.metric]}, within the predictor's held-out median error of {threshold:.0%}. Either "
                 f"may be the better one on the cluster: measure both (docs/benchmark.md).{apart}")
-    runner = next((c for c in a.ranked[1:] if not c.over_bound), None)
+    runner = a.ranked[1] if len(a.ranked) > 1 else None
     beyond = (f", {a.relative_gap(w, runner):.0%} better on {LABELS[a.goal.metric]} than the runner-up "
               f"({runner.layout.label}), beyond the predictor's held-out median error of "
               f"{a.uncertainty.metrics[a.goal.metric].holdout_median:.0%}") if runner else ""
@@ -249,6 +260,7 @@ def to_json(a: Advice) -> str:
         "too_close_to_call": None if close is None else {"with": close[0].layout.label, "gap": close[1],
                                                          "threshold": close[2]},
         "ranked": [c.layout.label for c in a.ranked],
+        "over_bound": [c.layout.label for c in a.over],
         "families": [{"name": f.name, "looked_at": f.looked_at, "refused_by_sizing": len(f.refused_config),
                       "refused_by_preflight": len(f.refused_preflight),
                       "best": f.best.layout.label if f.best else None} for f in a.families],

@@ -148,7 +148,8 @@ def test_the_best_two_are_too_close_to_call_within_the_held_out_median_error(goa
     from tests.lab.advise.common import FIXED
 
     ranked = [_fake("a", first), _fake("b", second)]
-    a = search.Advice("s", "s", "x", [], [], point(2, 4), search.Goal(goal), FIXED, ranked, ranked, [], (1, 1), 2, 0.0)
+    a = search.Advice("s", "s", "x", [], [], point(2, 4), search.Goal(goal), FIXED, ranked, ranked, [], [], (1, 1), 2,
+                      0.0)
     assert (a.close_call is not None) == close
 
 
@@ -246,7 +247,6 @@ def test_write_refuses_a_directory_it_cannot_write_in_with_one_line_and_writes_n
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["--ttft-p99-max", "500"], "--ttft-p99-max bounds the requests/s goal: add --goal requests-per-s"),
     (["--write", "advised.yaml"], "name it Pulumi.<stack>.yaml"),
     (["--force"], "--force replaces the file --write names"),
     (["--write", "Pulumi.cross-server.yaml"], "the file exists and is left as it is"),
@@ -346,10 +346,13 @@ def test_an_error_table_without_held_out_cells_is_refused_with_the_reason():
 
 def test_when_every_layout_is_over_the_p99_bound_none_is_recommended_and_the_least_over_comes_first():
     a = advise(data=small_lab(), workload=point(2, 4), goal=search.Goal("requests-per-s", 1.0))
-    assert a.winner is None and a.ranked and all(c.over_bound for c in a.ranked)
-    worst = [c.worst_p99_ms for c in a.ranked]
+    assert a.winner is None and a.ranked == [] and a.over and all(c.over_bound for c in a.over)
+    worst = [c.worst_p99_ms for c in a.over]
     assert worst == sorted(worst)
-    assert "No recommendation: every layout's predicted TTFT p99 goes over 1 ms" in text.text(a)
+    words = text.text(a)
+    assert "No recommendation: every layout predicted in full has a TTFT p99 over 1 ms" in words
+    assert "Top " not in words  # nothing is ranked
+    assert f"Over the TTFT p99 bound of 1 ms, not ranked: {len(a.over)} of the {len(a.over)} predicted in full" in words
 
 
 def test_a_search_larger_than_the_bound_is_refused_before_anything_is_predicted():
@@ -385,3 +388,31 @@ def test_with_no_shared_prefix_each_concurrency_is_one_point_and_the_output_says
     at = words.splitlines().index("TTFT p50 ms at each point (concurrency; no shared prefix), estimates:")
     assert words.splitlines()[at + 1].split() == ["rank", "2", "4"]
     assert "prefix types 1" not in words
+
+
+def test_layouts_over_the_p99_bound_are_listed_apart_from_the_ranking_with_either_goal():
+    # The TTFT p50 goal with a tail bound: separated layouts' first tokens wait for a KV transfer
+    # (over 300 ms of p99 here), aggregated ones' do not (under 100 ms).
+    a = advise(data=small_lab(), workload=point(2, 4), goal=search.Goal("ttft-p50", 200))
+    assert a.ranked and a.over
+    assert all(c.worst_p99_ms <= 200 for c in a.ranked) and all(c.worst_p99_ms > 200 for c in a.over)
+    assert a.winner is a.ranked[0]  # exit 0: a layout within the bound is recommended
+    lines = text.text(a).splitlines()
+    top = lines.index("Top 2 within the TTFT p99 bound, estimates:")
+    table = lines[top + 1:lines.index("", top)]
+    assert [row.split("  ")[0] for row in table[2:]] == ["1", "2"]
+    assert not any(c.layout.label in row for c in a.over for row in table)
+    apart = next(ln for ln in lines if ln.startswith("Over the TTFT p99 bound of 200 ms, not ranked: "))
+    assert f"{len(a.over)} of the {len(a.ranked) + len(a.over)} predicted in full" in apart
+    assert f"{a.over[0].layout.label} (TTFT p99 up to {a.over[0].worst_p99_ms:,.0f} ms)" in apart
+    over_family = next(ln for ln in lines if ln.startswith(f"- {ONE_NODE_24}"))
+    assert "dropped, not ranked: its TTFT p99 reaches" in over_family and "(rank" not in over_family
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["ranked"] == [c.layout.label for c in a.ranked]
+    assert as_json["over_bound"] == [c.layout.label for c in a.over]
+
+
+def test_the_p99_bound_is_taken_with_the_default_goal(tmp_path):
+    # Past the arguments to reading the cluster: --ttft-p99-max needs no --goal requests-per-s.
+    result = run_cli("advise", "kv-routing", "--from", str(tmp_path / "none.json"), "--ttft-p99-max", "300")
+    assert result.returncode == 2 and result.stderr.startswith(f"error: cannot read {tmp_path / 'none.json'}")
