@@ -13,7 +13,8 @@ abbreviations.
 
 Whose code runs, step by step (the steps a worker takes before it serves, in its order):
   1. Dynamo: `dynamo.vllm.args.parse_args(argv)`, the worker's own parser (Dynamo's flags and vLLM's
-     `AsyncEngineArgs`); its `.engine_args`.
+     `AsyncEngineArgs`), as its two steps: `_parse_cli_args` (vLLM's namespace: what the parsers
+     read, all `parse_only` needs) and `_build_config` (its `.engine_args`, what the engine runs with).
   2. vLLM: `engine_args.create_engine_config(UsageContext.OPENAI_API_SERVER)`, as dynamo/vllm/main.py
      calls it, then Dynamo's `disable_hybrid_kv_cache_manager_for_incompatible_pd_connector`, as
      main.py does next. VLLM_TARGET_DEVICE=cpu: with no GPU, vLLM takes its CPU platform (otherwise
@@ -65,7 +66,14 @@ def _message(exc: BaseException) -> str:
 EFFECTIVE = ("model", "revision", "tokenizer_revision", "code_revision", "max_model_len", "block_size",
              "kv_cache_memory_bytes", "gpu_memory_utilization", "num_gpu_blocks_override", "kv_cache_dtype",
              "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "download_dir", "hf_overrides",
-             "kv_transfer_config", "kv_events_config")
+             "kv_transfer_config", "kv_events_config",
+             # what the weights and the KV take per value, where the weights are, and a second model
+             "dtype", "quantization", "quantization_config", "hf_config_path", "cpu_offload_gb",
+             "cpu_offload_params", "offload_backend", "offload_group_size", "offload_num_in_group",
+             "offload_prefetch_step", "offload_params", "kv_offloading_size", "kv_offloading_backend",
+             "speculative_config", "spec_method", "spec_model", "spec_tokens", "enable_lora",
+             "enable_prefix_caching", "data_parallel_size_local", "prefill_context_parallel_size",
+             "decode_context_parallel_size", "nnodes")
 
 
 def _plain(value: Any) -> Any:
@@ -74,6 +82,8 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sorted(_plain(v) for v in value) if isinstance(value, (set, frozenset)) else [_plain(v) for v in value]
     try:
         import dataclasses
         if dataclasses.is_dataclass(value):
@@ -105,7 +115,7 @@ def options() -> dict[str, Any]:
 
 
 def check(argv: list[str], parse_only: bool = False) -> dict[str, Any]:
-    from dynamo.vllm.args import parse_args
+    from dynamo.vllm.args import _build_config, _parse_cli_args
     from dynamo.vllm.kv_connector_protocols import (
         disable_hybrid_kv_cache_manager_for_incompatible_pd_connector,
         make_kv_connector_protocol,
@@ -127,27 +137,38 @@ def check(argv: list[str], parse_only: bool = False) -> dict[str, Any]:
         out.update(stage=stage, error=(detail or _message(exc)).strip())
         return out
 
-    # 1. Dynamo's parser. argparse reports a bad flag on stderr and exits: keep what it said.
+    # 1. Dynamo's parser: `parse_args` is `_build_config(*_parse_cli_args(argv))`, the two taken
+    # apart so that what the parsers read (vLLM's namespace) is reported even where the config's
+    # validation would refuse it. argparse reports a bad flag on stderr and exits: keep what it said.
     os.environ.pop("VLLM_NIXL_SIDE_CHANNEL_HOST", None)
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            config = parse_args(argv)
+            dynamo_config, vllm_args = _parse_cli_args(argv)
     except SystemExit as exc:
         lines = said.getvalue().strip().splitlines()
-        return refused("dynamo.vllm.args.parse_args", exc, lines[-1] if lines else f"exit {exc.code}")
+        return refused("dynamo.vllm.args._parse_cli_args", exc, lines[-1] if lines else f"exit {exc.code}")
     except Exception as exc:
-        return refused("dynamo.vllm.args.parse_args", exc)
+        return refused("dynamo.vllm.args._parse_cli_args", exc)
+    out["parsed"] = {name: _plain(getattr(vllm_args, name)) for name in EFFECTIVE}
+    out["parsed"]["hf_token_given"] = vllm_args.hf_token is not None
+    mode = getattr(dynamo_config, "disaggregation_mode", None)
+    out["parsed"]["disaggregation_mode"] = getattr(mode, "value", None if mode is None else str(mode))
+    if parse_only:
+        out["ok"] = True
+        return out
+    try:
+        config = _build_config(dynamo_config, vllm_args)
+    except Exception as exc:
+        return refused("dynamo.vllm.args._build_config", exc)
     engine_args = config.engine_args
-    out["parsed"] = {name: _plain(getattr(engine_args, name)) for name in EFFECTIVE}
+    # What the engine runs with: the engine arguments after Dynamo's own updates to them.
+    out["parsed"].update({name: _plain(getattr(engine_args, name)) for name in EFFECTIVE if hasattr(engine_args, name)})
     out["parsed"]["hf_token_given"] = engine_args.hf_token is not None
     mode = getattr(config, "disaggregation_mode", None)
     out["parsed"]["disaggregation_mode"] = getattr(mode, "value", None if mode is None else str(mode))
     # Dynamo sets the NIXL side-channel host only for the literal NixlConnector (dynamo/vllm/args.py).
     out["nixl_side_channel_host_set"] = "VLLM_NIXL_SIDE_CHANNEL_HOST" in os.environ
-    if parse_only:
-        out["ok"] = True
-        return out
 
     # 2. vLLM's engine config, as Dynamo's worker builds it.
     try:
@@ -164,6 +185,7 @@ def check(argv: list[str], parse_only: bool = False) -> dict[str, Any]:
         cache.block_size = Platform._preferred_block_size_for_backends(
             [FlashAttentionBackend], CacheConfig.DEFAULT_BLOCK_SIZE, vllm_config)
     out.update(max_model_len=model.max_model_len, block_size=cache.block_size,
+               prefix_caching=cache.enable_prefix_caching,
                block_size_given=bool(cache.user_specified_block_size), pool_bytes=cache.kv_cache_memory_bytes,
                connector=kv.kv_connector if kv else None, kv_role=kv.kv_role if kv else None,
                kv_buffer_device=kv.kv_buffer_device if kv else None)

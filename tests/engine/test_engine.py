@@ -34,7 +34,7 @@ from infra.errors import ConfigError
 from infra.manifests.graph import KV_ROLE, deployment
 from tests.engine import model
 from tests.helpers import STACKS, everything_on, main_container, sized, unavailable
-from tests.infra.config.test_engine_flags import SPELLINGS
+from tests.infra.config.test_engine_flags import PASS_THROUGH, SPELLINGS
 
 pytestmark = pytest.mark.engine
 
@@ -135,9 +135,28 @@ BITE_STACK, BITE_GROUP = "cross-server", "prefill"
 OVERRIDE_STACK, OVERRIDE_GROUP = "cross-server", "prefill"
 ALLOWED_CONTEXTS = [["--max-model-len", "4096"], ["--max_model_len", "4096"], ["--max-model-len=4k"],
                     ["--max-model", "4096"], ["--max_model=2.5k"],
-                    ["--max-model-len", "8192", "--enforce-eager", "--max_model_len", "4096"]]
+                    ["--max-model-len", "8192", "--enforce-eager", "--max_model_len", "4096"],
+                    # whitespace argparse keeps and vLLM's human_readable_int strips
+                    ["--max-model-len= 4096"], ["--max_model_len=4096 "], ["--max-model-len", " 4096"]]
 REFUSED = {f"override/refused/{flag}/{i}": (flag, args) for flag, spellings in SPELLINGS.items()
            for i, args in enumerate(spellings)}
+# Flags the fast tier lets through: rendered by the project, read by the real parsers, and every
+# managed setting must still be the sizing's.
+ACCEPTED = {f"override/accepted/{i}": args for i, args in enumerate(PASS_THROUGH)}
+# The setting each refused flag would change, as `effective` names it (the flag's own dest otherwise).
+FIELD = {"--hf-token": "hf_token_given", "--kv-transfer-config": "kv_transfer", "--kv-events-config": "kv_events",
+         "--no-enable-prefix-caching": "enable_prefix_caching", "--config": None}
+# Refused spellings the parsers do not take at all, so the worker exits at start rather than run
+# with a changed setting: the check refuses them as much as it refuses what they resemble.
+EXITS = {
+    ("--config", "flags.yaml"): "FlexibleArgumentParser reads the file, which is not there",
+    ("--disaggregation_mode=agg",): "Dynamo's parser takes its flags by their exact names only",
+    ("-t=2",): "argparse up to CPython 3.13.0 matches `-t=2` to no option",
+    ("--mod", "other/model"): "a prefix of several of vLLM's options, which argparse calls ambiguous",
+    ("--kv_transfer_config.kv_connector=NixlPushConnector",): "the dotted key replaces the whole JSON, which "
+                                                                "vLLM's KVTransferConfig then refuses",
+    ("--dtype= float32",): "argparse checks a choice against the value as typed, space and all",
+}
 
 
 @dataclass
@@ -195,8 +214,10 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
         make_edit = VARIANTS[variant]
         cfg, sizing = sized(stack, make_edit(stack) if make_edit else None)
         sized_for.update({f"{stack}/{variant}/{g.name}": (cfg, g, sizing.group(g.name)) for g in cfg.workers})
-    for i, args in enumerate(ALLOWED_CONTEXTS):
-        key = f"override/allowed/{i}"
+    # The override group with its own flags, rendered by the project: a context (checked in full)
+    # and the flags let through (their parse only).
+    overrides = {**{f"override/allowed/{i}": args for i, args in enumerate(ALLOWED_CONTEXTS)}, **ACCEPTED}
+    for key, args in overrides.items():
         try:
             edit = _extra(OVERRIDE_GROUP, args)
             workers[key] = render(OVERRIDE_STACK, edit, model_dir)[OVERRIDE_GROUP]
@@ -206,6 +227,7 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
         except ConfigError as exc:
             render_errors[(OVERRIDE_STACK, key)] = str(exc)
     parse_only = {key: base + args for key, (_, args) in REFUSED.items()}
+    parse_only.update({key: workers.pop(key) for key in ACCEPTED if key in workers})
     request_file, report_file = work / "request.json", work / "report.json"
     request_file.write_text(json.dumps({"workers": [{"id": k, "argv": v} for k, v in {**workers, **probes}.items()]
                                         + [{"id": k, "argv": v, "parse_only": True} for k, v in parse_only.items()]}))
@@ -216,7 +238,11 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
     run = EngineRun(report["versions"], {w["id"]: w for w in report["workers"]}, render_errors, probes,
                     report["options"], sized_for, str(model_dir))
     engine_summary.append(" ".join(f"{k} {v}" for k, v in run.versions.items()))
-    engine_summary.extend(describe(k, r) for k, r in run.results.items() if not k.startswith("override/refused/"))
+    engine_summary.extend(describe(k, r) for k, r in run.results.items()
+                          if not k.startswith(("override/refused/", "override/accepted/")))
+    same = "every managed setting the sizing's"
+    engine_summary.extend(f"{k}: {' '.join(ACCEPTED[k])}: {_off_sizing(run, k) or same}"
+                          for k in ACCEPTED if k in run.results)
     engine_summary.extend(f"{k}: {' '.join(REFUSED[k][1])}: {_changed(run, k) or 'changed nothing'}"
                           for k in REFUSED)
     engine_summary.extend(f"{s}/{v}: the project refused it: {e}" for (s, v), e in render_errors.items())
@@ -235,8 +261,14 @@ def _transfer(kv: Optional[dict[str, Any]]) -> Optional[tuple[Any, Any, Any]]:
 
 
 def effective(parsed: dict[str, Any]) -> dict[str, Any]:
-    """What the parsers took for each setting dynamo-lab manages, KV configs reduced to what it sets."""
+    """What the parsers took for each setting dynamo-lab manages, KV configs reduced to what it sets;
+    prefix caching and LoRA as on or off (vLLM's namespace leaves None for its default, which for
+    prefix caching the engine's own config resolves to on: `prefix_caching` in the full check)."""
     out = {k: v for k, v in parsed.items() if k not in ("kv_transfer_config", "kv_events_config")}
+    if "enable_prefix_caching" in parsed:
+        out["enable_prefix_caching"] = parsed["enable_prefix_caching"] is not False
+    if "enable_lora" in parsed:
+        out["enable_lora"] = bool(parsed["enable_lora"])
     out["kv_transfer"] = _transfer(parsed["kv_transfer_config"])
     events = parsed["kv_events_config"]
     out["kv_events"] = None if events is None else (events.get("publisher"), events.get("endpoint"),
@@ -254,6 +286,14 @@ def assumed(cfg: Any, group: Any, sizing: Any, model_dir: str) -> dict[str, Any]
             "gpu_memory_utilization": float(f"{sizing.gpu_memory_utilization:.2f}"), "num_gpu_blocks_override": None,
             "kv_cache_dtype": "auto", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
             "data_parallel_size": 1, "download_dir": None, "hf_overrides": {}, "hf_token_given": False,
+            # the checkpoint's own dtype, every weight on the GPU, one model, its prefix cache on
+            "dtype": "auto", "quantization": None, "quantization_config": None, "hf_config_path": None,
+            "cpu_offload_gb": 0, "cpu_offload_params": [], "offload_backend": "auto", "offload_group_size": 0,
+            "offload_num_in_group": 1, "offload_prefetch_step": 1, "offload_params": [],
+            "kv_offloading_size": None, "kv_offloading_backend": "native", "speculative_config": None,
+            "spec_method": None, "spec_model": None, "spec_tokens": None, "enable_lora": False,
+            "enable_prefix_caching": True, "data_parallel_size_local": None, "prefill_context_parallel_size": 1,
+            "decode_context_parallel_size": 1, "nnodes": 1,
             "disaggregation_mode": group.role,
             "kv_transfer": None if group.role == "agg" else (kv.connector, KV_ROLE[group.role], kv.buffer_device),
             "kv_events": (KV_EVENTS_CONFIG["publisher"], KV_EVENTS_CONFIG["endpoint"], True) if events else None}
@@ -267,6 +307,15 @@ def _changed(run: EngineRun, key: str) -> str:
         return f"the worker would not start: {r['error']}"
     mine, theirs = effective(r["parsed"]), effective(base["parsed"])
     return ", ".join(f"{k} {theirs[k]!r} -> {v!r}" for k, v in mine.items() if v != theirs[k])
+
+
+def _off_sizing(run: EngineRun, key: str) -> str:
+    """The managed settings a checked worker's parsers took other than its sizing assumed ("" if none)."""
+    r = run.results[key]
+    if not r["ok"]:
+        return f"REFUSED by {r['stage']}: {r['error']}"
+    got, want = effective(r["parsed"]), assumed(*run.sized[key], run.model_dir)
+    return ", ".join(f"{k} {want[k]!r} -> {got.get(k)!r}" for k in want if got.get(k) != want[k])
 
 
 def describe(worker_id: str, r: dict[str, Any]) -> str:
@@ -290,6 +339,8 @@ def test_every_worker_passes_dynamo_s_parser_and_vllm_s_kv_check(engine, stack, 
     assert mine, "no workers rendered"
     refused = [describe(k, r) for k, r in mine.items() if not r["ok"]]
     assert refused == [], "\n".join(refused)
+    # The sizing's warm transfers rest on the prefix cache: vLLM's own config has it on.
+    assert {k: r["prefix_caching"] for k, r in mine.items()} == {k: True for k in mine}
     # The sizing rests on 16-token blocks: the render must say so, not leave it to the GPU's backend.
     assert {k: (r["block_size"], r["block_size_given"]) for k, r in mine.items()} == {k: (16, True) for k in mine}
 
@@ -359,8 +410,24 @@ def test_a_refused_spelling_is_refused_at_preview_and_would_have_changed_the_wor
     flag, args = REFUSED[key]
     with pytest.raises(ConfigError, match=f"sets {flag}, "):
         sized(OVERRIDE_STACK, _extra(OVERRIDE_GROUP, args))
-    # By the real parsers: the spelling changes a managed setting, or the worker exits at start.
-    assert _changed(engine, key), f"{' '.join(args)} changes nothing in vLLM's or Dynamo's reading"
+    # By the real parsers: the setting the flag names takes another value than the worker's own,
+    # or, for the spellings EXITS names, the parsers refuse the command and the worker exits.
+    r, base = engine.results[key], engine.results[f"{OVERRIDE_STACK}/shipped/{OVERRIDE_GROUP}"]
+    if tuple(args) in EXITS:
+        assert not r["ok"], f"{' '.join(args)}: the parsers took it: {_changed(engine, key)}"
+        return
+    assert r["ok"], f"{' '.join(args)}: {_changed(engine, key)}"
+    name = FIELD.get(flag, flag.lstrip("-").replace("-", "_"))
+    mine, theirs = effective(r["parsed"]), effective(base["parsed"])
+    assert mine[name] != theirs[name], f"{' '.join(args)} leaves {name} {theirs[name]!r}: {_changed(engine, key)}"
+
+
+@pytest.mark.parametrize("key", list(ACCEPTED), ids=[" ".join(a) for a in ACCEPTED.values()])
+def test_a_flag_let_through_leaves_every_managed_setting_the_sizing_s(engine, key):
+    assert (OVERRIDE_STACK, key) not in engine.render_errors, engine.render_errors.get((OVERRIDE_STACK, key))
+    r = engine.results[key]
+    assert r["ok"], describe(key, r)
+    assert _off_sizing(engine, key) == ""
 
 
 def test_the_normalization_rests_on_the_parsers_as_they_are(engine):
@@ -371,6 +438,8 @@ def test_the_normalization_rests_on_the_parsers_as_they_are(engine):
     assert engine.options["vllm_allow_abbrev"] is True
     managed = {o for m in engine_flags.MANAGED for o in m.options}
     assert managed - real == {"--config"}
-    within = {r for r in real for m in managed
-              if m != r and m.startswith(r) and r.startswith("--") == m.startswith("--")}
+    within = {r for r in real - managed for m in managed
+              if m.startswith(r) and r.startswith("--") == m.startswith("--")}
     assert within == set(engine_flags.OPTIONS_WITHIN_MANAGED)
+    # argparse takes a two-character option with its value attached (`-qfp8`, `-q fp8`).
+    assert {o for o in engine.options["vllm"] if len(o) == 2 and o[1] != "-"} == set(engine_flags.SHORT_OPTIONS)
