@@ -92,8 +92,8 @@ def read_stack_file(source: Path) -> dict:
     except mockrun.StackFileError as exc:
         why = str(exc).removeprefix(f"{source.name}: ")
         raise LocalError(f"{source.name} cannot be read as a stack file ({why})") from None
-    if not isinstance(doc, dict):
-        raise LocalError(f"{source.name} is not a stack file: Pulumi writes a YAML map with `config:`")
+    if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
+        raise LocalError(f"{source.name} is not a stack file: Pulumi writes a YAML map with `config:`, a map of keys")
     return doc
 
 

@@ -171,6 +171,9 @@ def test_a_stack_file_that_is_no_yaml_map_is_one_line(tmp_path):
     bad.write_text("- a\n- b\n")
     with pytest.raises(local.LocalError, match=r"^Pulumi.x.yaml is not a stack file"):
         local.read_stack_file(bad)
+    bad.write_text("config: [a, b]\n")
+    with pytest.raises(local.LocalError, match=r"^Pulumi.x.yaml is not a stack file"):
+        local.read_stack_file(bad)
     bad.write_text("config: [\n")
     with pytest.raises(local.LocalError, match=r"^Pulumi.x.yaml cannot be read as a stack file \([^\n]*\)$"):
         local.read_stack_file(bad)
