@@ -98,11 +98,13 @@ REFUSED = [(flag, args) for flag, spellings in SPELLINGS.items() for args in spe
 
 @pytest.mark.parametrize("flag, args", REFUSED, ids=[" ".join(a) for _, a in REFUSED])
 def test_every_spelling_of_a_managed_flag_is_refused_with_what_it_sets(flag, args):
-    msg = _refusal(["--enforce-eager", *args])
+    # The check the extraArgs validator makes (its file and key before it: the tests above and below).
+    msg = engine_flags.check(["--enforce-eager", *args])
+    assert msg is not None, "let through"
     # As typed up to the option's name, never the value: `=...`, or `...` for one attached (`-qfp8`).
     typed = (args[0][:2] + "..." if args[0][:2] in engine_flags.SHORT_OPTIONS and len(args[0]) > 2
              and args[0][2] != "=" else args[0].split("=", 1)[0] + ("=..." if "=" in args[0] else ""))
-    assert msg.startswith(f"{KEY}{typed!r}"), msg
+    assert msg.startswith(repr(typed)), msg
     assert f"sets {flag}, " in msg, msg
     assert "hf_abc" not in msg, "a token is never shown"
     assert len(msg.splitlines()) == 1
@@ -237,7 +239,11 @@ def test_a_token_written_as_one_element_is_refused_without_showing_it():
 def test_an_element_with_whitespace_is_read_as_the_parser_reads_it(arg, flag):
     (given,) = [g for g in engine_flags.read([arg]) if g.flag is not None]
     assert given.flag.options[0] == flag
-    assert f"sets {flag}, " in _refusal([arg])
+    assert f"sets {flag}, " in engine_flags.check([arg])
+
+
+def test_a_flag_with_whitespace_is_refused_at_preview_naming_the_file_and_key():
+    assert _refusal(["--block-size= 32"]).startswith(f"{KEY}'--block-size=...' sets --block-size, ")
 
 
 @pytest.mark.parametrize("args", [["-r 0"], ["--seed", " 7"], ["--max-num-seqs= 8"]])
