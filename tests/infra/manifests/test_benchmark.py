@@ -45,7 +45,8 @@ def test_benchmark_job_renders_for_every_stack(stack):
     assert plan["prefix_tokens"] + plan["unique_tokens"] == 2371
     name = job["metadata"]["name"]
     assert run.outputs["benchJob"] == name
-    assert run.outputs["benchLogs"] == f"kubectl logs -n dynamo-lab-{stack} job/{name} | grep '^{{'"
+    assert run.outputs["benchLogs"] == (
+        f"kubectl --context dynamo-lab logs -n dynamo-lab-{stack} job/{name} | grep '^{{'")
     (dgd,) = run.of_type(DGD)
     (job_reg,) = [r for r in run.of_type(JOB) if r.name == "bench-job"]
     assert dgd.urn in job_reg.dependencies

@@ -60,7 +60,8 @@ def test_default_probe_reads_from_the_decode_side_like_nixl_connector():
     assert _container(target)["resources"]["requests"]["memory"] == "3072Mi"
     assert cm["data"]["kv_probe.py"] == payloads.source("kv_probe.py")
     assert run.outputs["probeLogs"] == (
-        f"kubectl logs -n dynamo-lab-cross-server job/cross-server-kv-probe-initiator-{digest} --tail=1")
+        "kubectl --context dynamo-lab logs -n dynamo-lab-cross-server "
+        f"job/cross-server-kv-probe-initiator-{digest} --tail=1")
 
 
 def test_a_pool_above_the_cap_is_registered_at_the_cap():
