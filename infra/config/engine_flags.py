@@ -46,6 +46,7 @@ from typing import Any, Optional
 # The one managed flag extraArgs may set: a group's own context length, checked like
 # workload.maxModelLen (config.checks) and written by dynamo-lab in its place.
 CONTEXT_FLAG = "--max-model-len"
+CONFIG_FILE_FLAG = "--config"
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,11 @@ MANAGED = (
     Managed(("--prefill-context-parallel-size", "-pcp"), _REPLICAS),
     Managed(("--decode-context-parallel-size", "-dcp"), _REPLICAS),
     Managed(("--nnodes", "-n"), _REPLICAS),
-    # vLLM reads more flags from the file, which nothing here can see.
-    Managed(("--config",), "Write the flags in extraArgs instead, where they are checked",
+    # vLLM reads more flags from the file, which nothing here can see. Only an element that is exactly
+    # `--config` (FlexibleArgumentParser.parse_args: `"--config" in args`, before anything else);
+    # argparse knows no `--config`, so `--config=F`, `--conf F` and a dotted `--config.x` are its
+    # `--config-format`, which is no figure of the sizing's.
+    Managed((CONFIG_FILE_FLAG,), "Write the flags in extraArgs instead, where they are checked",
             "which reads more flags from a file no check here can see"),
     Managed((CONTEXT_FLAG,), "Write it as a token count"),
 )
@@ -151,7 +155,8 @@ OPTIONS_WITHIN_MANAGED = ("--tokenizer", "-dc")  # -dc: --diffusion-config, not 
 # The parsers' two-character single-dash options (vLLM 0.31.0's; Dynamo's -h exits at once), which
 # argparse takes with their value attached (`-r1`, `-r 1` as one element); checked by the engine tier.
 SHORT_OPTIONS = ("-n", "-q", "-r")
-_KNOWN = set(_BY_OPTION) | set(OPTIONS_WITHIN_MANAGED) | set(SHORT_OPTIONS)
+_MATCHED = tuple(o for o in _BY_OPTION if o != CONFIG_FILE_FLAG)  # what argparse itself may match, in order
+_KNOWN = set(_MATCHED) | set(OPTIONS_WITHIN_MANAGED) | set(SHORT_OPTIONS)
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse's: a value, not a flag (3.12)
 
 
@@ -188,13 +193,14 @@ def _option(arg: str) -> tuple[Optional[str], str, Optional[str]]:
     if eq and head in _KNOWN:
         return head, "", value
     if arg[1] == "-":  # argparse's abbreviations: the part before `=` as a prefix of `--` options
-        matches = [o for o in _BY_OPTION if o.startswith("--") and o.startswith(head)]
+        matches = [o for o in _MATCHED if o.startswith("--") and o.startswith(head)]
         return (matches[0], "abbreviation", value if eq else None) if matches else (None, "", None)
     if arg[:2] in _KNOWN:  # a two-character option with its value attached: `-qfp8`
         return arg[:2], "spelling", arg[2:]
     # The whole element as a prefix of single-dash options (`-t` for `-tp`); and, wider than CPython
     # up to 3.13.0, the part before `=` (`-t=2`), on which those make vLLM exit anyway.
-    matches = [o for o in _BY_OPTION if not o.startswith("--") and (o.startswith(arg) or eq and o.startswith(head))]
+    matches = [o for o in _MATCHED
+               if not o.startswith("--") and (o.startswith(arg) or eq and o.startswith(head))]
     return (matches[0], "abbreviation", value if eq and not matches[0].startswith(arg) else None) if matches \
         else (None, "", None)
 
@@ -241,6 +247,10 @@ def read(args: list[str]) -> list[Given]:
                                explicit if eq else (args[i + 1] if i + 1 < len(args) else None)))
             continue
         if not is_flag(typed):
+            continue
+        if typed == CONFIG_FILE_FLAG:
+            following = args[i + 1] if i + 1 < len(args) else None
+            found.append(Given(typed, typed, _BY_OPTION[typed], "", following))
             continue
         option, how, explicit = _option(arg)
         if option is None and "=" in arg:
@@ -329,7 +339,10 @@ def one_element(arg: str) -> Optional[str]:
     if _secret_word(name):  # never shown: it may be the Hub token
         value, arg = "...", f"{name} ..."
     arg, value = mask_text(arg), mask_text(value)  # nor a secret flag's value further on
-    return (f"{arg!r} is one element, so vLLM would read it as a single unknown argument and exit. "
+    # A `.` before the space: FlexibleArgumentParser takes it for a dotted key named with the space.
+    read_as = ("a dotted key whose name holds the space, not the flag and its value" if _dotted(_normalized(flag))
+               else "a single unknown argument and exit")
+    return (f"{arg!r} is one element, so vLLM would read it as {read_as}. "
             f"Write the flag and its value as two elements ({name!r}, {value!r}), or as {name}={value}")
 
 

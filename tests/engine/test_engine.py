@@ -34,7 +34,7 @@ from infra.errors import ConfigError
 from infra.manifests.graph import KV_ROLE, deployment
 from tests.engine import model
 from tests.helpers import STACKS, everything_on, main_container, sized, unavailable
-from tests.infra.config.test_engine_flags import PASS_THROUGH, SPELLINGS
+from tests.infra.config.test_engine_flags import NOT_THE_CONFIG_FILE, PASS_THROUGH, SPELLINGS
 
 pytestmark = pytest.mark.engine
 
@@ -142,7 +142,7 @@ REFUSED = {f"override/refused/{flag}/{i}": (flag, args) for flag, spellings in S
            for i, args in enumerate(spellings)}
 # Flags the fast tier lets through: rendered by the project, read by the real parsers, and every
 # managed setting must still be the sizing's.
-ACCEPTED = {f"override/accepted/{i}": args for i, args in enumerate(PASS_THROUGH)}
+ACCEPTED = {f"override/accepted/{i}": args for i, args in enumerate(PASS_THROUGH + NOT_THE_CONFIG_FILE)}
 # The setting each refused flag would change, as `effective` names it (the flag's own dest otherwise).
 FIELD = {"--hf-token": "hf_token_given", "--kv-transfer-config": "kv_transfer", "--kv-events-config": "kv_events",
          "--no-enable-prefix-caching": "enable_prefix_caching", "--config": None}

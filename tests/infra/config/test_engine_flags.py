@@ -93,6 +93,9 @@ SPELLINGS = {
     "--download-dir": [["--download-dir", "/tmp/models"], ["--download_dir=/tmp/models"]],
     "--config": [["--config", "flags.yaml"]],
 }
+# What FlexibleArgumentParser pulls from a file is `--config` exactly; argparse knows no --config, so
+# these are its abbreviations of --config-format (no figure of the sizing's), let through.
+NOT_THE_CONFIG_FILE = [["--config=flags.yaml"], ["--conf", "hf"], ["--config.x", "1"]]
 REFUSED = [(flag, args) for flag, spellings in SPELLINGS.items() for args in spellings]
 
 
@@ -176,6 +179,12 @@ def test_flags_dynamo_lab_does_not_manage_pass_through(args):
     assert prefill["podTemplate"]["spec"]["containers"][0]["args"][-len(args):] == args
 
 
+@pytest.mark.parametrize("args", NOT_THE_CONFIG_FILE)
+def test_only_the_exact_config_element_is_the_flags_file(args):
+    assert engine_flags.check(args) is None
+    assert engine_flags.check(["--config", "flags.yaml"]).startswith("'--config' sets --config, ")
+
+
 def test_values_that_look_like_flags_are_values():
     given = engine_flags.read(["--max-model-len", "-1", "-O3", "--x=--block-size"])
     assert [(g.name, g.value) for g in given] == [("--max-model-len", "-1"), ("--x", "--block-size")]
@@ -199,7 +208,9 @@ def _spell(draw, option: str) -> list[str]:
 
 @st.composite
 def managed_spellings(draw) -> tuple[str, list[str]]:
-    flag = draw(st.sampled_from([m for m in engine_flags.MANAGED if m.options[0] != engine_flags.CONTEXT_FLAG]))
+    # --config is FlexibleArgumentParser's exact element only (its other spellings are argparse's --config-format).
+    flag = draw(st.sampled_from([m for m in engine_flags.MANAGED
+                                 if m.options[0] not in (engine_flags.CONTEXT_FLAG, engine_flags.CONFIG_FILE_FLAG)]))
     return flag.options[0], _spell(draw, draw(st.sampled_from(flag.options)))
 
 
@@ -274,3 +285,8 @@ def test_masking_keeps_every_other_flag_as_typed():
     args = ["--max-num-seqs", "8", "--hf-tok", "hf_abc", "--hf_token=hf_x", "-q fp8", "--hf-t hf_y", "--seed", "7"]
     assert engine_flags.mask(args) == ["--max-num-seqs", "8", "--hf-tok", "...", "--hf_token=...", "-q fp8",
                                        "--hf-t ...", "--seed", "7"]
+
+
+def test_a_dotted_key_typed_with_its_value_as_one_element_is_refused_as_what_vllm_reads():
+    msg = _refusal(["--compilation-config.mode 3"])
+    assert "is one element, so vLLM would read it as a dotted key whose name holds the space" in msg
