@@ -122,8 +122,9 @@ def _family(a: Advice, fam: Family) -> str:
         return f"{head}. Dropped: none of its layouts passes the sizing and preflight.{because}"
     winner = a.winner
     if best.over_bound:
-        verdict = (f"dropped, not ranked: its TTFT p99 reaches {best.worst_p99_ms:,.0f} ms, over the bound of "
-                   f"{a.goal.ttft_p99_max_ms:,.0f} ms")
+        bound = a.goal.ttft_p99_max_ms
+        verdict = (f"dropped, not ranked: its TTFT p99 reaches {_over_ms(best.worst_p99_ms, bound)} ms, over the "
+                   f"bound of {bound:,.0f} ms")
     elif best is winner:
         verdict = "kept: the recommendation"
     else:
@@ -187,10 +188,17 @@ def text(a: Advice, top: int = 3) -> str:
     return "\n".join(lines)
 
 
+def _over_ms(value: float, bound: float) -> str:
+    """A TTFT p99 over the bound, with the decimals that show it over (150.4 ms is not "150 ms")."""
+    digits = next((d for d in range(3) if round(value, d) > bound), 3)
+    return f"{value:,.{digits}f}"
+
+
 def _over_bound(a: Advice, top: int) -> str:
     """The layouts predicted in full whose TTFT p99 goes over the bound: apart from the ranking."""
     over = a.over
-    listed = "; ".join(f"{c.layout.label} (TTFT p99 up to {c.worst_p99_ms:,.0f} ms)" for c in over[:top])
+    bound = a.goal.ttft_p99_max_ms
+    listed = "; ".join(f"{c.layout.label} (TTFT p99 up to {_over_ms(c.worst_p99_ms, bound)} ms)" for c in over[:top])
     more = f"; and {len(over) - top} more (--json lists them)" if len(over) > top else ""
     return (f"Over the TTFT p99 bound of {a.goal.ttft_p99_max_ms:,.0f} ms, not ranked: {len(over)} of the "
             f"{len(a.ranked) + len(over)} predicted in full, the least over first: {listed}{more}.")

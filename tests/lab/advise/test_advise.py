@@ -405,6 +405,8 @@ def test_layouts_over_the_p99_bound_are_listed_apart_from_the_ranking_with_eithe
     apart = next(ln for ln in lines if ln.startswith("Over the TTFT p99 bound of 200 ms, not ranked: "))
     assert f"{len(a.over)} of the {len(a.ranked) + len(a.over)} predicted in full" in apart
     assert f"{a.over[0].layout.label} (TTFT p99 up to {a.over[0].worst_p99_ms:,.0f} ms)" in apart
+    # Over the bound by less than a millisecond shows the decimals that say so.
+    assert text._over_ms(200.4, 200) == "200.4" and text._over_ms(331.2, 200) == "331"
     over_family = next(ln for ln in lines if ln.startswith(f"- {ONE_NODE_24}"))
     assert "dropped, not ranked: its TTFT p99 reaches" in over_family and "(rank" not in over_family
     as_json = yaml.safe_load(text.to_json(a))
