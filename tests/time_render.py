@@ -2,9 +2,10 @@
 
 A benchmark, not a test: N paired runs, each in fresh processes, of `python -c "import
 pulumi_kubernetes.core.v1"` (what any program that deploys a Namespace pays) and the README's
-`python3 dev.py render STACK` (the python3 on PATH, dev.py's check of .venv included); it prints each pair's wall and CPU seconds and the median of the paired
-ratios, beside the goal (under 1.5). It judges nothing: the figures are for the reader, and depend
-on what else the machine runs (note the load).
+`python3 dev.py render STACK` (the python3 on PATH, dev.py's check of .venv included); it prints
+each pair's wall and CPU seconds and the median of the paired ratios, beside the goal (under 1.5).
+It judges nothing: the figures are for the reader, and depend on what else the machine runs (note
+the load).
 """
 
 from __future__ import annotations

@@ -318,12 +318,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("stack")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_sizing)
-    g = sub.add_parser("golden", help="re-render tests/golden/<stack>.yaml of the shipped stacks, or of each STACK named "
-                       "(review the diff, then commit)")
+    g = sub.add_parser("golden", help="re-render tests/golden/<stack>.yaml of the shipped stacks, or of each "
+                       "STACK named (review the diff, then commit)")
     g.add_argument("stacks", nargs="*", metavar="STACK")
     g.set_defaults(func=_golden)
-    d = sub.add_parser("diff", help="manifest diff, git ref vs working tree, of the shipped stacks or each STACK named; "
-                       "exit 0 same, 1 changed, 2 error")
+    d = sub.add_parser("diff", help="manifest diff, git ref vs working tree, of the shipped stacks or each STACK "
+                       "named; exit 0 same, 1 changed, 2 error")
     d.add_argument("--base", help="git ref to compare with (default: merge base with main)")
     d.add_argument("stacks", nargs="*", metavar="STACK")
     d.set_defaults(func=_diff)

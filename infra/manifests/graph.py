@@ -13,8 +13,7 @@ from typing import Any, Optional
 
 from infra import prefix_cache, units
 from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
-from infra.manifests import (BENCHMARK_JOB, JOB_LABEL, MODEL_PULL_JOB, kubectl, match_expressions, model_cache,
-                             security)
+from infra.manifests import BENCHMARK_JOB, JOB_LABEL, MODEL_PULL_JOB, kubectl, match_expressions, model_cache, security
 from infra.sizing import GroupSizing, StackSizing
 
 API_VERSION = "nvidia.com/v1beta1"

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from infra import manifests
 from infra.config.models import StackConfig
 from infra.lab.twin.runner import Twin, TwinError, twin_python
-from infra import manifests
 from infra.manifests import benchmark
 from infra.payloads import aiperf_sweep
 from infra.sizing import StackSizing

@@ -29,7 +29,8 @@ def pools_note(stack: str, pool_scale: dict[str, float]) -> str:
 def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float]) -> str:
     head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "req/s", "prefill cache", "decode hit"]
     body = [[str(r.prefix_types), str(r.concurrency), _fmt("ttft_p50_ms", r.ttft_p50_ms),
-             _fmt("ttft_p99_ms", r.ttft_p99_ms), _fmt("requests_per_s", r.requests_per_s), f"{r.prefill_cache_ratio:.2f}",
+             _fmt("ttft_p99_ms", r.ttft_p99_ms), _fmt("requests_per_s", r.requests_per_s),
+             f"{r.prefill_cache_ratio:.2f}",
              "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}"] for r in rows]
     return (f"Predicted for stack {stack} (model and constants: docs/predictor.md; an ESTIMATE):\n"
             + text_table(head, body) + "\n" + pools_note(stack, pool_scale))
