@@ -10,10 +10,12 @@ from typing import Iterator
 # The signals that end a command: Ctrl-C, `kill`, and a closed terminal or SSH session.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-# What the command's cleanup stopped or removed ("stopped the probe's 2 processes"), and what it
-# could not, in order, for the message on Ctrl-C (cli.main): both empty when it started nothing.
+# What the command's cleanup stopped or removed ("stopped the probe's 2 processes"), what it
+# could not, and what it leaves running on purpose (the local cluster `down` stops), in order, for
+# the message on Ctrl-C (cli.main): all empty when it started nothing.
 _cleaned: list[str] = []
 _left: list[str] = []
+_kept: list[str] = []
 
 
 class Stopped(KeyboardInterrupt):
@@ -72,16 +74,26 @@ def left_behind(what: str) -> None:
         _left.append(what)
 
 
+def kept(what: str) -> None:
+    """Record what is left running on purpose, found running, and how to stop it ("the local
+    cluster (`dynamo-lab down S --local` stops it)")."""
+    if what not in _kept:
+        _kept.append(what)
+
+
 def forget() -> None:
     """Start a command with nothing recorded (cli.main; tests run many commands in one process)."""
     _cleaned.clear()
     _left.clear()
+    _kept.clear()
 
 
 def interrupted_message() -> str:
     """What the command did about what it had started, said after Ctrl-C (or SIGTERM, SIGHUP)."""
-    if not (_cleaned or _left):
+    if not (_cleaned or _left or _kept):
         return "interrupted; it had started nothing, so nothing was left running"
     done = f"; {'; '.join(_cleaned)}" if _cleaned else ""
-    left = f"; NOT removed: {'; '.join(_left)}" if _left else "; nothing it started is left running"
-    return f"interrupted{done}{left}"
+    kept_ = f"; still running, as it should: {'; '.join(_kept)}" if _kept else ""
+    left = (f"; NOT removed: {'; '.join(_left)}" if _left else
+            f"; nothing {'else ' if _kept else ''}it started is left running")
+    return f"interrupted{done}{kept_}{left}"

@@ -19,8 +19,11 @@ worker runs. It shows what Pulumi does with the stack; it serves no model.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import io
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,7 +36,7 @@ from typing import Iterator, Optional, TextIO
 import yaml
 
 from infra.errors import UserError
-from infra.lab import mockrun
+from infra.lab import mockrun, procs
 from infra.lab.cluster import engine, harness, standin, tools
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,6 +48,30 @@ NOTICE = ("local: no Dynamo operator here (no registry serves it): a stand-in ma
 
 class LocalError(UserError):
     pass
+
+
+# What the running command made that its Ctrl-C account checks (pr-preview's temporary directory).
+_started: dict[str, Path] = {}
+
+
+def accounts_for_ctrl_c(command: str):
+    """On Ctrl-C (or SIGTERM, SIGHUP turned into KeyboardInterrupt), say what is true once the
+    engine has stopped (engine.invoke stops it as Pulumi stops itself): each fact checked, for the
+    line cli.main ends with (procs.interrupted_message); then the interrupt goes on."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kw):
+            given = inspect.signature(fn).bind(*args, **kw)
+            given.apply_defaults()
+            _started.clear()
+            was_running = command != "pr-preview" and _running(cluster_state().absolute())
+            try:
+                return fn(*args, **kw)
+            except KeyboardInterrupt as exc:
+                _account(command, exc, given.arguments, was_running)
+                raise
+        return run
+    return wrap
 
 
 def local_root(env=None) -> Path:
@@ -165,6 +192,7 @@ def _print_result(inv: engine.Invocation, what: str, out: TextIO) -> None:
         raise LocalError(f"local: {what} failed (exit {inv.rc}); Pulumi's words are above")
 
 
+@accounts_for_ctrl_c("up")
 def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     source = ROOT / f"Pulumi.{check_stack(stack)}.yaml"
@@ -192,6 +220,7 @@ def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
     return 0
 
 
+@accounts_for_ctrl_c("down")
 def down(stack: str, keep_cluster: bool = False, out: TextIO = sys.stdout, log=None) -> int:
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     state = cluster_state()
@@ -214,10 +243,11 @@ def down(stack: str, keep_cluster: bool = False, out: TextIO = sys.stdout, log=N
         why = "--keep-cluster" if keep_cluster else "still deployed: " + ", ".join(others)
         log(f"local: the cluster keeps running ({why})")
         return 0
-    killed = harness.stop(state)
-    if harness.leftovers(state):
-        raise LocalError("local: cluster processes are still running:\n  " + "\n  ".join(harness.leftovers(state)))
-    shutil.rmtree(state, ignore_errors=True)
+    with procs.signals_held():  # a Ctrl-C now would leave a cluster half stopped
+        killed = harness.stop(state)
+        if harness.leftovers(state):
+            raise LocalError("local: cluster processes are still running:\n  " + "\n  ".join(harness.leftovers(state)))
+        shutil.rmtree(state, ignore_errors=True)
     log("local: cluster stopped" + (f" (had to kill {', '.join(killed)})" if killed else "") + "; nothing left running")
     return 0
 
@@ -245,6 +275,7 @@ def stacks_of(tree: Path) -> list[str]:
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in tree.glob("Pulumi.*.yaml"))
 
 
+@accounts_for_ctrl_c("pr-preview")
 def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: TextIO = sys.stdout,
                repo: Path = ROOT, log=None) -> int:
     """Deploy BASE on a fresh local cluster, then print the real `pulumi preview --diff` of HEAD,
@@ -258,7 +289,7 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
     bins = _bins(log)
     failed = []
     with tempfile.TemporaryDirectory(prefix="dynamo-lab-pr-preview-") as tmp:
-        tmp_path = Path(tmp)
+        tmp_path = _started["tmp"] = Path(tmp)
         with checkout(base, tmp_path / "base", repo) as (base_commit, base_tree), \
                 checkout(head, tmp_path / "head", repo) as (head_commit, head_tree):
             names = stacks or sorted(set(stacks_of(base_tree)) | set(stacks_of(head_tree)))
@@ -300,3 +331,52 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
         log(f"pr-preview: the preview failed for {', '.join(failed)}")
         return 1
     return 0
+
+
+# ---- what a Ctrl-C left ----
+
+def _account(command: str, exc: KeyboardInterrupt, given: dict, was_running: bool) -> None:
+    """Record, for procs.interrupted_message, what the interrupted command stopped, removed and
+    left running, each checked now: the engine's run (engine.Halt), the stack's workspace (no
+    engine process, no lock), the local cluster, pr-preview's temporary directory."""
+    halt = exc.halt if isinstance(exc, engine.Interrupted) else None
+    if halt is not None:
+        out = given.get("out") or sys.stdout
+        out.write(halt.output)
+        out.flush()
+        done, left = halt.said()
+        for what in done:
+            procs.cleaned(what)
+        for what in left:
+            procs.left_behind(what)
+    if command == "pr-preview":
+        tmp = _started.get("tmp")
+        if tmp is None:
+            return
+        running = harness.leftovers(tmp / "cluster")
+        if running:
+            procs.left_behind("its local cluster's processes (kill them): " + "; ".join(running))
+        else:
+            procs.cleaned("no process of its local cluster is running")
+        if tmp.exists():
+            procs.left_behind(f"its temporary directory {tmp} (rm -rf {tmp})")
+        else:
+            procs.cleaned(f"removed its temporary directory {tmp}")
+        return
+    stack, state = given["stack"], cluster_state().absolute()
+    if engine.stack_name_problem(stack) is None and halt is None:
+        ws = engine.Workspace(local_root() / "stacks" / stack, stack, harness.Layout(state).kubeconfig)
+        for pid, args in engine.processes(ws).items():
+            procs.left_behind(f"engine process {pid} ({args[:100]}): kill {pid}")
+        if engine.locks(ws):
+            procs.left_behind(f"the stack's lock: `{shlex.join(engine.cancel_command(ws))}`")
+    if _running(state):
+        how = "it was running before" if was_running else "this command started it"
+        procs.kept(f"the local cluster ({how}; `dynamo-lab down {stack} --local` stops it)")
+    elif running := harness.leftovers(state):
+        procs.left_behind("local cluster processes (`dynamo-lab cluster down --state "
+                          f"{state}` stops them): " + "; ".join(running))
+    elif was_running:
+        procs.cleaned("the local cluster is stopped")
+    elif harness.status_of(state).get("outer_pid"):
+        procs.cleaned("stopped the local cluster it was starting")

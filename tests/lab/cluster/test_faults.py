@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -26,22 +25,6 @@ STACK = "cross-server"
 LISTED = {"Job": "/apis/batch/v1/namespaces/{ns}/jobs",
           "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims",
           "DynamoGraphDeployment": "/apis/nvidia.com/v1beta1/namespaces/{ns}/dynamographdeployments"}
-
-
-def engine_processes(ws: engine.Workspace) -> list[str]:
-    """The CLI and plugin processes of this workspace still alive (they carry its PULUMI_HOME)."""
-    mark = f"PULUMI_HOME={ws.home}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if mark in (proc / "environ").read_bytes().split(b"\0"):
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                found.append(f"{proc.name}: {cmdline[:200]}")
-        except OSError:
-            continue
-    return found
 
 
 def graph_namespace() -> str:
@@ -69,7 +52,7 @@ def converged(ws, bins, api) -> None:
     assert again["summary"] == {"same": len(planned_steps(STACK)) + BESIDES}, again["summary"]
     assert set(on_cluster(api, STACK).values()) == {200}
     assert in_namespace(api) == planned_names()
-    assert engine_processes(ws) == []
+    assert engine.processes(ws) == {}
 
 
 def started_then(ws, bins, api, signum) -> engine.Invocation:
@@ -93,7 +76,8 @@ def test_up_interrupted_with_sigint_stops_cleanly_and_a_rerun_converges(lab_clus
     inv = started_then(ws, engine_bins, api, signal.SIGINT)
     assert inv.rc != 0, inv.output[-3000:]
     assert "Traceback" not in inv.output, inv.output[-3000:]
-    wait_for(lambda: engine_processes(ws) == [], 60)
+    wait_for(lambda: engine.processes(ws) == {}, 60)
+    assert engine.locks(ws) == []  # Pulumi's own cancel released the lock: the re-run needs no `pulumi cancel`
     converged(ws, engine_bins, api)
     ok(engine.invoke("destroy", ws, engine_bins))
 
@@ -106,6 +90,7 @@ def test_up_killed_with_sigkill_leaves_a_lock_that_cancel_clears_then_a_rerun_co
     assert inv.rc == -signal.SIGKILL
     # The CLI starts its plugins in process groups of their own: the provider outlives it, orphaned.
     left = wait_for(lambda: engine.orphans(ws), 30)
+    assert engine.locks(ws), "a killed CLI leaves its lock, where engine.locks looks for it"
     rerun = engine.invoke("up", ws, engine_bins)
     for pid in left:  # the next run stops them, and says so
         assert f"stopped a plugin a killed run left behind (pid {pid})" in rerun.output, rerun.output[-3000:]

@@ -1,11 +1,161 @@
-"""`dynamo-lab cluster down` and the processes it counts as the cluster's."""
+"""Ctrl-C of the local commands: the engine is stopped the way Pulumi stops itself, and what is
+said afterwards is what was checked.
+
+The fast tests play the engine's driver with a small script (engine.command replaced) that does
+what the CLI does with SIGINT (pkg/backend/cancellation_scope.go, v3.274.1): it holds the stack's
+lock in the file backend's place for it and runs a plugin in a session of its own, as the CLI
+does; on the first SIGINT it says "^C received; cancelling", finishes, saves, unlocks and exits;
+the stubborn one ignores SIGINT, as a CLI stuck in a step would. The cluster test sends a real
+SIGINT, as a terminal's Ctrl-C, to `dynamo-lab up STACK --local`, during its preview and during
+its creates, with the real engine on the local cluster.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import textwrap
+import time
+from pathlib import Path
 
-from tests.helpers import ROOT
+import pytest
+
+from infra.lab import upstream
+from infra.lab.cluster import engine, harness, tools
+from tests.helpers import ROOT, wait_for
+
+STACK = "cross-server"
+
+# The driver's stand-in: argv MODE WORKSPACE STACK; TMPDIR is the run's (engine.start).
+DRIVER = textwrap.dedent("""\
+    import os, signal, subprocess, sys, time
+    from pathlib import Path
+    mode, root, stack = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    lock = root / "state" / ".pulumi" / "locks" / "organization" / "dynamo-lab" / stack / "a1.json"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("{}")
+    plugin = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
+                              env={**os.environ, "PULUMI_HOME": str(root / "home")})
+    (Path(os.environ["TMPDIR"]) / "event-log").mkdir()
+    got = []
+    signal.signal(signal.SIGINT, lambda *_: got.append(1))
+    (root / "ready").write_text(str(plugin.pid))
+    while not got or mode == "stubborn":
+        (root / "sigints").write_text(str(len(got)))
+        time.sleep(0.05)
+    print("^C received; cancelling. If you would like to terminate immediately, press ^C again.", flush=True)
+    time.sleep(0.3)  # the steps in flight
+    saved = root / "state" / ".pulumi" / "stacks" / "dynamo-lab" / f"{stack}.json"
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text("{}")
+    plugin.terminate()
+    plugin.wait()
+    lock.unlink()
+    (root / "sigints").write_text(str(len(got)))
+    sys.exit(255)
+    """)
+# `pulumi`'s stand-in for `pulumi cancel`: records its arguments and, as the file backend's
+# CancelCurrentUpdate does (pkg/backend/diy/backend.go), deletes the stack's lock files.
+PULUMI = textwrap.dedent("""\
+    import os, sys
+    from pathlib import Path
+    Path(os.environ["PULUMI_HOME"], "..", "cancel.args").write_text(" ".join(sys.argv[1:]))
+    stack = sys.argv[sys.argv.index("--stack") + 1]
+    for p in Path(os.environ["PULUMI_BACKEND_URL"][len("file://"):], ".pulumi", "locks").rglob("*.json"):
+        if p.parent.name == stack:
+            p.unlink()
+    """)
+# A command that runs engine.invoke as local.up does, in a process group of its own (a terminal's
+# foreground job), so the test's SIGINT is Ctrl-C; it prints what the Interrupted it got says.
+INVOKER = textwrap.dedent("""\
+    import json, sys
+    from pathlib import Path
+    from infra.lab.cluster import engine
+    driver, mode, root = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    ws = engine.Workspace(root, "s1", root / "kubeconfig")
+    engine.command = lambda action, ws, bins, **kw: [sys.executable, driver, mode, str(ws.root), ws.stack]
+    try:
+        engine.invoke("up", ws, {"pulumi": root / "bin"})
+    except engine.Interrupted as exc:
+        done, left = exc.halt.said()
+        print(json.dumps({"how": exc.halt.how, "done": done, "left": left, "signum": exc.signum}))
+        sys.exit(130)
+    """)
+
+
+def fake_engine(tmp_path: Path) -> tuple[Path, engine.Workspace]:
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    ws = engine.Workspace(tmp_path / "ws", "s1", tmp_path / "kubeconfig")
+    for d in (ws.project, ws.home, ws.root / "bin"):
+        d.mkdir(parents=True)
+    ws.passphrase_file.write_text("x")
+    pulumi = ws.root / "bin" / "pulumi"
+    pulumi.write_text(f"#!{sys.executable}\n{PULUMI}")
+    pulumi.chmod(0o755)
+    return driver, ws
+
+
+@pytest.mark.slow  # two processes and their signals: about 1.3 s
+def test_ctrl_c_lets_pulumi_cancel_itself_and_says_only_what_it_checked(tmp_path):
+    driver, ws = fake_engine(tmp_path)
+    (tmp_path / "invoker.py").write_text(INVOKER)
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "invoker.py"), str(driver), "graceful", str(ws.root)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        plugin = int(wait_for(lambda: (ws.root / "ready").is_file() and (ws.root / "ready").read_text(), 20))
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the command's group, not the driver's
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    said = json.loads(out)
+    assert (said["how"], said["signum"], said["left"]) == ("cancelled", signal.SIGINT, []), said
+    assert said["done"][0].startswith("pulumi up of s1 cancelled by Pulumi itself in ")
+    assert said["done"][1:] == ["its state was saved", "the stack is not locked"]
+    assert "pulumi up of s1 is cancelling" in err and "Traceback" not in err
+    assert (ws.root / "sigints").read_text() == "1"  # one SIGINT reached the driver: Pulumi's first, a cancel
+    assert not (ws.root / "cancel.args").exists()    # nothing to cancel: Pulumi had unlocked
+    assert engine.locks(ws) == [] and engine.processes(ws) == {}
+    assert not harness._alive(plugin)
+    assert not (ws.root / "up.tmp").exists()          # the run's TMPDIR
+
+
+@pytest.mark.slow  # each step's grace: about 2 s
+def test_a_cli_that_ignores_the_cancel_is_terminated_then_killed_and_its_lock_and_plugin_go(tmp_path):
+    driver, ws = fake_engine(tmp_path)
+    engine_command = engine.command
+    try:
+        engine.command = lambda action, ws, bins, **kw: [sys.executable, str(driver), "stubborn", str(ws.root),
+                                                         ws.stack]
+        proc, _ = engine.start("up", ws, {"pulumi": ws.root / "bin"})
+    finally:
+        engine.command = engine_command
+    try:
+        plugin = int(wait_for(lambda: (ws.root / "ready").is_file() and (ws.root / "ready").read_text(), 20))
+        halt = engine.stop(proc, "up", ws, {"pulumi": ws.root / "bin"}, grace=0.5, terminate_grace=0.5,
+                           plugin_grace=0.3, echo=lambda m: None)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert (halt.how, halt.rc) == ("killed", -signal.SIGKILL)
+    assert (ws.root / "sigints").read_text() == "2"  # Pulumi's cancel, then its terminate, then SIGKILL
+    assert list(halt.killed) == [plugin] and not harness._alive(plugin)
+    assert (ws.root / "cancel.args").read_text() == "cancel --yes --non-interactive --stack s1"
+    assert halt.unlocked and halt.locked == [] and engine.locks(ws) == []
+    done, left = halt.said()
+    assert done[1:] == [f"killed the engine processes it left running (pid {plugin})",
+                        "removed the lock it left on the stack (pulumi cancel)", "the stack is not locked"]
+    assert left == ["what pulumi up of s1 was changing when it was killed may be missing from the stack's state "
+                    "(Pulumi says so on the next run; a refresh reconciles it)"]
+    assert not (ws.root / "up.tmp").exists()
 
 
 def test_cluster_down_does_not_count_the_command_that_started_it_as_the_cluster(tmp_path):
@@ -15,3 +165,105 @@ def test_cluster_down_does_not_count_the_command_that_started_it_as_the_cluster(
     done = subprocess.run([sys.executable, "-c", wrapper, str(state), sys.executable, "-m", "infra.lab", "cluster",
                            "down", "--state", str(state)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "cluster: down; nothing left running\n", "")
+
+
+# ---- the cluster tier: a real SIGINT to `dynamo-lab up STACK --local` ----
+
+# Pulumi's rows as the driver prints them (non-interactive display, --color never): a preview's
+# ` +  kubernetes:core/v1:Namespace NAME create`, an update's `... creating (0s)`.
+PREVIEW_ROW = re.compile(r"^\s*\+\s+kubernetes:\S+\s+\S+\s+create\b", re.M)
+CREATING_ROW = re.compile(r"^\s*\+\s+kubernetes:\S+\s+\S+\s+creating\b", re.M)
+
+
+@pytest.fixture
+def local_home(engine_bins, cluster_bins, tmp_path):
+    """A local root of its own (DYNAMO_LAB_CACHE), its cluster-tools the built ones (hard links:
+    the same files, so the same sha256 and owner), and a TMPDIR to find what is left there. The
+    cluster `up` starts there is stopped at the end whatever happened."""
+    try:
+        upstream.locate()
+    except upstream.UpstreamUnavailable as exc:
+        pytest.skip(f"the DynamoGraphDeployment CRD is unavailable ({exc}): {upstream.HOW}")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    subprocess.run(["cp", "-al", str(tools.cache_root(dict(os.environ))), str(cache / "cluster-tools")], check=True)
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "DYNAMO_LAB_CACHE": str(cache), "TMPDIR": str(tmp_path / "tmp")}
+    yield env, cache / "local", tmp_path / "tmp"
+    state = cache / "local" / "cluster"
+    if harness.leftovers(state):
+        subprocess.run([sys.executable, "-m", "infra.lab", "down", STACK, "--local"], cwd=ROOT, env=env,
+                       capture_output=True, timeout=300)
+        harness.stop(state)
+    assert harness.leftovers(state) == []
+
+
+def dynamo_lab(env, *args: str) -> subprocess.Popen:
+    """`dynamo-lab ARGS` as a terminal runs it: a process group of its own, the terminal's
+    foreground job, to which Ctrl-C sends SIGINT."""
+    return subprocess.Popen([sys.executable, "-m", "infra.lab", *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def ctrl_c_when(proc: subprocess.Popen, ready) -> tuple[str, str]:
+    try:
+        wait_for(lambda: ready() or proc.poll() is not None, 300)
+        assert proc.poll() is None, "it ended before it could be interrupted:\n" + proc.communicate()[1][-3000:]
+        os.killpg(proc.pid, signal.SIGINT)
+        return proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def log_shows(path: Path, row: re.Pattern) -> bool:
+    return path.is_file() and bool(row.search(path.read_text(errors="replace")))
+
+
+@pytest.mark.cluster
+def test_ctrl_c_of_up_local_in_its_preview_then_in_its_creates_leaves_nothing_and_the_next_up_works(local_home):
+    env, local, tmpdir = local_home
+    ws = engine.Workspace(local / "stacks" / STACK, STACK, local / "cluster" / "kubeconfig")
+    cluster_kept = (f"still running, as it should: the local cluster ({{}}; `dynamo-lab down {STACK} --local` "
+                    "stops it); nothing else it started is left running")
+
+    # 1. In the preview: Pulumi cancels; nothing was deployed, so nothing is saved.
+    t0 = time.monotonic()
+    proc = dynamo_lab(env, "up", STACK, "--local")
+    out, err = ctrl_c_when(proc, lambda: log_shows(ws.root / "preview.log", PREVIEW_ROW)
+                           and not (ws.root / "up.log").exists())
+    assert proc.returncode == 130, err[-3000:]
+    assert "received; cancelling" in out and "Traceback" not in out + err, (out + err)[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(rf"interrupted; pulumi preview of {STACK} cancelled by Pulumi itself in \d+ s \(it starts "
+                        r"no new step and finishes those in flight\); the stack is not locked; "
+                        + re.escape(cluster_kept.format("this command started it")), last), last
+    assert engine.processes(ws) == {} and engine.locks(ws) == [] and list(tmpdir.iterdir()) == []
+    assert harness.status_of(local / "cluster").get("ready") and harness.leftovers(local / "cluster")
+
+    # 2. In the update, once a create has started: Pulumi finishes the creates in flight, saves
+    # what it made and unlocks the stack.
+    proc = dynamo_lab(env, "up", STACK, "--local")
+    out, err = ctrl_c_when(proc, lambda: log_shows(ws.root / "up.log", CREATING_ROW))
+    assert proc.returncode == 130, err[-3000:]
+    assert "received; cancelling" in out and "Traceback" not in out + err, (out + err)[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(rf"interrupted; pulumi up of {STACK} cancelled by Pulumi itself in \d+ s \(it starts no "
+                        r"new step and finishes those in flight\); its state was saved; the stack is not locked; "
+                        + re.escape(cluster_kept.format("it was running before")), last), last
+    assert engine.processes(ws) == {} and engine.locks(ws) == [] and list(tmpdir.iterdir()) == []
+    assert not (ws.root / "up.tmp").exists()
+
+    # 3. The next `up` needs no `pulumi cancel`; 4. `down` leaves nothing.
+    done = subprocess.run([sys.executable, "-m", "infra.lab", "up", STACK, "--local"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "locked" not in done.stdout + done.stderr
+    done = subprocess.run([sys.executable, "-m", "infra.lab", "down", STACK, "--local"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.strip().endswith("nothing left running"), done.stderr[-3000:]
+    assert harness.leftovers(local / "cluster") == [] and engine.processes(ws) == {}
+    assert not ws.root.exists() and list(tmpdir.iterdir()) == []
+    print(f"four runs in {time.monotonic() - t0:.0f} s")
