@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab import upstream
+from infra.lab import procs, upstream
 from infra.lab.cluster import engine, harness, tools
 from tests.helpers import ROOT, wait_for
 
@@ -158,6 +158,20 @@ def test_a_cli_that_ignores_the_cancel_is_terminated_then_killed_and_its_lock_an
     assert not (ws.root / "up.tmp").exists()
 
 
+def test_the_closing_line_says_what_is_kept_running_and_claims_nothing_more():
+    procs.forget()
+    try:
+        procs.cleaned("pulumi up of s1 cancelled by Pulumi itself in 2 s")
+        procs.kept("the local cluster (`dynamo-lab down s1 --local` stops it)")
+        assert procs.interrupted_message() == (
+            "interrupted; pulumi up of s1 cancelled by Pulumi itself in 2 s; still running, as it should: the local "
+            "cluster (`dynamo-lab down s1 --local` stops it); nothing else it started is left running")
+        procs.left_behind("the stack's lock (a1.json): `cancel`")
+        assert procs.interrupted_message().endswith("stops it); NOT removed: the stack's lock (a1.json): `cancel`")
+    finally:
+        procs.forget()
+
+
 def test_cluster_down_does_not_count_the_command_that_started_it_as_the_cluster(tmp_path):
     """`python3 dev.py cluster down --state DIR` (or sudo) names the directory too, as its parent."""
     state = tmp_path / "state"
@@ -205,16 +219,24 @@ def dynamo_lab(env, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def ctrl_c_when(proc: subprocess.Popen, ready) -> tuple[str, str]:
+def ctrl_c_of_up(env, ws: engine.Workspace, tmpdir: Path, ready) -> str:
+    """`dynamo-lab up STACK --local` sent Ctrl-C once `ready()`: it exits 130 after Pulumi's own
+    cancel, with no traceback and nothing of the engine left (no process, no lock, no temporary
+    file); its last line, the one that says what it left."""
+    proc = dynamo_lab(env, "up", STACK, "--local")
     try:
         wait_for(lambda: ready() or proc.poll() is not None, 300)
         assert proc.poll() is None, "it ended before it could be interrupted:\n" + proc.communicate()[1][-3000:]
         os.killpg(proc.pid, signal.SIGINT)
-        return proc.communicate(timeout=300)
+        out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert "received; cancelling" in out and "Traceback" not in out + err, (out + err)[-3000:]
+    assert engine.processes(ws) == {} and engine.locks(ws) == [] and list(tmpdir.iterdir()) == []
+    return err.strip().splitlines()[-1]
 
 
 def log_shows(path: Path, row: re.Pattern) -> bool:
@@ -230,29 +252,19 @@ def test_ctrl_c_of_up_local_in_its_preview_then_in_its_creates_leaves_nothing_an
 
     # 1. In the preview: Pulumi cancels; nothing was deployed, so nothing is saved.
     t0 = time.monotonic()
-    proc = dynamo_lab(env, "up", STACK, "--local")
-    out, err = ctrl_c_when(proc, lambda: log_shows(ws.root / "preview.log", PREVIEW_ROW)
-                           and not (ws.root / "up.log").exists())
-    assert proc.returncode == 130, err[-3000:]
-    assert "received; cancelling" in out and "Traceback" not in out + err, (out + err)[-3000:]
-    last = err.strip().splitlines()[-1]
+    last = ctrl_c_of_up(env, ws, tmpdir, lambda: log_shows(ws.root / "preview.log", PREVIEW_ROW)
+                        and not (ws.root / "up.log").exists())
     assert re.fullmatch(rf"interrupted; pulumi preview of {STACK} cancelled by Pulumi itself in \d+ s \(it starts "
                         r"no new step and finishes those in flight\); the stack is not locked; "
                         + re.escape(cluster_kept.format("this command started it")), last), last
-    assert engine.processes(ws) == {} and engine.locks(ws) == [] and list(tmpdir.iterdir()) == []
     assert harness.status_of(local / "cluster").get("ready") and harness.leftovers(local / "cluster")
 
     # 2. In the update, once a create has started: Pulumi finishes the creates in flight, saves
     # what it made and unlocks the stack.
-    proc = dynamo_lab(env, "up", STACK, "--local")
-    out, err = ctrl_c_when(proc, lambda: log_shows(ws.root / "up.log", CREATING_ROW))
-    assert proc.returncode == 130, err[-3000:]
-    assert "received; cancelling" in out and "Traceback" not in out + err, (out + err)[-3000:]
-    last = err.strip().splitlines()[-1]
+    last = ctrl_c_of_up(env, ws, tmpdir, lambda: log_shows(ws.root / "up.log", CREATING_ROW))
     assert re.fullmatch(rf"interrupted; pulumi up of {STACK} cancelled by Pulumi itself in \d+ s \(it starts no "
                         r"new step and finishes those in flight\); its state was saved; the stack is not locked; "
                         + re.escape(cluster_kept.format("it was running before")), last), last
-    assert engine.processes(ws) == {} and engine.locks(ws) == [] and list(tmpdir.iterdir()) == []
     assert not (ws.root / "up.tmp").exists()
 
     # 3. The next `up` needs no `pulumi cancel`; 4. `down` leaves nothing.
