@@ -24,8 +24,8 @@ import pytest
 
 from infra.lab.cluster import engine
 from infra.lab.cluster.standin import GraphReady
-from tests.helpers import ROOT, pulumi_steps
-from tests.lab.cluster.test_deploy import ok
+from tests.helpers import ROOT, deploy_checklist, pulumi_steps
+from tests.lab.cluster.test_deploy import copy_checkout, ok
 
 pytestmark = pytest.mark.cluster
 
@@ -70,10 +70,45 @@ def test_the_checklists_pulumi_steps_run_as_written_in_order(lab_cluster_with_cr
     assert shown == {(s["type"], s["name"]) for s in preview["steps"]}, shown
     assert f"+ {len(shown)} to create" in block
     # What step 10 runs next is what the stack output said (the program's portForward).
+    # Its context is the local cluster's here, the checklist's my-lab there.
     (portforward,) = [o for c, o in outputs.items() if "stack output portForward" in c]
-    assert f"\n    {portforward} &\n" in readme
+    assert f"--context {context} " in portforward
+    assert f"\n    {portforward.replace(f'--context {context} ', '--context my-lab ')} &\n" in readme
     # `stack rm --preserve-config` kept the stack file; the stack is gone from the backend.
     assert ws.stack_file.exists()
     listed = subprocess.run(["pulumi", "stack", "ls", "--json"], cwd=ws.project, env=env, capture_output=True,
                             text=True, check=True).stdout
     assert STACK not in listed
+
+
+def test_the_checklists_dev_py_steps_run_in_its_environment_without_rebuilding_venv(lab_cluster, tmp_path,
+                                                                                     record_property):
+    # Its shell as the checklist leaves it: step 3's `export PATH="$PWD/.uv/bin:$PATH"` stays in force
+    # for every later `python3 dev.py`, which then must not make .venv again (it once did: .uv/bin had
+    # a python3 of its own, and a sizing took 6-21 s instead of 1).
+    project = copy_checkout(tmp_path / "project")
+    commands = [(step.number, c) for step in deploy_checklist((ROOT / "README.md").read_text())
+                for c in step.commands() if c.startswith(("python3 dev.py ", "export PATH="))]
+    assert [c for _, c in commands][:2] == ["python3 dev.py setup", 'export PATH="$PWD/.uv/bin:$PATH"'], commands
+    env = {**os.environ, "KUBECONFIG": str(lab_cluster.kubeconfig)}  # the stack's context is the local one's
+    times, marks = [], []
+    script = "set -e\n"
+    for i, (_, command) in enumerate(commands):
+        # Each command timed in the shell itself, and .venv's identity noted after it.
+        script += (f"s=$(date +%s%N); {command}\n"
+                   f"echo \"step {i} $(( ($(date +%s%N) - s) / 1000000 ))\" >> times\n"
+                   f"stat -c 'venv {i} %i %.9Y' .venv/pyvenv.cfg >> times\n")
+    done = subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    for line in (project / "times").read_text().splitlines():
+        kind, i, *rest = line.split()
+        (times if kind == "step" else marks).append((int(i), rest))
+    for (_, (ms,)), (number, command) in zip(times, commands, strict=True):
+        record_property(f"step {number}: {command}", f"{int(ms) / 1000:.2f} s")
+        print(f"checklist step {number}: {command}: {int(ms) / 1000:.2f} s")
+    made = marks[0][1]
+    rebuilt = [commands[i] for i, mark in marks[1:] if mark != made]
+    assert rebuilt == [], f"these checklist steps made .venv again: {rebuilt}"
+    # What the environment's PATH holds of .uv: uv, and no interpreter to shadow python3.
+    assert sorted(p.name for p in (project / ".uv" / "bin").iterdir()) == ["uv"]
