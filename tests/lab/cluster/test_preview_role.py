@@ -4,18 +4,24 @@ The file is applied as docs/reviewing.md says (after the stacks' namespaces exis
 server itself is asked what its ServiceAccount may do: by SubjectAccessReview, by the account's own
 SelfSubjectRulesReview, and by requests made with a token of the account (what `kubectl create
 token` gives the kubeconfig). It may read the kinds the stacks declare in their namespaces and the
-cluster-wide ones; it may not read a Secret anywhere, read anything else, or write anything.
+cluster-wide ones; it may not read a Secret anywhere, read anything else, or write anything. And
+the real engine and provider (Pulumi CLI v3.274.1, provider 4.25.0) preview a deployed stack with
+that kubeconfig, as the live-preview job does, a change to its Secret included.
 tests/test_workflows.py checks offline that the rules name exactly the kinds the stacks render.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from typing import Optional
 
 import pytest
 import yaml
 
-from infra.lab.cluster.harness import STRICT, Api
+from infra.lab.cluster import engine
+from infra.lab.cluster.harness import STRICT, Api, write_private
+from infra.lab.cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import ROOT, STACKS, loaded, wait_for
 
@@ -89,7 +95,7 @@ def role(cluster):
         _post(admin, COLLECTIONS[doc["kind"]].format(ns=doc["metadata"].get("namespace")), doc)
     for ns in BOUND:
         _post(admin, f"/api/v1/namespaces/{ns}/secrets",
-              {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": ns},
+              {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tenant-secret", "namespace": ns},
                "stringData": {"HF_TOKEN": "not-a-token"}})
         _post(admin, f"/api/v1/namespaces/{ns}/configmaps",
               {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe", "namespace": ns},
@@ -192,7 +198,7 @@ def test_requests_with_the_accounts_token_get_what_the_reviews_say(role):
         f"/api/v1/namespaces/{ns}/configmaps", f"/api/v1/namespaces/{ns}/configmaps/probe",
         f"/apis/batch/v1/namespaces/{ns}/jobs", "/api/v1/namespaces", "/api/v1/persistentvolumes",
         "/apis", "/version",  # discovery, which the provider reads first
-        f"/api/v1/namespaces/{ns}/secrets", f"/api/v1/namespaces/{ns}/secrets/hf-token", "/api/v1/secrets",
+        f"/api/v1/namespaces/{ns}/secrets", f"/api/v1/namespaces/{ns}/secrets/tenant-secret", "/api/v1/secrets",
         "/api/v1/namespaces/kube-system/secrets/another-tenants", f"/api/v1/namespaces/{ns}/pods",
         "/api/v1/namespaces/kube-system/configmaps"]}
     assert status == {path: (403 if "secrets" in path or "pods" in path or "kube-system" in path else 200)
@@ -234,3 +240,61 @@ def test_every_rule_names_a_resource_the_api_server_serves_at_the_scope_it_is_bo
     assert wrong == []
     if not with_crd:
         pytest.skip("the DynamoGraphDeployment CRD is unavailable: its resource name was not checked here")
+
+
+def _pulumi(ws: engine.Workspace, bins, *args: str) -> None:
+    """The workspace's own Pulumi CLI, as a user at that stack would run it."""
+    env = engine.cli_env(ws, engine.passphrase(ws), os.environ)
+    subprocess.run([str(bins["pulumi"] / "pulumi"), *args, "--stack", ws.stack, "--non-interactive"],
+                   cwd=ws.project, env=env, check=True, capture_output=True, text=True, timeout=120)
+
+
+def test_pulumi_preview_with_the_accounts_kubeconfig_shows_a_secrets_change_without_reading_it(
+        role, cluster, engine_bins, tmp_path):
+    """What the live preview does, with the role's access: a stack deployed (with its hf-token
+    Secret) by an admin, then previewed by the real engine and provider with a kubeconfig holding
+    the account's token, after a change to the token and to the graph. It succeeds; the Secret's
+    change is shown (from the state: the provider may not read it), the graph's too; nothing else
+    changes, and no token value is printed."""
+    admin, account, with_crd = role
+    handle, _ = cluster
+    if not with_crd:
+        pytest.skip("the stacks' graphs need the DynamoGraphDeployment CRD, unavailable here")
+    stack, ns = "same-server", "dynamo-lab-same-server"
+    ws = engine.Workspace(tmp_path / "ws", stack, handle.kubeconfig)
+    assert engine.invoke("preview", ws, engine_bins).rc == 0  # the workspace and its stack, made
+    _pulumi(ws, engine_bins, "config", "set", "--secret", "dynamo-lab:hfToken", "token-one-deployed")
+    with GraphReady(admin):
+        up = engine.invoke("up", ws, engine_bins)
+    assert up.rc == 0, up.output[-4000:]
+    assert admin.call("GET", f"/api/v1/namespaces/{ns}/secrets/hf-token")[0] == 200
+
+    config = yaml.safe_load(handle.kubeconfig.read_text())
+    config["users"] = [{"name": config["users"][0]["name"], "user": {"token": account.token}}]
+    reader = tmp_path / "reader.kubeconfig"
+    write_private(reader, yaml.safe_dump(config))
+    _pulumi(ws, engine_bins, "config", "set", "--secret", "dynamo-lab:hfToken", "token-two-previewed")
+    doc = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
+    (prefill,) = [w for w in doc["config"]["dynamo-lab:workers"] if w["name"] == "prefill"]
+    prefill["replicas"] = 1
+    changed = tmp_path / f"Pulumi.{stack}.yaml"
+    changed.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    preview = engine.invoke("preview", engine.Workspace(ws.root, stack, reader), engine_bins,
+                            stack_file=changed, diff=True)
+    assert preview.rc == 0, preview.output[-6000:]
+    ops: dict[tuple[str, str], set[str]] = {}
+    for step in preview.result["steps"]:
+        if step["op"] != "same":
+            ops.setdefault((step["type"], step["name"]), set()).add(step["op"])
+    # The provider replaces a Secret whose data changes (provider 4.25.0, provider/pkg/provider/diff.go,
+    # forceNewProperties: .type, .stringData, .data, unless enableSecretMutable); its preview reads
+    # nothing of it either way. The graph is updated in place.
+    secret = ops.pop(("kubernetes:core/v1:Secret", "graph-hf-token"), set())
+    assert secret and secret <= {"replace", "create-replacement", "delete-replaced"}, (secret, ops)
+    assert ops.pop(("kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment", "graph-dgd"), None) == {"update"}, ops
+    # The provider's kubeconfig changed user, not cluster: an update of it at most, never a replace.
+    assert all(t.startswith("pulumi:providers:") and o == {"update"} for (t, _), o in ops.items()), ops
+    assert "graph-hf-token" in preview.result["stdout"] and "~ replicas" in preview.result["stdout"]
+    assert "token-one-deployed" not in preview.output and "token-two-previewed" not in preview.output
+    assert "Traceback" not in preview.output
