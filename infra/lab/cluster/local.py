@@ -207,11 +207,11 @@ def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
     ws = workspace(stack, kubeconfig)
     report_overrides(stack, doc, ws, log)
     log(f"local: {stack}: pulumi preview (workspace {ws.root})")
-    _print_result(engine.invoke("preview", ws, bins), "preview", out)
+    _print_result(engine.invoke("preview", ws, bins, stack_file=source), "preview", out)
     log(NOTICE)
     log(f"local: {stack}: pulumi up")
     with standin.GraphReady(cluster.api()):
-        _print_result(engine.invoke("up", ws, bins), "up", out)
+        _print_result(engine.invoke("up", ws, bins, stack_file=source), "up", out)
     outputs = engine.invoke("outputs", ws, bins)
     _print_result(outputs, "stack output", out)
     log(f"local: {stack} is up on the local cluster in {time.monotonic() - t0:.0f} s "
