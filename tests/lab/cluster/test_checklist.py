@@ -70,10 +70,12 @@ def test_the_checklists_pulumi_steps_run_as_written_in_order(lab_cluster_with_cr
     assert shown == {(s["type"], s["name"]) for s in preview["steps"]}, shown
     assert f"+ {len(shown)} to create" in block
     # What step 10 runs next is what the stack output said (the program's portForward).
-    # Its context is the local cluster's here, the checklist's my-lab there.
+    # Its cluster is the local one here (its kubeconfig and context, which a local run sets), the
+    # checklist's my-lab there.
     (portforward,) = [o for c, o in outputs.items() if "stack output portForward" in c]
-    assert f"--context {context} " in portforward
-    assert f"\n    {portforward.replace(f'--context {context} ', '--context my-lab ')} &\n" in readme
+    local = f"--kubeconfig {lab_cluster_with_crd.kubeconfig} --context {context} "
+    assert local in portforward
+    assert f"\n    {portforward.replace(local, '--context my-lab ')} &\n" in readme
     # `stack rm --preserve-config` kept the stack file; the stack is gone from the backend.
     assert ws.stack_file.exists()
     listed = subprocess.run(["pulumi", "stack", "ls", "--json"], cwd=ws.project, env=env, capture_output=True,
