@@ -200,9 +200,6 @@ def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
         raise LocalError(f"no stack file {source.name} in {ROOT} (the stacks: {', '.join(stacks_here())})")
     doc = read_stack_file(source)
     workspace(stack, cluster_state() / "kubeconfig")  # its paths, checked before anything starts
-    # Loaded and sized as `pulumi up` would, before a cluster starts: a bad stack file is one
-    # error here, not a started cluster and the engine's output repeating it.
-    mockrun.load(stack, ROOT)
     t0 = time.monotonic()
     bins = _bins(log)
     cluster, started = ensure_cluster(bins, log)
