@@ -141,7 +141,8 @@ def test_pr_preview_refuses_a_stack_file_whose_name_is_no_stack_name_before_any_
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "head")
     monkeypatch.setattr(local, "_bins", lambda log: {})
-    with pytest.raises(local.LocalError, match=r"pr-preview: a stack file of HEAD~1 or HEAD: '\.\.' is not a stack name"):
+    refusal = r"pr-preview: a stack file of HEAD~1 or HEAD: '\.\.' is not a stack name"
+    with pytest.raises(local.LocalError, match=refusal):
         local.pr_preview("HEAD~1", "HEAD", repo=repo, log=lambda m: None)
     with pytest.raises(local.LocalError, match="starts with '-'"):
         local.pr_preview("--output=/tmp/x", "HEAD", repo=repo, log=lambda m: None)
