@@ -25,6 +25,7 @@ import io
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -97,12 +98,41 @@ def check_stack(stack: str) -> str:
     return stack
 
 
+def own_directories(*paths: Path) -> None:
+    """Each of `paths` that exists is a directory only this user can change, and none but the first
+    (the directory the local root lies in) is a symbolic link. A local run, as root, removes what it
+    keeps under them: a link (the local root itself one, say) or a directory another user could
+    swap would point that removal at another directory. The check resolves nothing through a link,
+    so it holds where the resolved-path check in workspace() cannot. As root only, as tools.py's
+    cache check: another user can remove only what they could anyway. One-line refusal, nothing touched."""
+    uid = os.geteuid()
+    if uid != 0:
+        return
+    for i, path in enumerate(paths):
+        try:
+            st = os.stat(path) if i == 0 else os.lstat(path)
+        except FileNotFoundError:
+            continue
+        why = (tools.loose(path, st, uid) if stat.S_ISDIR(st.st_mode) else
+               f"{path} is a symbolic link" if stat.S_ISLNK(st.st_mode) else f"{path} is not a directory")
+        if why:
+            raise LocalError(f"{why}, and a local run removes what it keeps there: nothing was touched. Remove "
+                             f"it or correct its owner and mode, or set DYNAMO_LAB_CACHE to a directory only "
+                             f"{tools._who(uid)} can write")
+
+
+def _own_state(*below: str) -> None:
+    root = local_root()
+    own_directories(root.parent, root, *(root / part for part in below))
+
+
 def workspace(stack: str, kubeconfig: Path) -> engine.Workspace:
     """The stack's local deployment, `stacks/STACK` of the state directory, refused (nothing touched)
     unless it is a stack name and each of its paths resolves, through any symbolic link, where it
     is written: a link planted in stacks/ (or stacks/ itself a link) would point the removal of a
     deployment at another directory."""
     ws = engine.Workspace(local_root() / "stacks" / check_stack(stack), stack, kubeconfig)
+    _own_state("stacks", f"stacks/{stack}", "cluster")
     expected = local_root().resolve() / "stacks" / stack
     for path in (ws.root, ws.project, ws.state, ws.home, ws.stack_file, ws.passphrase_file):
         real = path.resolve()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -106,7 +107,10 @@ def test_a_symbolic_link_in_the_state_directory_is_refused_and_its_target_surviv
     untouchable.mkdir(parents=True)
     (untouchable / "stacks").symlink_to(elsewhere)
     line = _refused(run_cli("down", "cross-server", "--local"))
-    assert "resolves to" in line and str(elsewhere / "cross-server") in line and "nothing was touched" in line
+    # As root the link itself is refused (own_directories); otherwise where it resolves to (workspace).
+    assert ("resolves to" in line and str(elsewhere / "cross-server") in line) or (
+        f"{untouchable / 'stacks'} is a symbolic link" in line)
+    assert "nothing was touched" in line
     assert (elsewhere / "cross-server" / "keep.txt").read_text() == "mine"
     (untouchable / "stacks").unlink()
     (untouchable / "stacks" / "cross-server").mkdir(parents=True)
@@ -178,3 +182,53 @@ def test_a_stack_file_that_is_no_yaml_map_is_one_line(tmp_path):
     bad.write_text("config: [\n")
     with pytest.raises(local.LocalError, match=r"^Pulumi.x.yaml cannot be read as a stack file \([^\n]*\)$"):
         local.read_stack_file(bad)
+
+
+def _victim(tmp_path, monkeypatch):
+    """A directory a local run must never remove, and the cache the local root lies in."""
+    victim = tmp_path / "victim"
+    (victim / "stacks" / "foo").mkdir(parents=True)
+    (victim / "stacks" / "foo" / "data").write_text("important")
+    (victim / "cluster").mkdir()
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    monkeypatch.setenv("DYNAMO_LAB_CACHE", str(cache))
+    assert local.local_root() == cache / "local"
+    return victim, cache
+
+
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="the state directories are checked as root, who removes them")
+
+
+@AS_ROOT
+def test_down_refuses_a_local_root_that_is_a_link_and_removes_nothing(tmp_path, monkeypatch):
+    # The resolved-path check passes when the local root itself is a link (both sides resolve
+    # through it): down then removed <target>/stacks/foo, found by review.
+    victim, cache = _victim(tmp_path, monkeypatch)
+    (cache / "local").symlink_to(victim)
+    with pytest.raises(local.LocalError, match="is a symbolic link.*nothing was touched"):
+        local.down("foo", log=lambda m: None)
+    assert (victim / "stacks" / "foo" / "data").read_text() == "important"
+    assert (victim / "cluster").is_dir()
+
+
+@AS_ROOT
+@pytest.mark.parametrize("part", ["local", "local/stacks", "local/stacks/foo"])
+def test_down_refuses_a_state_directory_another_user_could_change(tmp_path, monkeypatch, part):
+    _, cache = _victim(tmp_path, monkeypatch)
+    (cache / "local" / "stacks" / "foo").mkdir(parents=True, mode=0o755)
+    for d in (cache / "local", cache / "local" / "stacks", cache / "local" / "stacks" / "foo"):
+        d.chmod(0o755)
+    (cache / part).chmod(0o777)
+    with pytest.raises(local.LocalError, match="writable.*nothing was touched"):
+        local.down("foo", log=lambda m: None)
+    assert (cache / "local" / "stacks" / "foo").is_dir()
+
+
+def test_down_of_a_stack_in_its_own_state_still_works(tmp_path, monkeypatch):
+    _, cache = _victim(tmp_path, monkeypatch)
+    (cache / "local" / "stacks" / "foo").mkdir(parents=True)
+    for d in (cache / "local", cache / "local" / "stacks", cache / "local" / "stacks" / "foo"):
+        d.chmod(0o755)
+    assert local.down("foo", log=lambda m: None) == 0
+    assert not (cache / "local" / "stacks" / "foo").exists()
