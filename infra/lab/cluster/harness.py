@@ -110,11 +110,16 @@ def write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
+# The local cluster's kubeconfig context (and cluster) name: what a local run sets a stack's
+# kubernetes:context to (engine.local_overrides).
+CONTEXT = "dynamo-lab"
+
+
 def kubeconfig(server: str, ca: Path, token: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Config", "current-context": "dynamo-lab",
-            "clusters": [{"name": "dynamo-lab", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+    return {"apiVersion": "v1", "kind": "Config", "current-context": CONTEXT,
+            "clusters": [{"name": CONTEXT, "cluster": {"server": server, "certificate-authority": str(ca)}}],
             "users": [{"name": "admin", "user": {"token": token}}],
-            "contexts": [{"name": "dynamo-lab", "context": {"cluster": "dynamo-lab", "user": "admin"}}]}
+            "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": "admin"}}]}
 
 
 def commands(bins: Mapping[str, Path], lay: Layout, stages: Optional[Path]) -> list[tuple[str, list[str]]]:

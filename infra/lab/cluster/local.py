@@ -216,6 +216,18 @@ def ensure_cluster(bins, log) -> tuple[harness.Handle, bool]:
     return harness.up(state, bins, _crd_dir(local_root() / "crds"), attached=False, log=log), True
 
 
+def check_as_deployed(stack: str, doc: dict) -> None:
+    """The stack loaded and sized as the local run will deploy it (the file with the local
+    overrides, engine.stack_document's), before any tool or cluster starts: a bad stack file is
+    one error here, not a started cluster and the engine's output repeating it four times."""
+    from infra.plan import load_stack
+
+    planned = engine.stack_document(doc, None, engine.local_overrides(
+        cluster_state().absolute() / "kubeconfig", harness.CONTEXT))
+    raw, secret_keys = mockrun.config_from_doc(planned.get("config") or {})
+    load_stack(stack, raw, secret_keys)
+
+
 def _print_result(inv: engine.Invocation, what: str, out: TextIO) -> None:
     out.write(inv.output)
     if inv.rc != 0:
@@ -230,6 +242,7 @@ def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
         raise LocalError(f"no stack file {source.name} in {ROOT} (the stacks: {', '.join(stacks_here())})")
     doc = read_stack_file(source)
     workspace(stack, cluster_state() / "kubeconfig")  # its paths, checked before anything starts
+    check_as_deployed(stack, doc)
     t0 = time.monotonic()
     bins = _bins(log)
     cluster, started = ensure_cluster(bins, log)

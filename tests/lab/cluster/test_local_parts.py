@@ -232,3 +232,48 @@ def test_down_of_a_stack_in_its_own_state_still_works(tmp_path, monkeypatch):
         d.chmod(0o755)
     assert local.down("foo", log=lambda m: None) == 0
     assert not (cache / "local" / "stacks" / "foo").exists()
+
+
+def _stack_copy(tmp_path, monkeypatch, edit):
+    import shutil
+
+    for name in ("Pulumi.yaml", "Pulumi.cross-server.yaml"):
+        shutil.copy(local.ROOT / name, tmp_path / name)
+    stack_file = tmp_path / "Pulumi.cross-server.yaml"
+    stack_file.write_text(edit(stack_file.read_text()))
+    monkeypatch.setattr(local, "ROOT", tmp_path)
+    monkeypatch.setenv("DYNAMO_LAB_CACHE", str(tmp_path / "cache"))
+    started: list[str] = []
+    monkeypatch.setattr(local, "_bins", lambda log: started.append("tools") or {})
+
+    def ensure_cluster(*args):
+        started.append("cluster")
+        raise ClusterWouldStart
+
+    monkeypatch.setattr(local, "ensure_cluster", ensure_cluster)
+    return started
+
+
+class ClusterWouldStart(Exception):
+    """Raised where up --local would start the cluster: every check before it passed."""
+
+
+def test_up_with_a_bad_stack_file_refuses_once_before_any_cluster_starts(tmp_path, monkeypatch):
+    # It once started the cluster, left it running, and printed the error four times.
+    from infra.errors import UserError
+
+    started = _stack_copy(tmp_path, monkeypatch, lambda t: t.replace("replicas: 2", "replicas: -2", 1))
+    with pytest.raises(UserError) as refused:
+        local.up("cross-server", log=lambda m: None)
+    assert "replicas" in str(refused.value)
+    assert started == []
+
+
+def test_up_checks_the_stack_as_it_deploys_it_with_the_local_overrides(tmp_path, monkeypatch):
+    # kubernetes:cluster is refused in a stack file, but a local run removes it (with every key that
+    # could choose another cluster): the check before the cluster starts must not refuse it.
+    started = _stack_copy(tmp_path, monkeypatch,
+                          lambda t: t.replace("config:\n", "config:\n  kubernetes:cluster: lab\n", 1))
+    with pytest.raises(ClusterWouldStart):
+        local.up("cross-server", log=lambda m: None)
+    assert started == ["tools", "cluster"]
