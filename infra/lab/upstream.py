@@ -54,7 +54,8 @@ SHA256 = {
     "helm/platform/Chart.yaml": "1fa573a13b7971742d4aca5d4bf1458df5704542bab884366d642d913a10f074",
 }
 HOW = (f"set DYNAMO_LAB_UPSTREAM_DIR to a directory holding {' and '.join(FILES)} from Dynamo at {REF[:12]} "
-       f"(sha256 pinned in infra/lab/upstream.py), or let the tests download them from {REPOSITORY}/{REF}/")
+       f"(sha256 pinned in infra/lab/upstream.py), or run where {REPOSITORY}/{REF}/ can be reached: they "
+       "are downloaded from there")
 
 
 class UpstreamUnavailable(UserError):

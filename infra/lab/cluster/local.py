@@ -47,6 +47,14 @@ NOTICE = ("local: no Dynamo operator here (no registry serves it): a stand-in ma
           "once it exists (infra/lab/cluster/standin.py); no worker starts and no model is served")
 
 
+# The two warnings a local `up` shows, both expected (docs/real-engine.md, "What up --local prints").
+WARNINGS = ("local: expected warnings above: `no storage class found for \"...-model-cache-...\"`: each "
+            "model cache's claim names its own PersistentVolume with no storage class (\"\"), and the provider, "
+            "finding no default StorageClass on this cluster, says so while the claim binds; `Has no "
+            ".status.conditions`: the graph had not yet been marked Ready (by the operator; here by the "
+            "stand-in) when the provider first looked")
+
+
 class LocalError(UserError):
     pass
 
@@ -228,8 +236,19 @@ def check_as_deployed(stack: str, doc: dict) -> None:
     load_stack(stack, raw, secret_keys)
 
 
-def _print_result(inv: engine.Invocation, what: str, out: TextIO) -> None:
-    out.write(inv.output)
+def without_outputs(text: str) -> str:
+    """Pulumi's output less its `Outputs:` block (up prints the same outputs again; the sizing
+    among them is about a hundred lines)."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.rstrip() == "Outputs:"]
+    if not starts:
+        return text
+    end = next((i for i in range(starts[0] + 1, len(lines)) if lines[i].rstrip() == "Resources:"), None)
+    return text if end is None else "".join(lines[:starts[0]] + lines[end:])
+
+
+def _print_result(inv: engine.Invocation, what: str, out: TextIO, outputs: bool = True) -> None:
+    out.write(inv.output if outputs or inv.rc != 0 else without_outputs(inv.output))
     if inv.rc != 0:
         raise LocalError(f"local: {what} failed (exit {inv.rc}); Pulumi's words are above")
 
@@ -250,13 +269,12 @@ def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
     ws = workspace(stack, kubeconfig)
     report_overrides(stack, doc, ws, log)
     log(f"local: {stack}: pulumi preview (workspace {ws.root})")
-    _print_result(engine.invoke("preview", ws, bins, stack_file=source), "preview", out)
+    _print_result(engine.invoke("preview", ws, bins, stack_file=source), "preview", out, outputs=False)
     log(NOTICE)
     log(f"local: {stack}: pulumi up")
     with standin.GraphReady(cluster.api()):
         _print_result(engine.invoke("up", ws, bins, stack_file=source), "up", out)
-    outputs = engine.invoke("outputs", ws, bins)
-    _print_result(outputs, "stack output", out)
+    log(WARNINGS)
     log(f"local: {stack} is up on the local cluster in {time.monotonic() - t0:.0f} s "
         f"({'cluster started' if started else 'cluster was running'}); KUBECONFIG={kubeconfig}; "
         f"`dynamo-lab down {stack} --local` removes it")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 
@@ -277,3 +278,47 @@ def test_up_checks_the_stack_as_it_deploys_it_with_the_local_overrides(tmp_path,
     with pytest.raises(ClusterWouldStart):
         local.up("cross-server", log=lambda m: None)
     assert started == ["tools", "cluster"]
+
+
+PULUMI_PREVIEW = """Previewing update (cross-server):
+ +  kubernetes:core/v1:Namespace graph-ns create
+Outputs:
+    sizing        : {
+        concurrency : 8
+    }
+Resources:
+    + 12 to create
+"""
+
+
+def test_the_previews_outputs_are_left_out_and_its_steps_and_summary_kept():
+    shown = local.without_outputs(PULUMI_PREVIEW)
+    assert shown == ("Previewing update (cross-server):\n +  kubernetes:core/v1:Namespace graph-ns create\n"
+                     "Resources:\n    + 12 to create\n")
+    assert local.without_outputs("no outputs here\n") == "no outputs here\n"
+
+
+def test_up_prints_the_outputs_once_and_says_which_warnings_are_expected(tmp_path, monkeypatch):
+    import io
+
+    from infra.lab.cluster import engine
+
+    _stack_copy(tmp_path, monkeypatch, lambda t: t)
+    monkeypatch.setattr(local, "_bins", lambda log: {})
+    handle = type("Handle", (), {"kubeconfig": tmp_path / "kubeconfig", "api": lambda self: None})()
+    monkeypatch.setattr(local, "ensure_cluster", lambda bins, log: (handle, False))
+    monkeypatch.setattr(local.standin, "GraphReady", lambda api: contextlib.nullcontext())
+    ran: list[str] = []
+
+    def invoke(action, ws, bins, **kw):
+        ran.append(action)
+        text = PULUMI_PREVIEW if action == "preview" else PULUMI_PREVIEW.replace("Previewing", "Updating")
+        return engine.Invocation(0, text, {})
+
+    monkeypatch.setattr(local.engine, "invoke", invoke)
+    monkeypatch.setattr(local, "report_overrides", lambda *a: None)
+    out, said = io.StringIO(), []
+    assert local.up("cross-server", out=out, log=said.append) == 0
+    assert ran == ["preview", "up"]  # no third run printing the outputs as JSON
+    assert out.getvalue().count("Outputs:") == 1 and out.getvalue().count("Resources:") == 2
+    assert any("no storage class found" in line and "Has no .status.conditions" in line for line in said)
