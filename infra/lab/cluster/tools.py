@@ -378,6 +378,7 @@ def build_command(tool: Tool, out_dir: Path) -> list[str]:
     cmd = ["go", "build", "-trimpath"]
     if tool.pgo_off:
         cmd.append("-pgo=off")
+    cmd.append("-v")  # a line per package compiled: the progress run_build reports
     # One package: name the file (a module path ending in /v3 would otherwise name it "server").
     out = str(out_dir / tool.binaries[0]) if len(tool.packages) == 1 else str(out_dir) + os.sep
     cmd += ["-ldflags", " ".join(("-s", "-w", *tool.ldflags)), "-o", out, *tool.packages]
@@ -515,6 +516,36 @@ def _after_build(tool: Tool, go: str, src: Path, bin_dir: Path, env: Mapping[str
         target.chmod(0o755)
 
 
+# How often a build says it is alive, and what a cold build of every tool took here (2 cores,
+# nothing else running: about 22 minutes, kube-apiserver and friends 524 s of it; 45 minutes
+# with other work beside it, 2026-12-02).
+HEARTBEAT_S = 30.0
+COLD_BUILD = "about 22 minutes on 2 cores with nothing else running (45 minutes seen with other work beside it)"
+
+
+def run_build(cmd: Sequence[str], cwd: Path, env: Mapping[str, str], logfile: Path, log: Callable[[str], None],
+              heartbeat_s: float = HEARTBEAT_S) -> int:
+    """Run `cmd` (go build -v) with its output in `logfile`, saying every `heartbeat_s` how long it
+    has run and how many packages it has compiled (one line each of -v), so a build of minutes
+    is seen to be alive. A Ctrl-C reaches go itself (one process group); the build is waited for."""
+    started = time.monotonic()
+    with open(logfile, "w") as out:
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            while True:
+                try:
+                    return proc.wait(timeout=heartbeat_s)
+                except subprocess.TimeoutExpired:
+                    with open(logfile, errors="replace") as f:
+                        compiled = sum(1 for line in f if line.strip() and " " not in line.strip())
+                    minutes, seconds = divmod(int(time.monotonic() - started), 60)
+                    log(f"still building: {minutes} min {seconds:02d} s, {compiled:,} packages compiled")
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+
+
 def build(tool: Tool, root: Path, env: Mapping[str, str], log: Callable[[str], None]) -> float:
     """Build `tool` into its cache entry; returns the seconds it took. The entry is replaced whole."""
     go = _go()
@@ -533,9 +564,8 @@ def build(tool: Tool, root: Path, env: Mapping[str, str], log: Callable[[str], N
             f"({tool.module}@{tool.module_version}) ...")
         started = time.monotonic()
         logfile = work / "build.log"
-        with open(logfile, "w") as out:
-            rc = subprocess.run([go if c == "go" else c for c in cmd], cwd=src, env=benv,
-                                stdout=out, stderr=subprocess.STDOUT).returncode
+        rc = run_build([go if c == "go" else c for c in cmd], src, benv, logfile,
+                       lambda m: log(f"{tool.name} {tool.version}: {m}"))
         if rc != 0:
             tail = logfile.read_text()[-4000:]
             raise RuntimeError(f"go build failed (exit {rc}):\n{tail}")
@@ -573,10 +603,19 @@ def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
     trusted_uid = _trusted_uid()
     tools = sorted((BY_NAME[n] for n in names) if names else TOOLS, key=lambda t: t.order)
     results: dict[str, Decision] = {}
+
+    def decision(tool: Tool) -> Decision:
+        return decide(tool, env, root, _wrapper_go_sum(tool), shutil.which, _version_of, read_stamp,
+                      digest=file_sha256, lstat=os.lstat, trusted_uid=trusted_uid)
+
+    first = {tool.name: decision(tool) for tool in tools}
+    to_build = [t.name for t in tools if first[t.name].action == "build"]
+    if to_build:
+        log(f"{len(to_build)} of {len(tools)} tools to build from Go modules ({', '.join(to_build)}): a cold "
+            f"build of all five took {COLD_BUILD}; each build says every {HEARTBEAT_S:.0f} s how far it is")
     for tool in tools:
         t0 = time.monotonic()
-        d = decide(tool, env, root, _wrapper_go_sum(tool), shutil.which, _version_of, read_stamp,
-                   digest=file_sha256, lstat=os.lstat, trusted_uid=trusted_uid)
+        d = first[tool.name]
         if d.action == "refused":
             log(f"{tool.name} {tool.version}: REFUSED: {d.detail}")
             results[tool.name] = d

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import stat
+import sys
 import types
 from pathlib import Path
 
@@ -336,3 +337,31 @@ def test_a_provider_source_whose_hash_differs_is_not_built(tmp_path, monkeypatch
     with pytest.raises(RuntimeError, match="not the pinned h1:other="):
         tools._before_build(provider, "go", tmp_path, {})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_long_build_says_it_is_alive_and_how_far_it_is(tmp_path):
+    # A cold kube-apiserver build printed nothing for 9 minutes; go build -v writes a line per
+    # package, which the heartbeat counts.
+    script = ("import sys, time\n"
+              "for i in range(6):\n"
+              "    print(f'k8s.io/pkg{i}', file=sys.stderr, flush=True)\n"
+              "    time.sleep(0.1)\n")
+    said: list[str] = []
+    rc = tools.run_build([sys.executable, "-c", script], tmp_path, os.environ, tmp_path / "build.log", said.append,
+                         heartbeat_s=0.15)
+    assert rc == 0
+    assert said and all(s.startswith("still building: 0 min 0") for s in said), said
+    counts = [int(s.rsplit(", ", 1)[1].split()[0]) for s in said]
+    assert counts == sorted(counts) and 0 < counts[-1] <= 6
+    assert (tmp_path / "build.log").read_text().count("k8s.io/pkg") == 6
+
+
+def test_the_build_asks_go_for_a_line_per_package():
+    assert "-v" in tools.build_command(BY_NAME["kubernetes"], Path("/o"))
+
+
+def test_what_will_be_built_and_how_long_a_cold_build_took_is_said_up_front(tmp_path, monkeypatch):
+    monkeypatch.setattr(tools, "build", lambda tool, root, env, log: (_ for _ in ()).throw(RuntimeError("no go")))
+    said: list[str] = []
+    tools.ensure(["etcd"], env={**os.environ, "DYNAMO_LAB_CACHE": str(tmp_path), "PATH": ""}, log=said.append)
+    assert said[0].startswith("1 of 1 tools to build from Go modules (etcd): a cold build of all five took about 22")
