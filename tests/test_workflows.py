@@ -526,3 +526,15 @@ def test_the_engine_tier_runs_in_the_workflows_with_its_downloads_kept():
     assert any("python3 dev.py test-engine" in s.get("run", "") for s in job["steps"])
     (uv,) = [s for p, s in _cache_steps(job).items() if p == "~/.cache/uv"]
     assert "tests/engine/requirements.txt" in uv["with"]["key"]
+
+
+def test_the_engine_preview_restores_what_mains_cluster_job_kept_and_writes_no_cache():
+    ci = {s["with"]["path"].strip(): s["with"]["key"] for s in _workflow("ci.yml")["jobs"]["cluster"]["steps"]
+          if s.get("uses", "").startswith("actions/cache@")}
+    job = _workflow("preview.yml")["jobs"]["engine-preview"]
+    used = [s for s in job["steps"] if s.get("uses", "").startswith("actions/cache")]
+    assert used and all(s["uses"].startswith("actions/cache/restore@") for s in used)  # a pull request saves none
+    assert {s["with"]["path"].strip(): s["with"]["key"] for s in used} == ci
+    names = [s.get("name", "") for s in job["steps"]]
+    assert names.index("Hand the restored tools to root") < names.index(
+        "Real preview diff against the base branch, on a local cluster")
