@@ -211,12 +211,18 @@ def stacks_in(root: Path) -> list[str]:
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
 
 
-def stack_doc(stack: str, root: Optional[Path] = None) -> dict[str, Any]:
-    """Pulumi.<stack>.yaml's `config:` map, as written (a StackFileError when it is not one)."""
-    root = root or project_root()
+def stack_file(stack: str, root: Path) -> Path:
+    """Pulumi.<stack>.yaml in `root`, or the one refusal every command words the same way."""
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         raise StackFileError(f"no stack file {path.name} in {root}; stacks here: {', '.join(stacks_in(root))}")
+    return path
+
+
+def stack_doc(stack: str, root: Optional[Path] = None) -> dict[str, Any]:
+    """Pulumi.<stack>.yaml's `config:` map, as written (a StackFileError when it is not one)."""
+    root = root or project_root()
+    path = stack_file(stack, root)
     doc = read_yaml(path) or {}
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
         raise StackFileError(f"{path.name}: `config` must be a map of keys to values, as Pulumi writes it")

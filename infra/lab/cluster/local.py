@@ -92,17 +92,13 @@ def cluster_state() -> Path:
     return local_root() / "cluster"
 
 
-def stacks_here() -> list[str]:
-    return [p.name[len("Pulumi."):-len(".yaml")] for p in sorted(ROOT.glob("Pulumi.*.yaml"))]
-
-
 def check_stack(stack: str) -> str:
     """`stack`, if it is a stack name (engine.stack_name_problem); else a one-line refusal. Run as
     root, a local deployment makes the name a directory it writes and removes (stacks/STACK)."""
     problem = engine.stack_name_problem(stack)
     if problem is not None:
         raise LocalError(f"{problem}; nothing was touched. Name one of this project's stacks "
-                         f"({', '.join(stacks_here())})")
+                         f"({', '.join(mockrun.stacks_in(ROOT))})")
     return stack
 
 
@@ -256,9 +252,7 @@ def _print_result(inv: engine.Invocation, what: str, out: TextIO, outputs: bool 
 @accounts_for_ctrl_c("up")
 def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
-    source = ROOT / f"Pulumi.{check_stack(stack)}.yaml"
-    if not source.is_file():
-        raise LocalError(f"no stack file {source.name} in {ROOT} (the stacks: {', '.join(stacks_here())})")
+    source = mockrun.stack_file(check_stack(stack), ROOT)
     doc = read_stack_file(source)
     workspace(stack, cluster_state() / "kubeconfig")  # its paths, checked before anything starts
     check_as_deployed(stack, doc)

@@ -322,3 +322,9 @@ def test_up_prints_the_outputs_once_and_says_which_warnings_are_expected(tmp_pat
     assert ran == ["preview", "up"]  # no third run printing the outputs as JSON
     assert out.getvalue().count("Outputs:") == 1 and out.getvalue().count("Resources:") == 2
     assert any("no storage class found" in line and "Has no .status.conditions" in line for line in said)
+
+
+def test_a_missing_stack_file_is_worded_as_every_other_command_words_it():
+    local_says = run_cli("up", "cross-sever", "--local").stderr.strip().splitlines()[-1]
+    render_says = run_cli("render", "cross-sever").stderr.strip().splitlines()[-1]
+    assert local_says == render_says, (local_says, render_says)
