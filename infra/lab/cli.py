@@ -246,8 +246,9 @@ def _advise(args: argparse.Namespace) -> int:
     except UserError as exc:
         raise UserError("advise reports the predictor's error against the lab's table, which it measures with the "
                         f"lab's own stacks, kv-routing and same-server, as this project ships them: {exc}") from None
+    # On stderr: stdout holds only the answer (its --json a document of its own).
     advice = search.search(base, args.stack, name, data, workload, search.Goal(args.goal, args.ttft_p99_max),
-                           measured)
+                           measured, progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(text.to_json(advice) if args.json else text.text(advice, args.top))
     if advice.winner is None:
         return 1

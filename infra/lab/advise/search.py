@@ -15,7 +15,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from infra import prefix_cache
 from infra.config import PROJECT
@@ -36,6 +36,8 @@ from infra.plan import Stack, load_stack
 # The screening pass: one simulated graph, one measured run after its warm-up, per point.
 SCREEN_GRAPHS, SCREEN_RUNS = 1, 1
 REFINED_PER_FAMILY = 2
+# How often a long stage of the search says how far it is (search's `progress`).
+PROGRESS_S = 5.0
 # The most layouts one search predicts: two classes of 6 units give 150, three of 4 give 238; three
 # of 6 (603) would take minutes.
 MAX_LAYOUTS = 400
@@ -327,10 +329,19 @@ def _order(goal: Goal):
 def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterData,
            workload: Optional[Workload], goal: Goal, uncertainty: Uncertainty, lab: LabParams = LAB,
            refined_per_family: int = REFINED_PER_FAMILY,
-           full: tuple[int, int] = (cells.SIMULATED_GRAPHS, cells.RUNS_PER_GRAPH)) -> Advice:
+           full: tuple[int, int] = (cells.SIMULATED_GRAPHS, cells.RUNS_PER_GRAPH),
+           progress: Callable[[str], None] = lambda message: None) -> Advice:
     """`base`: the base stack file's `config:` map; `stack_name`: the name candidates load as; `full`:
-    the simulated graphs and runs per point of a refined candidate (the predictor's own by default)."""
+    the simulated graphs and runs per point of a refined candidate (the predictor's own by default);
+    `progress`: told what the search does as it starts each stage, and every PROGRESS_S within one
+    (a default search takes tens of seconds)."""
     started = time.monotonic()
+    said = [started]
+
+    def tell(message: str, due: bool = True) -> None:
+        if due or time.monotonic() - said[0] >= PROGRESS_S:
+            said[0] = time.monotonic()
+            progress(f"advise: {message} ({said[0] - started:.0f} s)")
     raw, secrets = mockrun.config_from_doc(base)
     base_cfg = load_stack(base_name, raw, secrets).config
     workload = workload or workload_of(base_cfg)
@@ -347,7 +358,9 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
                         "gpuClasses holds only the classes to compare (docs/advise.md, 'What it searches')")
     found = [Candidate(layout, candidate_config(base, layout, workload)) for layout in layouts]
     families: dict[str, Family] = {}
-    for c in found:
+    tell(f"{len(found)} layouts to size, preflight and screen with one simulated run per point")
+    for i, c in enumerate(found):
+        tell(f"{i} of {len(found)} layouts screened", due=False)
         fam = families.setdefault(c.layout.family, Family(c.layout.family))
         fam.looked_at += 1
         _accept(c, stack_name, data)
@@ -359,9 +372,11 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
             c.status = SCREENED
             _predict(c, workload, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS)
     order = _order(goal)
+    tell(f"predicting the best {refined_per_family} of each of {len(families)} families in full")
     for fam in families.values():
         screened = sorted((c for c in found if c.layout.family == fam.name and c.status == SCREENED), key=order)
         for c in screened[:refined_per_family]:
+            tell(f"predicting {c.layout.label}", due=False)
             c.status = REFINED
             _predict(c, workload, goal, lab, *full)
         fam.refined = sorted(screened[:refined_per_family], key=order)

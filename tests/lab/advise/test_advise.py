@@ -18,7 +18,7 @@ from infra.lab.predict.cells import Error
 from infra.lab.preflight.checks import check
 from infra.plan import load_stack
 from tests.helpers import ROOT, run_cli
-from tests.lab.advise.common import LAB, advise, base, family, gpu_node, point, small_lab, with_nodes
+from tests.lab.advise.common import CHEAP, FIXED, LAB, advise, base, family, gpu_node, point, small_lab, with_nodes
 
 ONE_NODE_24 = "prefill/decode on gpu-24gb's node"
 
@@ -418,3 +418,19 @@ def test_the_p99_bound_is_taken_with_the_default_goal(tmp_path):
     # Past the arguments to reading the cluster: --ttft-p99-max needs no --goal requests-per-s.
     result = run_cli("advise", "kv-routing", "--from", str(tmp_path / "none.json"), "--ttft-p99-max", "300")
     assert result.returncode == 2 and result.stderr.startswith(f"error: cannot read {tmp_path / 'none.json'}")
+
+
+def test_the_search_says_what_it_does_as_it_goes(monkeypatch):
+    # A default search takes tens of seconds: it says how many layouts it screens, then that it
+    # predicts each family's best in full, naming each, and in between how far it is.
+    monkeypatch.setattr(search, "PROGRESS_S", 0.0)  # every step due, so the in-between lines show too
+    said: list[str] = []
+    a = search.search(base(), "kv-routing", "kv-routing", small_lab(), point(2, 4), search.Goal("ttft-p50"),
+                      FIXED, full=CHEAP, progress=said.append)
+    assert said[0].startswith(f"advise: {len(a.candidates)} layouts to size, preflight and screen")
+    screened = [m for m in said if " layouts screened" in m]
+    assert len(screened) == len(a.candidates)
+    (stage,) = [i for i, m in enumerate(said) if m.startswith("advise: predicting the best ")]
+    refined = [c for c in a.candidates if c.status == search.REFINED]
+    assert sorted(m.rsplit(" (", 1)[0] for m in said[stage + 1:]) == sorted(
+        f"advise: predicting {c.layout.label}" for c in refined) and refined
