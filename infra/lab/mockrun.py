@@ -16,6 +16,7 @@ import yaml
 
 from infra.config import PROJECT
 from infra.errors import UserError
+from infra.lab.paths import ROOT
 
 # Pulumi (and gRPC) are slow to import: only run() needs them, not the tools that only read stack files
 # (sizing, probe, preflight, predict).
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from infra.plan import Stack
     from infra.pulumi_runtime import Registration
 
-ROOT = Path(__file__).resolve().parents[2]
 SECRET_PLACEHOLDER = "[secret]"
 
 

@@ -30,12 +30,12 @@ from typing import Optional
 from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.errors import UserError
+from infra.lab.paths import ROOT
 from infra.lab.procs import cleaned, free_port, sigterm_as_interrupt
 from infra.lab.twin import model_dir as model_dir_script
 from infra.payloads.aiperf_sweep import model_listed
 from infra.sizing import StackSizing
 
-ROOT = Path(__file__).resolve().parents[3]
 ROLE_MODE = {"agg": "agg", "prefill": "prefill", "decode": "decode"}
 
 
