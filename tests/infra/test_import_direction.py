@@ -15,7 +15,8 @@ ENTRY = INFRA / "__main__.py"
 
 
 def _imports(path: Path) -> set[str]:
-    """Every module a file imports, absolute or relative (resolved against its package)."""
+    """Every module a file imports, absolute or relative (resolved against its package), and every
+    module named by a constant in `importlib.import_module(...)` or `__import__(...)`."""
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1]) if path.is_relative_to(ROOT) else ""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -27,6 +28,11 @@ def _imports(path: Path) -> set[str]:
                 parts = package.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             out.update([base] + [f"{base}.{a.name}" for a in node.names])
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+            out.add(node.args[0].value)
     return out
 
 
@@ -52,8 +58,9 @@ def test_no_program_test_imports_the_lab():
 
 def test_the_check_sees_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from infra.lab import render\nimport infra.lab.cli\n")
-    assert {"infra.lab", "infra.lab.render", "infra.lab.cli"} <= _imports(bad)
+    bad.write_text("from infra.lab import render\nimport infra.lab.cli\nimportlib.import_module('infra.lab.twin')\n"
+                   "__import__('infra.lab.bench')\n")
+    assert {"infra.lab", "infra.lab.render", "infra.lab.cli", "infra.lab.twin", "infra.lab.bench"} <= _imports(bad)
 
 
 @pytest.mark.parametrize("path", sorted((INFRA / "payloads").glob("[!_]*.py")) + [INFRA / "lab/twin/model_dir.py"],
