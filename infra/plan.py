@@ -1,6 +1,6 @@
 """One plan of what a stack deploys: every object, the component it belongs to, what it waits for.
 
-Pure: a loaded `Stack` (its name, validated config and sizing) in, a `StackPlan` out; no Pulumi.
+Pure: a loaded `Stack` (the resolved stack and its sizing) in, a `StackPlan` out; no Pulumi.
 The program (infra/program.py) turns the plan into resources one object at a time; render, golden,
 diff and the tests read the program's registrations, and preflight and the property tests read the
 plan itself. Nothing outside this module decides what a stack deploys: the builders in
@@ -25,6 +25,7 @@ from infra.manifests import (
     transfer_probe,
 )
 from infra.manifests.platform import HELM_RELEASE
+from infra.resolved import ResolvedStack
 from infra.sizing import StackSizing, size
 
 __all__ = ["HELM_RELEASE", "Component", "Planned", "Stack", "StackPlan", "load_stack", "plan"]
@@ -36,17 +37,24 @@ HF_TOKEN_KEY = "HF_TOKEN"
 
 @dataclass(frozen=True)
 class Stack:
-    """A stack file, loaded: its name, its validated config and what it costs."""
+    """A stack file, loaded: the stack resolved (infra/resolved.py) and what it costs."""
 
-    name: str
-    config: StackConfig
+    resolved: ResolvedStack
     sizing: StackSizing
+
+    @property
+    def name(self) -> str:
+        return self.resolved.name
+
+    @property
+    def config(self) -> StackConfig:
+        return self.resolved.config
 
 
 def load_stack(name: str, raw_config: dict[str, str], secret_keys: Collection[str] = ()) -> Stack:
-    """Validate and size a stack's config as Pulumi hands it over. Raises ConfigError."""
-    cfg = load(raw_config, name, secret_keys=secret_keys)
-    return Stack(name=name, config=cfg, sizing=size(cfg, name))
+    """Validate, resolve and size a stack's config as Pulumi hands it over. Raises ConfigError."""
+    resolved = load(raw_config, name, secret_keys=secret_keys)
+    return Stack(resolved=resolved, sizing=size(resolved))
 
 
 @dataclass(frozen=True)
@@ -135,7 +143,7 @@ def stack_outputs(stack: Stack) -> dict[str, Any]:
 
 def plan(stack: Stack) -> StackPlan:
     """Everything `stack` deploys, in order."""
-    cfg, sizing = stack.config, stack.sizing
+    r, cfg, sizing = stack.resolved, stack.config, stack.sizing
     b = _Builder()
     first: list[str] = []  # what the graph's objects wait for: the operator, when this stack installs it
     if cfg.platform.manage:
@@ -154,8 +162,8 @@ def plan(stack: Stack) -> StackPlan:
         needs.append(b.add(g, "graph-hf-token", _token_secret(cfg), needs))
     for doc in graph.network_policies(cfg):
         b.add(g, f"graph-{doc['metadata']['name']}", doc, [*first, ns])
-    claim, pulls = model_cache.claim(cfg), model_pull.jobs(cfg)
-    volumes = model_cache.node_volumes(cfg, sizing.model_cache.bytes_per_cache)
+    claim, pulls = model_cache.claim(r), model_pull.jobs(r)
+    volumes = model_cache.node_volumes(r, sizing.model_cache.bytes_per_cache)
     outputs = stack_outputs(stack)
     if claim or pulls or volumes:
         cache = b.component("graph-model-cache", "ModelCache", parent=g, after=needs)
@@ -171,7 +179,7 @@ def plan(stack: Stack) -> StackPlan:
         needs = cache_needs + pulled
         if pulls:
             outputs["modelPullJobs"] = [j["metadata"]["name"] for j in pulls.values()]
-    dgd = b.add(g, "graph-dgd", graph.deployment(cfg, sizing), needs)
+    dgd = b.add(g, "graph-dgd", graph.deployment(r, sizing), needs)
 
     if cfg.probe.enabled:
         m = transfer_probe.manifests(cfg, sizing)

@@ -99,8 +99,9 @@ def test_the_time_slicing_step_gives_every_shipped_stack_its_gpu_units():
     config = yaml.safe_load(script.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0])
     (resource,) = config["sharing"]["timeSlicing"]["resources"]
     for stack in ("cross-server", "kv-routing", "same-server"):
-        cfg = loaded(stack).config
-        for cls in cfg.worker_nodes:
+        resolved = loaded(stack).resolved
+        cfg = resolved.config
+        for cls in resolved.worker_classes:
             assert cfg.gpu_classes[cls].resource == resource["name"]
             workers = sum(g.replicas for g in cfg.workers if g.gpu_class == cls)
             assert resource["replicas"] >= workers, (stack, cls, workers)

@@ -1,6 +1,7 @@
 """Checks across keys: the graph a stack file describes must be one Dynamo can serve.
 
-Each check returns (key path, message) pairs; `config.load` raises them together as one ConfigError.
+Each check reads the resolved stack (infra/resolved.py: defaults filled, names and contexts derived
+once) and returns (key path, message) pairs; `config.load` raises them together as one ConfigError.
 Every name that points at something (a worker group, a GPU class) must resolve, with "did you mean".
 """
 
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import TYPE_CHECKING
 
-from infra import payloads
+from infra import names, payloads
 from infra.config.fields import (
     GPU_CAPABLE_TLS,
     NETWORK_TLS,
@@ -17,46 +19,48 @@ from infra.config.fields import (
     dns_label,
     expand_tls,
     node_path,
-    vllm_int,
 )
-from infra.config.models import StackConfig, WorkerGroup
+from infra.config.models import WorkerGroup
+from infra.resolved import derived_context
+
+if TYPE_CHECKING:
+    from infra.resolved import ResolvedStack
 
 Problems = list[tuple[str, str]]
-# Longest Dynamo-derived name per component: the operator names a component's Service
-# `<graph>-<component>`, a DNS label of at most 63 characters.
-SERVICE_NAME_MAX = 63
 
 
 def _unknown(kind: str, name: str, known: list[str], where: str) -> str:
     return f"unknown {kind} {name!r}{did_you_mean(name, known) or '.'} {where}: {', '.join(known) or 'none'}"
 
 
-def _names(cfg: StackConfig) -> Problems:
-    found: Problems = []
+def _names(r: ResolvedStack) -> Problems:
+    cfg, found = r.config, []
     seen: set[str] = set()
     for g in cfg.workers:
         if g.name in seen or g.name == "frontend":
             found.append((f"workers.{g.name}.name", f"{g.name!r} is used twice (the frontend is named 'frontend'); "
                           "give each worker group its own name"))
         seen.add(g.name)
-        service = f"{cfg.graph.name}-{g.name}"
-        if len(service) > SERVICE_NAME_MAX:
+        service = r.service(g)
+        if len(service) > names.LABEL_MAX:
             found.append((f"workers.{g.name}.name", f"the operator names this group's Service {service!r}, "
-                          f"{len(service)} characters, more than the {SERVICE_NAME_MAX} Kubernetes allows; "
-                          f"shorten the group name to at most {SERVICE_NAME_MAX - len(cfg.graph.name) - 1} "
+                          f"{len(service)} characters, more than the {names.LABEL_MAX} Kubernetes allows; "
+                          f"shorten the group name to at most {names.component_name_max(r.graph)} "
                           "characters, or graph.name"))
     return found
 
 
-def _gpu_classes(cfg: StackConfig) -> Problems:
+def _gpu_classes(r: ResolvedStack) -> Problems:
+    cfg = r.config
     classes = sorted(cfg.gpu_classes)
     return [(f"workers.{g.name}.gpuClass", _unknown("GPU class", g.gpu_class, classes,
                                                      "Defined classes (add one under gpuClasses)"))
             for g in cfg.workers if g.gpu_class not in cfg.gpu_classes]
 
 
-def _shape(cfg: StackConfig) -> Problems:
+def _shape(r: ResolvedStack) -> Problems:
     """Aggregated or disaggregated, and something serves each side."""
+    cfg = r.config
     roles = {g.role for g in cfg.workers}
     if "agg" in roles and roles & {"prefill", "decode"}:
         agg = [g.name for g in cfg.workers if g.role == "agg"]
@@ -83,8 +87,9 @@ def _cuda_over_tcp(g: WorkerGroup) -> bool:
     return g.kv_transfer.buffer_device == "cuda" and not expand_tls(g.kv_transfer.ucx_tls) & GPU_CAPABLE_TLS
 
 
-def _transfer(cfg: StackConfig) -> Problems:
+def _transfer(r: ResolvedStack) -> Problems:
     """Each group's transport can move its buffers, and each prefill/decode pair can talk."""
+    cfg = r.config
     found: Problems = []
     for g in cfg.workers:
         if g.role != "agg" and _cuda_over_tcp(g):
@@ -111,9 +116,10 @@ def _transfer(cfg: StackConfig) -> Problems:
     return found
 
 
-def _context(cfg: StackConfig) -> Problems:
+def _context(r: ResolvedStack) -> Problems:
     """Every worker's context length (vLLM --max-model-len) holds the requests the stack is sized for
     and fits the model; the benchmark's requests fit it too."""
+    cfg = r.config
     w, m = cfg.workload, cfg.model
     needed = w.input_tokens + w.output_tokens
     sized_for = (f"the requests this stack is sized for: {w.input_tokens:,} input tokens (workload.inputTokens) + "
@@ -137,16 +143,15 @@ def _context(cfg: StackConfig) -> Problems:
         value = g.extra_arg("--max-model-len")
         if value is None:
             continue
-        tokens = vllm_int(value)
-        if tokens is None:
+        if g.name not in r.contexts:  # resolve() found no token count in it
             found.append((f"workers.{g.name}.extraArgs", f"--max-model-len {value!r} is not a token count; "
                           "dynamo-lab checks the KV pool against a fixed length (and vLLM's -1/auto would "
                           "change with the pool). Write e.g. --max-model-len 8192, or remove it to use "
                           "workload.maxModelLen"))
         else:
-            check(f"workers.{g.name}.extraArgs", f"--max-model-len {value}", tokens, "remove it")
+            check(f"workers.{g.name}.extraArgs", f"--max-model-len {value}", r.context(g).tokens, "remove it")
     if w.max_model_len is None and most is not None:
-        derived = w.derived_max_model_len
+        derived = derived_context(w)
         if needed > most:
             found.append(("workload.inputTokens", f"{sized_for}, longer than {m.name}'s context "
                           f"(max_position_embeddings {most:,}); vLLM would reject every request. Lower "
@@ -157,7 +162,7 @@ def _context(cfg: StackConfig) -> Problems:
     b = cfg.benchmark
     if b.enabled and not found:
         bench = b.prefix_tokens + b.unique_tokens + b.output_tokens
-        shortest = min(cfg.context_length(g)[0] for g in cfg.workers)
+        shortest = min(r.context(g).tokens for g in cfg.workers)
         if bench > shortest:
             found.append(("benchmark", f"the benchmark's requests take {bench:,} tokens (prefixTokens "
                           f"{b.prefix_tokens} + uniqueTokens {b.unique_tokens} + outputTokens {b.output_tokens}), "
@@ -167,8 +172,9 @@ def _context(cfg: StackConfig) -> Problems:
     return found
 
 
-def _group_refs(cfg: StackConfig) -> Problems:
+def _group_refs(r: ResolvedStack) -> Problems:
     """Keys that name a worker group: the probe's and each measured throughput's."""
+    cfg = r.config
     by_name = {g.name: g for g in cfg.workers}
     found: Problems = []
 
@@ -199,8 +205,9 @@ def _group_refs(cfg: StackConfig) -> Problems:
     return found
 
 
-def _benchmark(cfg: StackConfig) -> Problems:
+def _benchmark(r: ResolvedStack) -> Problems:
     """The benchmark installs AIPerf from hash-pinned requirements, which hold one version."""
+    cfg = r.config
     locked = payloads.locked_aiperf()
     if cfg.benchmark.aiperf_version != locked:
         return [("benchmark.aiperfVersion", f"{cfg.benchmark.aiperf_version} is not the AIPerf the benchmark Job "
@@ -211,7 +218,8 @@ def _benchmark(cfg: StackConfig) -> Problems:
     return []
 
 
-def _namespaces(cfg: StackConfig) -> Problems:
+def _namespaces(r: ResolvedStack) -> Problems:
+    cfg = r.config
     if cfg.platform.manage and cfg.graph.namespace == cfg.platform.namespace:
         return [("graph.namespace", f"{cfg.graph.namespace!r} is also platform.namespace; the graph gets its own "
                  "namespace so it can be removed without touching the operator. Remove graph.namespace (default: "
@@ -269,11 +277,12 @@ def _absolute(path: str) -> str | None:
     return None
 
 
-def _node_directory(cfg: StackConfig) -> Problems:
+def _node_directory(r: ResolvedStack) -> Problems:
     """The node cache's directory, judged as the node sees it: `<hostPath>/dynamo-lab-cache.<graph
-    namespace>` joined and normalized (StackConfig.node_cache_directory), not modelCache.hostPath
+    namespace>` joined and normalized (ResolvedStack.node_cache_directory), not modelCache.hostPath
     alone. The pre-pull's root step makes it group-writable and every worker mounts it, so it must be
     the stack's own."""
+    cfg = r.config
     mc = cfg.model_cache
     found: Problems = [(f"modelCache.allowedRoots[{i}]", why) for i, root in enumerate(mc.allowed_roots)
                        if (why := _absolute(root)) is not None]
@@ -281,7 +290,7 @@ def _node_directory(cfg: StackConfig) -> Problems:
         return [("modelCache.hostPath", why), *found]
     if found:
         return found
-    final = cfg.node_cache_directory
+    final = r.node_cache_directory
     formed = (f"the node cache directory would be {final!r}, formed from modelCache.hostPath {mc.host_path!r} and "
               f"graph.namespace {cfg.graph.namespace!r} (default: dynamo-lab-<stack>)")
     harm = ("the pre-pull's root step makes it group-writable (chgrp 0, chmod g+rwxs) and every worker's pod "
@@ -299,16 +308,17 @@ def _node_directory(cfg: StackConfig) -> Problems:
     return []
 
 
-def _model_cache(cfg: StackConfig) -> Problems:
+def _model_cache(r: ResolvedStack) -> Problems:
+    cfg = r.config
     mc, problems = cfg.model_cache, []
     if mc.mode in ("hostPath", "nodeVolume"):
-        problems += _node_directory(cfg)
-    nodes = cfg.worker_nodes
+        problems += _node_directory(r)
+    nodes = r.worker_classes
     if mc.mode == "nodeVolume":
         # Each GPU class with workers names a claim, <graph>-model-cache-<class>, and its volume. A
         # worker's class that is not defined is _group_refs' one error (did you mean), not a second here.
         for cls in (n for n in nodes if n in cfg.gpu_classes):
-            claim = f"{cfg.graph.name}-model-cache-{cls}"
+            claim = r.node_cache_claim(cls)
             try:
                 dns_label(claim)
             except ValueError:
@@ -318,8 +328,7 @@ def _model_cache(cfg: StackConfig) -> Problems:
                                  f"{re.sub(r'[^a-z0-9-]+', '-', cls.lower()).strip('-')[:20] or 'gpu'!r}, or "
                                  "shorten graph.name"))
     if mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteOnce" and len(nodes) > 1:
-        where = "; ".join(f"{n}: {', '.join(g.name for g in cfg.workers if g.gpu_class == n and g.replicas)}"
-                          for n in nodes)
+        where = "; ".join(f"{n}: {', '.join(g.name for g in r.active_on(n))}" for n in nodes)
         problems.append(("modelCache.pvc.accessMode", f"ReadWriteOnce lets one node mount the claim, but the "
                          f"workers run on {len(nodes)} nodes ({where}); the pods on the other node would "
                          "never start. Write accessMode: ReadWriteMany (a storage class that supports it, "
@@ -327,7 +336,7 @@ def _model_cache(cfg: StackConfig) -> Problems:
     return problems
 
 
-def problems(cfg: StackConfig) -> Problems:
-    """Every cross-key problem of `cfg`; empty when the graph is one Dynamo can serve."""
-    return (_names(cfg) + _gpu_classes(cfg) + _shape(cfg) + _transfer(cfg) + _context(cfg)
-            + _group_refs(cfg) + _namespaces(cfg) + _model_cache(cfg) + _benchmark(cfg))
+def problems(r: ResolvedStack) -> Problems:
+    """Every cross-key problem of the resolved stack; empty when the graph is one Dynamo can serve."""
+    return (_names(r) + _gpu_classes(r) + _shape(r) + _transfer(r) + _context(r)
+            + _group_refs(r) + _namespaces(r) + _model_cache(r) + _benchmark(r))

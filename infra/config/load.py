@@ -1,9 +1,9 @@
-"""Raw Pulumi config -> StackConfig, or a ConfigError naming the stack file, each key and the fix.
+"""Raw Pulumi config -> the resolved stack, or a ConfigError naming the stack file, each key and the fix.
 
 Pulumi hands a program its config as `<namespace>:<key>` -> text (structured values as JSON text).
 `load()` validates the `dynamo-lab:*` keys against `config.models`, turns pydantic's errors into
-messages a user can act on ("did you mean", the accepted values), fills the per-stack defaults,
-then runs the cross-key checks of `config.checks`.
+messages a user can act on ("did you mean", the accepted values), resolves the stack (the per-stack
+defaults and derived facts, infra/resolved.py), then runs the cross-key checks of `config.checks`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from infra.config import engine_flags
 from infra.config.checks import problems as cross_key_problems
 from infra.config.models import PROJECT, StackConfig
 from infra.errors import ConfigError, stack_file
+from infra.resolved import ResolvedStack, resolve
 
 
 def _path(loc: tuple, raw: dict[str, Any]) -> str:
@@ -197,8 +198,9 @@ def _plain_secrets(raw_config: dict[str, str], secret_keys: Collection[str], sta
             for key in SECRET_KEYS if f"{PROJECT}:{key}" in raw_config and f"{PROJECT}:{key}" not in secret_keys]
 
 
-def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = ()) -> StackConfig:
-    """Validate a stack's `dynamo-lab:*` and `kubernetes:*` keys. Raises ConfigError on any problem.
+def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = ()) -> ResolvedStack:
+    """Validate a stack's `dynamo-lab:*` and `kubernetes:*` keys and resolve the stack. Raises
+    ConfigError on any problem.
 
     `secret_keys` are the config keys the stack stores encrypted (`pulumi config set --secret`);
     a secret setting outside them is refused.
@@ -243,16 +245,8 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
         raise ConfigError(stack_file(stack), cluster_problems + problems) from None
     if cluster_problems:
         raise ConfigError(stack_file(stack), cluster_problems)
-    # Per-stack defaults, resolved here so every builder reads one value.
-    w, b = cfg.workload, cfg.benchmark
-    cfg = cfg.model_copy(update={
-        "graph": cfg.graph.model_copy(update={
-            "name": cfg.graph.name or stack, "namespace": cfg.graph.namespace or f"dynamo-lab-{stack}"}),
-        "benchmark": b.model_copy(update={
-            "prefix_tokens": w.prefix_tokens if b.prefix_tokens is None else b.prefix_tokens,
-            "unique_tokens": w.unique_tokens if b.unique_tokens is None else b.unique_tokens,
-            "output_tokens": w.output_tokens if b.output_tokens is None else b.output_tokens})})
-    problems = cross_key_problems(cfg)
+    stack_resolved = resolve(cfg, stack)  # the per-stack defaults and derived facts, once
+    problems = cross_key_problems(stack_resolved)
     if problems:
         raise ConfigError(stack_file(stack), problems)
-    return cfg
+    return stack_resolved

@@ -24,9 +24,10 @@ from pydantic.fields import FieldInfo
 from infra.catalogue import BUILTIN_MODELS
 from infra.config import fields
 from infra.config.load import KUBERNETES
-from infra.config.models import ClusterTarget, Model, NodeRequirement, StackConfig, WorkerGroup
+from infra.config.models import ClusterTarget, Model, NodeRequirement, StackConfig, WorkerGroup, Workload
 from infra.errors import UserError
 from infra.lab.paths import ROOT
+from infra.resolved import derived_context
 
 PAGE = ROOT / "docs" / "configuration.md"
 COMMAND = "python3 dev.py config-reference"
@@ -140,8 +141,11 @@ def _value(field: Optional[FieldInfo], value: Any) -> str:
 
 
 def _placeholders(text: str) -> str:
-    """`{workload.prefixTokens}` -> that key's default (a property of its model works too)."""
+    """`{workload.prefixTokens}` -> that key's default (a property of its model works too);
+    `{derived.context}` -> the context the resolved stack derives from the default workload."""
     def resolve(match: re.Match) -> str:
+        if match.group(1) == "derived.context":  # a figure the resolved stack derives, from the defaults
+            return str(derived_context(Workload()))
         cls: type[BaseModel] = StackConfig
         obj: Any = None
         field: Optional[FieldInfo] = None

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 if TYPE_CHECKING:
     from infra.config.models import ClusterTarget, NodeRequirement
 
+from infra.names import DIGEST_CHARS
+
 T = TypeVar("T")
 
 # Marks each namespace a stack creates as that stack's own. `dynamo-lab preflight` reads it to tell
@@ -41,7 +43,7 @@ def owner_labels(stack: str) -> dict[str, str]:
     return {STACK_LABEL: stack}
 
 
-def content_hash(value: Any, length: int = 10) -> str:
+def content_hash(value: Any, length: int = DIGEST_CHARS) -> str:
     """A short, stable digest of JSON-able content, for names that change when the content does.
 
     A Job's pod template cannot be changed in place; naming a run's ConfigMap and Jobs from the

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from infra import prefix_cache, units
+from infra import names, prefix_cache, units
 from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
 from infra.manifests import BENCHMARK_JOB, JOB_LABEL, MODEL_PULL_JOB, kubectl, match_expressions, model_cache, security
+from infra.resolved import ResolvedStack
 from infra.sizing import GroupSizing, StackSizing
 
 API_VERSION = "nvidia.com/v1beta1"
@@ -151,7 +152,8 @@ def frontend_component(cfg: StackConfig) -> dict[str, Any]:
     return {"name": "frontend", "type": "frontend", "replicas": fe.replicas, "podTemplate": {"spec": spec}}
 
 
-def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> dict[str, Any]:
+def worker_component(stack: ResolvedStack, group: WorkerGroup, sized: GroupSizing) -> dict[str, Any]:
+    cfg = stack.config
     gpu = cfg.gpu_classes[group.gpu_class]
     main = _container(cfg, {
         "command": ["python3", "-m", "dynamo.vllm"],
@@ -167,17 +169,18 @@ def worker_component(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -
         env += model_cache.env(cfg)
         # Read-only once the pre-pull filled it: no worker can change the files another one loads.
         main["volumeMounts"] = [model_cache.mount(read_only=model_cache.pre_pulled(cfg))]
-        spec["volumes"] = [model_cache.volume(cfg, group.gpu_class)]
+        spec["volumes"] = [model_cache.volume(stack, group.gpu_class)]
     if env:
         main["env"] = env
     return {"name": group.name, "type": COMPONENT_TYPE[group.role], "replicas": group.replicas,
             "podTemplate": {"spec": spec}}
 
 
-def deployment(cfg: StackConfig, sizing: StackSizing) -> dict[str, Any]:
+def deployment(stack: ResolvedStack, sizing: StackSizing) -> dict[str, Any]:
     """The DynamoGraphDeployment: the frontend and one component per worker group."""
+    cfg = stack.config
     components = [frontend_component(cfg)]
-    components += [worker_component(cfg, g, sizing.group(g.name)) for g in cfg.workers]
+    components += [worker_component(stack, g, sizing.group(g.name)) for g in cfg.workers]
     return {"apiVersion": API_VERSION, "kind": KIND,
             "metadata": {"name": cfg.graph.name, "namespace": cfg.graph.namespace,
                          "annotations": ready_annotations(cfg)},
@@ -243,7 +246,7 @@ def network_policies(cfg: StackConfig) -> list[dict[str, Any]]:
                 spec["policyTypes"].append(kind)
                 spec[kind.lower()] = rules
         return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                "metadata": {"name": f"{name}-{suffix}", "namespace": ns}, "spec": spec}
+                "metadata": {"name": names.network_policy(name, suffix), "namespace": ns}, "spec": spec}
 
     graph_pods = {"matchLabels": {GRAPH_NAME_LABEL: name}}  # the operator's label on frontend and workers
     frontend = {"matchLabels": {COMPONENT_TYPE_LABEL: "frontend", GRAPH_NAME_LABEL: name}}
@@ -273,7 +276,7 @@ def network_policies(cfg: StackConfig) -> list[dict[str, Any]]:
 
 def frontend_service(cfg: StackConfig) -> str:
     # The operator names a component's Service <graph>-<component> (Dynamo docs port-forward examples).
-    return f"{cfg.graph.name}-frontend"
+    return names.service(cfg.graph.name, "frontend")
 
 
 def frontend_url(cfg: StackConfig) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Optional
 from infra import units
 from infra.config.models import StackConfig
 from infra.manifests import match_expressions
+from infra.resolved import ResolvedStack
 
 VOLUME = "model-cache"
 MOUNT = "/cache/huggingface/hub"
@@ -27,58 +28,43 @@ def enabled(cfg: StackConfig) -> bool:
     return cfg.model_cache.mode != "off"
 
 
-def host_directory(cfg: StackConfig) -> str:
-    """The stack's own directory under modelCache.hostPath, dynamo-lab-cache.<graph namespace>: no other
-    stack's Jobs, and nothing else of the node's, write into it. Normalized: the directory
-    config.checks judged is the one deployed."""
-    return cfg.node_cache_directory
-
-
 def on_nodes(cfg: StackConfig) -> bool:
     """Whether the cache is a directory on each GPU node (nodeVolume or hostPath): one per GPU class."""
     return cfg.model_cache.mode in ("nodeVolume", "hostPath")
 
 
-def node_claim(cfg: StackConfig, gpu_class: str) -> str:
-    """nodeVolume: the claim of one GPU class's node, `<graph>-model-cache-<class>`."""
-    return f"{cfg.graph.name}-model-cache-{gpu_class}"
-
-
-def node_volume_name(cfg: StackConfig, gpu_class: str) -> str:
-    """nodeVolume: the (cluster-wide) PersistentVolume of one node, named after the graph namespace."""
-    return f"{cfg.graph.namespace}-model-cache-{gpu_class}"
-
-
-def volume(cfg: StackConfig, gpu_class: Optional[str], host_path_type: str = "Directory") -> dict[str, Any]:
+def volume(stack: ResolvedStack, gpu_class: Optional[str], host_path_type: str = "Directory") -> dict[str, Any]:
     """The pod volume of a pod on `gpu_class`'s node (None: a pod on any node, for a claim). A hostPath
+    is the stack's own directory (ResolvedStack.node_cache_directory, the one config.checks judged) and
     must exist for the workers (the pre-pull Job makes it, writable)."""
-    mc = cfg.model_cache
+    mc = stack.config.model_cache
     if mc.mode == "hostPath":
-        return {"name": VOLUME, "hostPath": {"path": host_directory(cfg), "type": host_path_type}}
+        return {"name": VOLUME, "hostPath": {"path": stack.node_cache_directory, "type": host_path_type}}
     if mc.mode == "nodeVolume":
         if gpu_class is None:
             raise ValueError("a nodeVolume cache is per GPU class: name the class")
-        return {"name": VOLUME, "persistentVolumeClaim": {"claimName": node_claim(cfg, gpu_class)}}
-    return {"name": VOLUME, "persistentVolumeClaim": {"claimName": cfg.model_cache_claim}}
+        return {"name": VOLUME, "persistentVolumeClaim": {"claimName": stack.node_cache_claim(gpu_class)}}
+    return {"name": VOLUME, "persistentVolumeClaim": {"claimName": stack.model_cache_claim}}
 
 
-def node_volumes(cfg: StackConfig, nbytes: int) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+def node_volumes(stack: ResolvedStack, nbytes: int) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """nodeVolume: per GPU class with workers, a PersistentVolume on its node's directory and the claim
     bound to it. The volume is a hostPath the kubelet creates (DirectoryOrCreate), placed on the node
     by the class's node affinity; Retain keeps the files when the stack is destroyed. The pods mount
     the claim, which Pod Security baseline allows, where a hostPath volume needs privileged."""
+    cfg = stack.config
     if cfg.model_cache.mode != "nodeVolume":
         return {}
     size = units.to_mi_quantity(nbytes)
     out = {}
-    for cls in cfg.worker_nodes:
-        pv, claim = node_volume_name(cfg, cls), node_claim(cfg, cls)
+    for cls in stack.worker_classes:
+        pv, claim = stack.node_cache_volume(cls), stack.node_cache_claim(cls)
         terms = [{"matchExpressions": match_expressions(cfg.gpu_classes[cls].node_selector)}]
         out[cls] = (
             {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
              "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
                       "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "", "volumeMode": "Filesystem",
-                      "hostPath": {"path": host_directory(cfg), "type": "DirectoryOrCreate"},
+                      "hostPath": {"path": stack.node_cache_directory, "type": "DirectoryOrCreate"},
                       "nodeAffinity": {"required": {"nodeSelectorTerms": terms}},
                       "claimRef": {"namespace": cfg.graph.namespace, "name": claim}}},
             {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -105,18 +91,18 @@ def env(cfg: StackConfig) -> list[dict[str, str]]:
     return out
 
 
-def claim(cfg: StackConfig) -> Optional[dict[str, Any]]:
+def claim(stack: ResolvedStack) -> Optional[dict[str, Any]]:
     """The PersistentVolumeClaim dynamo-lab creates; None for a hostPath cache or an existing claim.
 
     A plain Kubernetes object, not the DynamoGraphDeployment's: v1beta1 has no `spec.pvcs` (only
     the deprecated v1alpha1 does), and the pre-pull Job must mount the claim before the graph exists.
     """
-    if not cfg.creates_model_cache_claim:
+    if not stack.creates_model_cache_claim:
         return None
-    mc = cfg.model_cache
+    mc = stack.config.model_cache
     spec: dict[str, Any] = {"accessModes": [mc.pvc.access_mode],
                             "resources": {"requests": {"storage": units.to_mi_quantity(mc.pvc.size)}}}
     if mc.pvc.storage_class is not None:
         spec["storageClassName"] = mc.pvc.storage_class
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": cfg.model_cache_claim, "namespace": cfg.graph.namespace}, "spec": spec}
+            "metadata": {"name": stack.model_cache_claim, "namespace": stack.namespace}, "spec": spec}

@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from infra.config.models import StackConfig
+from infra import names
 from infra.manifests import JOB_LABEL, MODEL_PULL_JOB, digest_named, digest_suffix, model_cache, security
 from infra.manifests.graph import node_affinity, with_hf_token
+from infra.resolved import ResolvedStack
 
 # What vLLM and the frontend read: safetensors weights, JSON config and tokenizer files, merges/vocab
 # text, sentencepiece/tiktoken models, chat templates. Not *.bin/*.pth duplicates of the weights.
@@ -30,27 +31,28 @@ PREPARE = (f"chgrp 0 {model_cache.MOUNT} && chmod g+rwxs {model_cache.MOUNT} "
 # Downloading is network- and disk-bound; the memory covers the Xet client's buffers.
 RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
 PREPARE_RESOURCES = {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"memory": "32Mi"}}
-NAME_MAX = 63  # a Job's name becomes a label value
 
 
-def placements(cfg: StackConfig) -> dict[str, Optional[str]]:
+def placements(stack: ResolvedStack) -> dict[str, Optional[str]]:
     """Job key -> the GPU class whose node it runs on (None: anywhere). Empty: no pre-pull."""
+    cfg, classes = stack.config, stack.worker_classes
     mc = cfg.model_cache
     if not model_cache.pre_pulled(cfg):
         return {}
     if model_cache.on_nodes(cfg):
-        return {cls: cls for cls in cfg.worker_nodes}
-    one_node = mc.pvc.access_mode == "ReadWriteOnce" and len(cfg.worker_nodes) == 1
-    return {"claim": cfg.worker_nodes[0] if one_node else None}
+        return {cls: cls for cls in classes}
+    one_node = mc.pvc.access_mode == "ReadWriteOnce" and len(classes) == 1
+    return {"claim": classes[0] if one_node else None}
 
 
-def _name(cfg: StackConfig, key: str, digest: str) -> str:
+def _name(stack: ResolvedStack, key: str, digest: str) -> str:
     slug = "" if key == "claim" else "-" + re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-")
     tail = digest_suffix(digest)
-    return f"{cfg.graph.name}-model-pull{slug}"[:NAME_MAX - len(tail)].rstrip("-") + tail
+    return f"{names.model_pull_base(stack.graph)}{slug}"[:names.LABEL_MAX - len(tail)].rstrip("-") + tail
 
 
-def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any]:
+def _job(stack: ResolvedStack, name: str, gpu_class: Optional[str]) -> dict[str, Any]:
+    cfg = stack.config
     mount = model_cache.mount()
     pull = with_hf_token(cfg, security.container({
         "name": "pull", "image": cfg.image,
@@ -60,7 +62,7 @@ def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any
     }))
     # No API call: no ServiceAccount token in the pod.
     pod: dict[str, Any] = {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [pull],
-                           "volumes": [model_cache.volume(cfg, gpu_class, host_path_type="DirectoryOrCreate")]}
+                           "volumes": [model_cache.volume(stack, gpu_class, host_path_type="DirectoryOrCreate")]}
     if model_cache.on_nodes(cfg):
         # fsGroup does not apply to a hostPath (in the pod or behind a nodeVolume's PersistentVolume):
         # a root step makes the kubelet's directory writable by the image's group. Pod Security
@@ -83,10 +85,10 @@ def _job(cfg: StackConfig, name: str, gpu_class: Optional[str]) -> dict[str, Any
                      "template": {"metadata": {"labels": {JOB_LABEL: MODEL_PULL_JOB}}, "spec": pod}}}
 
 
-def _build(cfg: StackConfig, digest: str) -> dict[str, dict[str, Any]]:
-    return {key: _job(cfg, _name(cfg, key, digest), cls) for key, cls in placements(cfg).items()}
+def _build(stack: ResolvedStack, digest: str) -> dict[str, dict[str, Any]]:
+    return {key: _job(stack, _name(stack, key, digest), cls) for key, cls in placements(stack).items()}
 
 
-def jobs(cfg: StackConfig) -> dict[str, dict[str, Any]]:
+def jobs(stack: ResolvedStack) -> dict[str, dict[str, Any]]:
     """Job key (the GPU class, or `claim`) -> Job, each named `<graph>-model-pull[-<class>]-<digest>`."""
-    return digest_named(lambda digest: _build(cfg, digest))
+    return digest_named(lambda digest: _build(stack, digest))

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from infra import payloads, units
+from infra import names, payloads, units
 from infra.config.models import Model, StackConfig, WorkerGroup
 from infra.manifests import JOB_LABEL, KV_PROBE_JOB, digest_named, digest_suffix, kubectl, security
 from infra.manifests.graph import node_affinity, worker_env
@@ -95,10 +95,9 @@ def stack_plan(cfg: StackConfig, sizing: StackSizing, op: Optional[str] = None, 
 
 
 def _names(cfg: StackConfig, digest: str) -> dict[str, str]:
-    base = f"{cfg.graph.name}-kv-probe"
+    base = names.probe_base(cfg.graph.name)
     tail = digest_suffix(digest)
-    return {"configmap": f"{base}{tail}", "target": f"{base}-target{tail}",
-            "initiator": f"{base}-initiator{tail}"}
+    return {"configmap": f"{base}{tail}", **{role: f"{base}-{role}{tail}" for role in names.PROBE_ROLES}}
 
 
 def _job(cfg: StackConfig, name: str, configmap: str, group: WorkerGroup, args: list[str],

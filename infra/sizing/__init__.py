@@ -1,6 +1,6 @@
 """What a configuration costs before it deploys: KV bytes, GPU fit, host memory, transfer time.
 
-Pure arithmetic over a validated StackConfig; no Pulumi here, and no report prose (the lab's
+Pure arithmetic over a resolved stack (infra/resolved.py); no Pulumi here, and no report prose (the lab's
 `sizing_text` words it). A stack that cannot fit raises ConfigError with the numbers and the fix.
 The rules come from the lab's OOM (docs/lab.md) and vLLM's source (docs/sources.md):
 - KV bytes per token = 2 (K and V) x layers x KV heads x head_dim x dtype bytes.
@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 
 from infra import prefix_cache, units
-from infra.config.models import StackConfig, WorkerGroup
+from infra.config.models import StackConfig
 from infra.errors import ConfigError, stack_file
+from infra.resolved import ResolvedStack
 from infra.sizing.checks import gpu_overplanned, memory, short_pool, small_claim
 from infra.sizing.formulas import (
     SAME_NODE_DEFAULT,
@@ -51,19 +52,13 @@ __all__ = [
 ]
 
 
-def _workers_by_class(cfg: StackConfig) -> dict[str, list[WorkerGroup]]:
-    by_class: dict[str, list[WorkerGroup]] = {}
-    for g in cfg.workers:
-        if g.replicas > 0:
-            by_class.setdefault(g.gpu_class, []).append(g)
-    return by_class
-
-
-def _pools(cfg: StackConfig, weights: int) -> dict[str, int]:
+def _pools(r: ResolvedStack, weights: int) -> dict[str, int]:
     """KV pool per worker: as configured, or what the GPU's budget leaves shared evenly."""
+    cfg = r.config
     overhead = cfg.sizing.gpu_overhead_per_worker
     pools: dict[str, int] = {g.name: g.kv_cache_bytes for g in cfg.workers if g.kv_cache_bytes is not None}
-    for cls_name, groups in _workers_by_class(cfg).items():
+    for cls_name in r.worker_classes:
+        groups = r.active_on(cls_name)
         cls = cfg.gpu_classes[cls_name]
         budget = gpu_budget(cls)
         workers = sum(g.replicas for g in groups)
@@ -88,11 +83,12 @@ def _decode_hit_probability(cfg: StackConfig, decode_pool: int, per_token: int) 
         prefix_cache.pool_blocks(decode_pool, per_token), w.concurrency / max(decoders, 1))
 
 
-def _transfers(cfg: StackConfig, per_token: int, pools: dict[str, int]) -> list[TransferSizing]:
+def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[TransferSizing]:
+    cfg = r.config
     s, w = cfg.sizing, cfg.workload
     cold = per_token * w.input_tokens
     warm = per_token * (w.input_tokens - prefix_cache.reusable_prefix_tokens(w.prefix_tokens))
-    active = [g for g in cfg.workers if g.replicas > 0]
+    active = r.active
     measured = {(m.from_group, m.to_group): m.bytes_per_second for m in s.measured}
     # What a transfer to a decode group carries (its prefix hits) and the prefill it saves depend
     # on that group alone, whichever prefill group sends.
@@ -124,31 +120,32 @@ def _transfers(cfg: StackConfig, per_token: int, pools: dict[str, int]) -> list[
     return out
 
 
-def model_cache(cfg: StackConfig, problems: list) -> ModelCacheSizing:
+def model_cache(r: ResolvedStack, problems: list) -> ModelCacheSizing:
     """Disk for the model's files in one cache; refuses a claim dynamo-lab would create too small for them."""
+    cfg = r.config
     m, mc = cfg.model, cfg.model_cache
     weights = m.stored_parameters * m.dtype_bytes
     need = weights + m.tokenizer_bytes
-    claim = mc.pvc.size if cfg.creates_model_cache_claim else None
+    claim = mc.pvc.size if r.creates_model_cache_claim else None
     if claim is not None and claim < need:
         problems.append(("modelCache.pvc.size", small_claim(m, claim, weights, need)))
     pods = sum(g.replicas for g in cfg.workers)
-    locations = {"off": [], "hostPath": cfg.worker_nodes, "nodeVolume": cfg.worker_nodes,
-                 "pvc": [cfg.model_cache_claim]}[mc.mode]
+    locations = list(r.cache_locations)
     return ModelCacheSizing(mode=mc.mode, stored_parameters=m.stored_parameters, weights_bytes=weights,
                             tokenizer_bytes=m.tokenizer_bytes, bytes_per_cache=need, locations=locations,
                             claim_bytes=claim, downloads=len(locations) if locations else pods)
 
 
-def size(cfg: StackConfig, stack: str) -> StackSizing:
+def size(r: ResolvedStack) -> StackSizing:
     """Size every worker group; raises ConfigError if a worker cannot fit its GPU or its memory limit."""
+    cfg, stack = r.config, r.name
     m = cfg.model
     per_token = kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)
     per_request = per_token * cfg.workload.input_tokens
     weights = m.parameters * m.dtype_bytes
     overhead = cfg.sizing.gpu_overhead_per_worker
     problems: list[tuple[str, str]] = []
-    pools = _pools(cfg, weights)
+    pools = _pools(r, weights)
     layout = kv_layout(m, cfg.workload.input_tokens)
 
     groups = []
@@ -157,8 +154,8 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
         cls = cfg.gpu_classes[g.gpu_class]
         per_worker = weights + pool + overhead
         util = math.ceil(per_worker / cls.memory * 100) / 100
-        floor, limit, request, source = memory(cfg, g, pool, per_request, problems)
-        context, context_source = cfg.context_length(g)
+        context, context_source = r.context(g).tokens, r.context(g).source
+        floor, limit, request, source = memory(cfg, g, pool, per_request, context, layout, problems)
         have, need = pool // layout.block_bytes, blocks_for_sequence(context)
         # A group with no replicas and no pool of its own starts no worker: nothing to hold.
         if (g.replicas or g.kv_cache_bytes is not None) and have < need:
@@ -176,19 +173,20 @@ def size(cfg: StackConfig, stack: str) -> StackSizing:
             requests_in_pool=pool / per_request))
 
     gpus = []
-    for cls_name in _workers_by_class(cfg):
+    for cls_name in r.worker_classes:
         cls = cfg.gpu_classes[cls_name]
         budget = gpu_budget(cls)
-        sized = [s for s in groups if s.gpu_class == cls_name and s.replicas > 0]
+        running = {g.name for g in r.active_on(cls_name)}
+        sized = [s for s in groups if s.name in running]
         planned = sum(s.replicas * s.gpu_bytes_per_worker for s in sized)
         gpus.append(GpuFit(cls_name, sum(s.replicas for s in sized), cls.memory, budget, planned))
         if planned > budget:
             problems.append((f"gpuClasses.{cls_name}", gpu_overplanned(cls, budget, planned, sized)))
-    cache = model_cache(cfg, problems)
+    cache = model_cache(r, problems)
     if problems:
         raise ConfigError(stack_file(stack), problems)
     return StackSizing(stack=stack, model=m.name, kv_bytes_per_token=per_token,
                   kv_bytes_per_request=per_request, kv_layout=layout, input_tokens=cfg.workload.input_tokens,
                   concurrency=cfg.workload.concurrency, prefix_types=cfg.workload.prefix_types,
                   groups=groups, gpus=gpus,
-                  transfers=_transfers(cfg, per_token, pools), model_cache=cache)
+                  transfers=_transfers(r, per_token, pools), model_cache=cache)

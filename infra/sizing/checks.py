@@ -11,10 +11,9 @@ from infra.sizing.formulas import (
     blocks_for_sequence,
     gpu_budget,
     host_memory_floor,
-    kv_layout,
     largest_pool_for_limit,
 )
-from infra.sizing.report import GroupSizing
+from infra.sizing.report import GroupSizing, KvLayout
 
 
 def shown(nbytes: int) -> str:
@@ -23,7 +22,8 @@ def shown(nbytes: int) -> str:
     return text if text.endswith(("Mi", "Ki")) else f"{nbytes:,} bytes"
 
 
-def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, limit: int, floor: int) -> str:
+def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, limit: int, floor: int,
+                context: int, layout: KvLayout) -> str:
     """Why `limit` is too low for this worker, in its role's terms, and the fixes."""
     s = cfg.sizing
     if not g.cpu_buffers:
@@ -36,8 +36,7 @@ def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, l
     mirror = units.fmt_bytes(pool * (1 + s.host_headroom_percent / 100))
     largest = largest_pool_for_limit(limit, s.vllm_base_memory, s.host_headroom_percent)
     # The smallest pool vLLM starts with: one sequence of the group's max_model_len and the null block.
-    context = cfg.context_length(g)[0]
-    smallest_pool = blocks_for_sequence(context) * kv_layout(cfg.model, cfg.workload.input_tokens).block_bytes
+    smallest_pool = blocks_for_sequence(context) * layout.block_bytes
     if largest >= smallest_pool:
         second = (f"or set workers.{g.name}.kvCacheBytes <= {largest // units.MI}Mi, the largest "
                   f"KV pool whose host mirror fits {shown(limit)} "
@@ -57,13 +56,17 @@ def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, l
             f"least {shown(floor)}, {second}")
 
 
-def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, problems: list) -> tuple[int, int, int, str]:
+def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, context: int, layout: KvLayout,
+           problems: list) -> tuple[int, int, int, str]:
+    """The group's host memory floor, limit, request and where the limit came from; a limit below the
+    floor or a request above the limit is a problem. `context` and `layout` are what size() resolved."""
     s = cfg.sizing
     floor = host_memory_floor(s.vllm_base_memory, pool, s.host_headroom_percent, g.cpu_buffers)
     limit, source = (floor, "floor") if g.memory_limit is None else (g.memory_limit, "config")
     request = limit if g.memory_request is None else g.memory_request
     if limit < floor:
-        problems.append((f"workers.{g.name}.memoryLimit", below_floor(cfg, g, pool, per_request, limit, floor)))
+        problems.append((f"workers.{g.name}.memoryLimit",
+                         below_floor(cfg, g, pool, per_request, limit, floor, context, layout)))
     if request > limit:
         given = ("memoryLimit" if g.memory_limit is not None
                  else "the host memory floor (the limit while memoryLimit is unset)")

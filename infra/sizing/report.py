@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional
 
-from infra.config.models import ContextSource
+from infra.resolved import ContextSource
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class GroupSizing:
     replicas: int
     kv_cache_bytes: int
     kv_cache_source: Literal["config", "derived"]
-    # vLLM --max-model-len and where it came from (StackConfig.context_length).
+    # vLLM --max-model-len and where it came from (the resolved stack's contexts).
     max_model_len: int
     max_model_len_source: ContextSource
     # Blocks of BLOCK_TOKENS tokens the pool holds (every layer's share), and the blocks one

@@ -33,7 +33,7 @@ from infra.config.fields import vllm_int
 from infra.errors import ConfigError
 from infra.manifests.graph import KV_ROLE, deployment
 from tests.engine import model
-from tests.helpers import STACKS, everything_on, main_container, sized, unavailable
+from tests.helpers import STACKS, everything_on, loaded, main_container, sized, unavailable
 from tests.infra.config.test_engine_flags import NOT_THE_CONFIG_FILE, PASS_THROUGH, SPELLINGS
 
 pytestmark = pytest.mark.engine
@@ -77,10 +77,11 @@ CASES = [(stack, variant) for stack in STACKS for variant in VARIANTS]
 
 def render(stack: str, edit: Optional[Callable[[dict[str, Any]], None]], model_dir: Path) -> dict[str, list[str]]:
     """Each worker component's rendered argv after `python3 -m dynamo.vllm`, --model -> model_dir."""
-    cfg, sizing = sized(stack, edit)
+    stack_loaded = loaded(stack, edit)
+    cfg, sizing = stack_loaded.config, stack_loaded.sizing
     assert cfg.model.name == model.NAME, "the engine tier carries Qwen3-0.6B's config.json only"
     out = {}
-    for component in deployment(cfg, sizing)["spec"]["components"]:
+    for component in deployment(stack_loaded.resolved, sizing)["spec"]["components"]:
         if component["type"] == "frontend":
             continue
         main = main_container(component)

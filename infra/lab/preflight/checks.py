@@ -16,6 +16,6 @@ def check(stack: Stack, data: ClusterData) -> Report:
     report = Report(stack=stack.name, source=data.source, server_version=data.server_version)
     fit.nodes_and_classes(stack.config, stack.sizing, data, workloads(plan(stack)), report)
     ownership.cluster_checks(stack.config, stack.name, data, report)
-    storage.storage_class_check(stack.config, stack.name, data, report)
+    storage.storage_class_check(stack.resolved, data, report)
     network.network_checks(stack.config, data, report)
     return report

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config.models import StackConfig
 from infra.lab.preflight.cluster_data import RESAVE, ClusterData
 from infra.lab.preflight.report import Check, Problem, Report
+from infra.resolved import ResolvedStack
 
 KEY = "modelCache.pvc.storageClass"
 DEFAULT_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
@@ -61,11 +61,12 @@ def _accepted(storage_class: dict[str, Any], claim: str, how: str, report: Repor
             "mode; preflight does not read PersistentVolumes")
 
 
-def storage_class_check(cfg: StackConfig, stack: str, data: ClusterData, report: Report) -> None:
-    if not cfg.creates_model_cache_claim:
+def storage_class_check(resolved: ResolvedStack, data: ClusterData, report: Report) -> None:
+    if not resolved.creates_model_cache_claim:
         return
-    asked = cfg.model_cache.pvc.storage_class
-    claim = f"{cfg.graph.namespace}/{cfg.model_cache_claim}"
+    stack = resolved.name
+    asked = resolved.config.model_cache.pvc.storage_class
+    claim = f"{resolved.namespace}/{resolved.model_cache_claim}"
     if asked == "":
         report.checks.append(Check(NAME, None, f"claim {claim} asks for no class ({KEY}: \"\"): it binds only to "
                                                "a PersistentVolume without a class made beforehand, which "

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from infra.config import engine_flags
 from infra.errors import ConfigError
 from infra.manifests.graph import deployment
-from tests.helpers import ROOT, refused, sized
+from infra.resolved import Context, ContextSource
+from tests.helpers import ROOT, loaded, refused, sized
 
 F = "Pulumi.cross-server.yaml"
 KEY = f"{F}: workers.prefill.extraArgs: "
@@ -140,10 +141,11 @@ def test_the_refusal_says_how_the_parser_reads_the_spelling():
     (["--max-model-len= 4096"], 4096), (["--max_model_len=4096 "], 4096), (["--max-model-len", " 4k"], 4000),
 ])
 def test_a_groups_own_context_is_taken_in_every_spelling_and_the_last_wins(args, tokens):
-    cfg, sizing = sized("cross-server", _extra(args))
-    assert cfg.context_length(cfg.workers[0]) == (tokens, "extraArgs")
+    stack = loaded("cross-server", _extra(args))
+    cfg, sizing = stack.config, stack.sizing
+    assert stack.resolved.context(cfg.workers[0]) == Context(tokens, ContextSource.EXTRA_ARGS)
     assert sizing.group("prefill").max_model_len == tokens
-    (prefill,) = [c for c in deployment(cfg, sizing)["spec"]["components"] if c["name"] == "prefill"]
+    (prefill,) = [c for c in deployment(stack.resolved, sizing)["spec"]["components"] if c["name"] == "prefill"]
     argv = prefill["podTemplate"]["spec"]["containers"][0]["args"]
     # dynamo-lab writes no context of its own beside the group's: the group's spelling is what vLLM reads.
     assert argv[-len(args):] == args
@@ -174,8 +176,8 @@ PASS_THROUGH = [["--enforce-eager"], ["-O3"], ["-O", "3"], ["--max-num-seqs", "8
 
 @pytest.mark.parametrize("args", PASS_THROUGH)
 def test_flags_dynamo_lab_does_not_manage_pass_through(args):
-    cfg, sizing = sized("cross-server", _extra(args))
-    (prefill,) = [c for c in deployment(cfg, sizing)["spec"]["components"] if c["name"] == "prefill"]
+    stack = loaded("cross-server", _extra(args))
+    (prefill,) = [c for c in deployment(stack.resolved, stack.sizing)["spec"]["components"] if c["name"] == "prefill"]
     assert prefill["podTemplate"]["spec"]["containers"][0]["args"][-len(args):] == args
 
 

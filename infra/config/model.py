@@ -1,0 +1,103 @@
+"""`model`: the served model, its geometry (built in, or from its config.json) and its revision."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from infra import units
+from infra.catalogue import BUILTIN_MODELS, DEFAULT_MODEL
+from infra.config.base import _Model
+from infra.config.fields import Bytes
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
+
+
+# A Hugging Face revision that cannot move: a full commit hash (a branch or tag name can).
+COMMIT_HASH = r"^[0-9a-f]{40}$"
+
+
+class Model(_Model):
+    name: str = Field(DEFAULT_MODEL, description="the served model; one that is not built in also needs `layers`, "
+                      "`kvHeads`, `headDim` and `parameters`", json_schema_extra={"accepts": "a Hugging Face model id"})
+    layers: Optional[int] = Field(None, gt=0, description="the model's layers (config.json `num_hidden_layers`)",
+                                  json_schema_extra={"default_text": "(required)"})
+    kv_heads: Optional[int] = Field(None, gt=0, description="its KV heads (config.json `num_key_value_heads`)",
+                                    json_schema_extra={"default_text": "(required)"})
+    head_dim: Optional[int] = Field(None, gt=0, description="its head dimension (config.json `head_dim`, not "
+                                    "`hidden_size` / `num_attention_heads`)",
+                                    json_schema_extra={"default_text": "(required)"})
+    hidden_size: Optional[int] = Field(None, gt=0, description="its hidden size (config.json `hidden_size`); only "
+                                       "the local twin's model files use it", json_schema_extra={
+                                           "default_text": "`attentionHeads` x `headDim`"})
+    attention_heads: Optional[int] = Field(None, gt=0, description="its attention heads (config.json "
+                                           "`num_attention_heads`); only the local twin's model files use it",
+                                           json_schema_extra={"default_text": "`kvHeads`"})
+    dtype: Literal["bfloat16", "float16", "float32", "fp8"] = Field(
+        "bfloat16", description="the weights' and the KV cache's data type (the sizing's bytes per value)")
+    parameters: Optional[int] = Field(None, gt=0, description="its parameter count",
+                                      json_schema_extra={"default_text": "(required)"})
+    # Parameters the checkpoint files hold (tied weights may be stored twice). None: `parameters`.
+    checkpoint_parameters: Optional[int] = Field(
+        None, gt=0, description="the parameters stored in the checkpoint files (tied weights may be stored twice); "
+        "with `tokenizerBytes`, what the model takes on disk, which sizes the model cache",
+        json_schema_extra={"default_text": "`parameters`"})
+    # Config and tokenizer files beside the weights. ESTIMATE for models that are not built in.
+    tokenizer_bytes: Bytes = Field(units.parse_memory("64Mi"), description="the config and tokenizer files beside "
+                                   "the weights (an ESTIMATE for models that are not built in); they size the model "
+                                   "cache")
+    # config.json's max_position_embeddings; None: unknown, so a context length is not checked against it.
+    max_position_embeddings: Optional[int] = Field(None, gt=0, description="the model's context (config.json "
+                                                   "`max_position_embeddings`); a longer `workload.maxModelLen` or "
+                                                   "`--max-model-len` is refused")
+    # The Hub commit the pre-pull downloads and the workers load (vLLM --revision). None: the
+    # model's `main` branch, whatever it points at when a pod starts.
+    revision: Optional[str] = Field(None, description="the Hub commit the pre-pull downloads and every worker loads "
+                                    "(`--revision`); the built-in figures were read at this commit", json_schema_extra={
+                                        "accepts": "a full 40-character commit hash (a branch or tag can move, and "
+                                                   "is refused)", "default_text": "unset (the `main` branch)"})
+
+    @field_validator("revision")
+    @classmethod
+    def _immutable_revision(cls, revision: Optional[str]) -> Optional[str]:
+        if revision is not None and not re.fullmatch(COMMIT_HASH, revision):
+            raise ValueError(
+                f"{revision!r} is not a full commit hash; a branch or tag can move, and a moved one downloads "
+                "other files into the shared cache than the sizing counted. Write the 40-character commit from "
+                "the model's Hub page (Files and versions, History), e.g. "
+                "c1899de289a04d12100db370d81485cdf75e47ca"
+            )
+        return revision
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_builtin(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            name = data.get("name", DEFAULT_MODEL)
+            if name in BUILTIN_MODELS:
+                return {**BUILTIN_MODELS[name], **data}
+        return data
+
+    @model_validator(mode="after")
+    def _geometry_complete(self) -> "Model":
+        needed = {"layers": self.layers, "kvHeads": self.kv_heads, "headDim": self.head_dim,
+                  "parameters": self.parameters}
+        missing = [k for k, v in needed.items() if v is None]
+        if missing:
+            raise ValueError(
+                f"model {self.name!r} is not built in ({', '.join(BUILTIN_MODELS)}), so its geometry "
+                f"must be given: missing {', '.join(missing)} (copy num_hidden_layers, "
+                "num_key_value_heads and head_dim from its config.json, and its parameter count)"
+            )
+        return self
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def stored_parameters(self) -> int:
+        """Parameters in the checkpoint files: what the weights take on disk, in `dtype`."""
+        return self.checkpoint_parameters or self.parameters

@@ -1,0 +1,138 @@
+"""`workers`: the worker groups, their KV transfer and their engine flags."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from infra import units
+from infra.config import engine_flags
+from infra.config.base import _Model
+from infra.config.fields import Bytes, Cpu, UcxTls, dns_label
+
+# vLLM 0.31.0 ships NixlPullConnector (alias NixlConnector: the decode side READs the KV) and
+# NixlPushConnector (the prefill side WRITEs it), but Dynamo 1.6's vLLM component accepts only the
+# name NixlConnector among the NIXL ones, and sets the NIXL side-channel host only for it
+# (dynamo/vllm/kv_connector_protocols.py, dynamo/vllm/args.py; docs/sources.md).
+UNSUPPORTED_CONNECTORS = {
+    "NixlPullConnector": "it is vLLM's name for what Dynamo calls NixlConnector (the decode side pulls)",
+    "NixlPushConnector": "the prefill side would push, a path vLLM 0.31.0 has but Dynamo 1.6 does not take",
+}
+
+
+def _supported_connector(name: Any) -> Any:
+    if name in UNSUPPORTED_CONNECTORS:
+        raise ValueError(
+            f"{name} is not a connector Dynamo 1.6 accepts: {UNSUPPORTED_CONNECTORS[name]}. Its vLLM "
+            "component refuses it (\"Unsupported kv_connector\") at the first disaggregated request, while "
+            "the workers report Ready. Write connector: NixlConnector (or remove the key: it is the default)"
+        )
+    return name
+
+
+class KvTransfer(_Model):
+    connector: Annotated[Literal["NixlConnector"], BeforeValidator(_supported_connector)] = Field(
+        "NixlConnector", description="vLLM's KV connector; prefill/decode only", json_schema_extra={
+            "accepts": "`NixlConnector` only (the decode side READs the KV): Dynamo 1.6's vLLM component refuses "
+                       "vLLM's other names, `NixlPullConnector` and `NixlPushConnector`, at the first request, so "
+                       "they are refused here"})
+    # cpu: NIXL moves KV through a host mirror of the KV pool. The only choice over TCP:
+    # UCX segfaults copying GPU memory over TCP (uct_tcp_ep_am_bcopy, docs/sources.md).
+    buffer_device: Literal["cpu", "cuda"] = Field("cpu", description="where NIXL moves the KV from: a host "
+                                                  "mirror of the KV pool, or the GPU; `cuda` over a TCP-only "
+                                                  "`ucxTls` is refused (UCX segfaults); a pair must agree")
+    ucx_tls: UcxTls = Field("tcp,self", description="`UCX_TLS`", json_schema_extra={
+        "accepts": "UCX transport names (`tcp`, `self`, `rc`, `cuda_copy`, ..., `^name` for all but), not empty; a "
+                   "prefill/decode pair must share one that crosses pods"})
+    ucx_rndv_thresh: str = Field("inf", pattern=r"^(inf|auto|\d+[kKmMgG]?[bB]?)$", description="`UCX_RNDV_THRESH`",
+                                 json_schema_extra={"accepts": "`inf`, `auto` or a size"})
+
+    @property
+    def op(self) -> Literal["READ"]:
+        """The NIXL operation that moves the KV through NixlConnector: the decode side READs it. (The
+        probe can also measure WRITE, the push path Dynamo 1.6 does not take.)"""
+        return "READ"
+
+
+class WorkerGroup(_Model):
+    name: str = Field(max_length=40, description="names the graph component", json_schema_extra={
+        "accepts": "a DNS label of at most 40 characters, unique, not `frontend`; `<graph>-<name>` must fit 63"})
+    role: Literal["agg", "prefill", "decode"] = Field(
+        description="`agg` is component type `worker`; a graph is either all `agg` or has both `prefill` and "
+        "`decode`, and each side needs at least one replica in all")
+    replicas: int = Field(ge=0, description="workers in this group")
+    gpu_class: str = Field(description="where the workers run", json_schema_extra={"accepts": "a key of `gpuClasses`"})
+    kv_transfer: KvTransfer = Field(KvTransfer(), description="how the KV moves between prefill and decode workers")
+    # vLLM --kv-cache-memory-bytes. None: the GPU class's memory shared among its workers.
+    kv_cache_bytes: Optional[Bytes] = Field(None, description="vLLM `--kv-cache-memory-bytes`", json_schema_extra={
+        "accepts": "memory, at least one sequence of the worker's `--max-model-len` plus the null block (2,448 "
+                   "tokens: 154 blocks of 1.75Mi, 270Mi)",
+        "default_text": "the GPU class's budget shared evenly among its workers"})
+    cpu_request: Cpu = Field("2", description="each worker's CPU request",
+                             json_schema_extra={"accepts": "CPU, at most `cpuLimit`"})
+    cpu_limit: Optional[Cpu] = Field(None, description="each worker's CPU limit", json_schema_extra={
+        "accepts": "CPU, at least `cpuRequest`", "default_text": "none"})
+    # None: the host memory floor from the sizing, as request and limit (Guaranteed QoS).
+    memory_limit: Optional[Bytes] = Field(None, description="each worker's memory limit; unset: the floor as "
+                                          "request and limit (Guaranteed memory)", json_schema_extra={
+                                              "accepts": "memory, at least the floor",
+                                              "default_text": "the host memory floor (docs/sizing.md)"})
+    # None: equal to the limit.
+    memory_request: Optional[Bytes] = Field(None, description="each worker's memory request", json_schema_extra={
+        "accepts": "memory, at most the limit", "default_text": "= limit"})
+    extra_args: list[str] = Field([], description="more `dynamo.vllm` flags, read as vLLM's and Dynamo's parsers "
+                                  "read them (`_` for `-`, `--flag=value`, unambiguous prefixes, dotted JSON keys "
+                                  "such as `--kv-transfer-config.kv_role`, aliases, whitespace in a value, the last "
+                                  "repeat winning): flags dynamo-lab writes itself or that its sizing rests on "
+                                  "(`--block-size`, `--kv-transfer-config`, `--kv-cache-memory-bytes`, "
+                                  "`--gpu-memory-utilization`, `--revision`, `--dtype`, `--quantization`, "
+                                  "`--cpu-offload-gb`, `--hf-token`, `-tp`, ...) are refused in any "
+                                  "spelling (see \"Engine flags\" below); a "
+                                  "`--max-model-len` here replaces `workload.maxModelLen` for this group and is "
+                                  "checked the same way (a token count, at least `inputTokens` + `outputTokens`, "
+                                  "within the model's context and the pool)",
+                                  json_schema_extra={"accepts": "strings: a flag and its value as two elements, or "
+                                                     "`--flag=value`"})
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, name: str) -> str:
+        # It names the graph component, its Services and pods.
+        return dns_label(name, max_length=40)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_managed_flags(cls, args: list[str]) -> list[str]:
+        # Each element as vLLM's and Dynamo's parsers read it (engine_flags): every spelling of a
+        # managed flag is refused, not only the one dynamo-lab writes, and a flag typed with its value
+        # as one element, which vLLM would exit on.
+        if (why := engine_flags.check(args)) is not None:
+            raise ValueError(why)
+        return args
+
+    def extra_arg(self, flag: str) -> Optional[str]:
+        """The value vLLM takes for `flag` from extraArgs, in any spelling its parser accepts (the
+        last one given wins; engine_flags.value), if any."""
+        return engine_flags.value(self.extra_args, flag)
+
+    @model_validator(mode="after")
+    def _cpu_request_within_limit(self) -> "WorkerGroup":
+        if self.cpu_limit is not None and units.parse_cpu(self.cpu_request) > units.parse_cpu(self.cpu_limit):
+            raise ValueError(f"cpuRequest {self.cpu_request} is above cpuLimit {self.cpu_limit}; Kubernetes "
+                             f"rejects that. Lower cpuRequest to at most {self.cpu_limit}, or raise cpuLimit")
+        return self
+
+    @model_validator(mode="after")
+    def _kv_transfer_only_disaggregated(self) -> "WorkerGroup":
+        if self.role == "agg" and "kv_transfer" in self.model_fields_set:
+            raise ValueError(
+                "kvTransfer applies to prefill and decode workers only; an agg worker keeps its KV "
+                "on its own GPU. Remove kvTransfer, or set role to prefill or decode"
+            )
+        return self
+
+    @property
+    def cpu_buffers(self) -> bool:
+        """Whether vLLM keeps a host mirror of this worker's KV pool (NixlConnector, cpu buffers)."""
+        return self.role in ("prefill", "decode") and self.kv_transfer.buffer_device == "cpu"

@@ -1,0 +1,145 @@
+"""The resolved stack: what a stack file resolves to, worked out once when it loads and read by all.
+
+The schema (infra/config/) says what a user may write; this module says what it means for one
+stack: the per-stack defaults filled in (the graph's name and namespace, the benchmark's requests),
+each worker group's context length and where it came from, the groups that run workers and the GPU
+classes they run on, every name derived from the graph's (infra/names.py), and where the model cache
+lives. The cross-key checks (config.checks), the sizing, the builders, the plan, preflight, predict
+and advise read these facts here; none works them out again (tests/infra/test_one_definition.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping, Optional
+
+from infra import names
+from infra.config.fields import node_path, vllm_int
+from infra.config.model_cache import NODE_CACHE_PREFIX
+from infra.config.stack import StackConfig
+from infra.config.workers import WorkerGroup
+from infra.config.workload import Workload
+from infra.prefix_cache import BLOCK_TOKENS, blocks
+
+
+class ContextSource(enum.StrEnum):
+    """Where a worker's context length (vLLM --max-model-len) comes from; its value is the key a user
+    writes (what messages and the sizing's JSON print)."""
+
+    EXTRA_ARGS = "extraArgs"
+    WORKLOAD = "workload.maxModelLen"
+    DERIVED = "derived"
+
+
+@dataclass(frozen=True)
+class Context:
+    """A worker group's context length, in tokens, and where it comes from."""
+
+    tokens: int
+    source: ContextSource
+
+
+def derived_context(w: Workload) -> int:
+    """The context when none is given: the sized requests (input + output) rounded up to a block."""
+    return blocks(w.input_tokens + w.output_tokens) * BLOCK_TOKENS
+
+
+def _context(cfg: StackConfig, group: WorkerGroup) -> Optional[Context]:
+    """The group's extraArgs `--max-model-len`, else workload.maxModelLen, else the derived length;
+    None when extraArgs gives one that is not a token count (config.checks refuses it)."""
+    given = group.extra_arg("--max-model-len")
+    if given is not None:
+        tokens = vllm_int(given)
+        return None if tokens is None else Context(tokens, ContextSource.EXTRA_ARGS)
+    if cfg.workload.max_model_len is not None:
+        return Context(cfg.workload.max_model_len, ContextSource.WORKLOAD)
+    return Context(derived_context(cfg.workload), ContextSource.DERIVED)
+
+
+@dataclass(frozen=True)
+class ResolvedStack:
+    """One stack, resolved. Built by `resolve`; frozen, so every reader sees the same facts."""
+
+    name: str  # the stack's
+    config: StackConfig  # the stack file, per-stack defaults filled in
+    # Each worker group's context, by group name; a group whose extraArgs length is not a token
+    # count has none (config.checks refuses the stack before anything reads it).
+    contexts: Mapping[str, Context]
+    # The groups that start workers (replicas > 0), in the file's order, and the GPU classes they
+    # run on, each once in that order: one node each in this project.
+    active: tuple[WorkerGroup, ...]
+    worker_classes: tuple[str, ...]
+
+    @property
+    def graph(self) -> str:
+        return self.config.graph.name
+
+    @property
+    def namespace(self) -> str:
+        return self.config.graph.namespace
+
+    def context(self, group: WorkerGroup) -> Context:
+        return self.contexts[group.name]
+
+    def active_on(self, gpu_class: str) -> tuple[WorkerGroup, ...]:
+        """The groups that start workers on one GPU class."""
+        return tuple(g for g in self.active if g.gpu_class == gpu_class)
+
+    def service(self, group: WorkerGroup) -> str:
+        return names.service(self.graph, group.name)
+
+    # --- The model cache ---------------------------------------------------------------------------
+
+    @property
+    def node_cache_directory(self) -> str:
+        """The directory on each GPU node that a node cache (nodeVolume, hostPath) really is: the
+        stack's own `<modelCache.hostPath>/dynamo-lab-cache.<graph namespace>` (NODE_CACHE_PREFIX),
+        normalized (fields.node_path), the path the PersistentVolume or the pods' hostPath and the
+        pre-pull's root step use, and the one config.checks judges."""
+        return node_path(f"{self.config.model_cache.host_path}/{NODE_CACHE_PREFIX}{self.namespace}")
+
+    @property
+    def model_cache_claim(self) -> str:
+        """The model cache's claim: the one named, else the one dynamo-lab creates, <graph>-model-cache."""
+        return self.config.model_cache.pvc.claim_name or names.model_cache_claim(self.graph)
+
+    @property
+    def creates_model_cache_claim(self) -> bool:
+        """Whether dynamo-lab creates the model cache's claim: a pvc cache with no claimName given."""
+        mc = self.config.model_cache
+        return mc.mode == "pvc" and mc.pvc.claim_name is None
+
+    def node_cache_claim(self, gpu_class: str) -> str:
+        return names.node_cache_claim(self.graph, gpu_class)
+
+    def node_cache_volume(self, gpu_class: str) -> str:
+        return names.node_cache_volume(self.namespace, gpu_class)
+
+    @property
+    def cache_locations(self) -> tuple[str, ...]:
+        """Where the model caches are: the GPU classes that run workers (a directory on each one's
+        node), the claim (pvc), or none (off: every worker pod downloads)."""
+        mode = self.config.model_cache.mode
+        if mode == "off":
+            return ()
+        return (self.model_cache_claim,) if mode == "pvc" else self.worker_classes
+
+
+def resolve(cfg: StackConfig, stack: str) -> ResolvedStack:
+    """`cfg` (schema-valid) as stack `stack` resolves it. Raises nothing: what cannot resolve is left
+    out for config.checks to refuse with its key."""
+    w, b = cfg.workload, cfg.benchmark
+    cfg = cfg.model_copy(update={
+        "graph": cfg.graph.model_copy(update={
+            "name": cfg.graph.name or stack,
+            "namespace": cfg.graph.namespace or names.default_graph_namespace(stack)}),
+        "benchmark": b.model_copy(update={
+            "prefix_tokens": w.prefix_tokens if b.prefix_tokens is None else b.prefix_tokens,
+            "unique_tokens": w.unique_tokens if b.unique_tokens is None else b.unique_tokens,
+            "output_tokens": w.output_tokens if b.output_tokens is None else b.output_tokens})})
+    contexts = {g.name: c for g in cfg.workers if (c := _context(cfg, g)) is not None}
+    active = tuple(g for g in cfg.workers if g.replicas > 0)
+    return ResolvedStack(name=stack, config=cfg, contexts=MappingProxyType(contexts), active=active,
+                         worker_classes=tuple(dict.fromkeys(g.gpu_class for g in active)))
