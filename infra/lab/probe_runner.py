@@ -173,6 +173,22 @@ def plan_from_bytes(nbytes: int, op: Optional[str], pattern: str) -> ProbePlan:
                      f"{POOL_TRANSFERS_WITHOUT_STACK} transfers' blocks per side, no stack given")
 
 
+def plan_for(stack: Optional[str], nbytes: Optional[int], op: Optional[str], pattern: str,
+             tokens: Optional[int]) -> tuple[ProbePlan, SizingParameters, KvTransfer]:
+    """`probe local`'s transfer, and the sizing parameters and UCX settings its prediction takes:
+    Pulumi.<stack>.yaml's (plan_from_stack), or with no stack `nbytes` of the default model's."""
+    if stack:
+        from infra.lab import mockrun
+
+        loaded = mockrun.load(stack)
+        cfg = loaded.config
+        return plan_from_stack(cfg, loaded.sizing, op, pattern, tokens), cfg.sizing, stack_kv(cfg)
+    if tokens is not None:
+        raise UserError("--tokens needs --stack (the stack gives the KV bytes per token); "
+                        "with --bytes give the bytes")
+    return plan_from_bytes(nbytes, op, pattern), SizingParameters(), KvTransfer()
+
+
 def stack_kv(cfg: StackConfig) -> KvTransfer:
     """The UCX settings of the probed path: its source (prefill) group's kvTransfer."""
     return groups(cfg)[0].kv_transfer
@@ -249,10 +265,11 @@ def _tail(text: str, lines: int = 15) -> str:
 def prediction(link: str, sizing: SizingParameters, op: str) -> tuple[float, str]:
     """The sizing's throughput for this path and op: what `dynamo-lab sizing` would use (one rule)."""
     if link == "loopback":
-        return path_throughput(sizing, "same-node", op)
+        bps, words, _ = path_throughput(sizing, "same-node", op)
+        return bps, words
     shaped = sizing.link.model_copy(update={"rate": units.parse_rate_bits(link)})
-    bps, basis = path_throughput(sizing, "cross-node", op, shaped)
-    return bps, f"{basis} (sizing.link)"
+    bps, words, _ = path_throughput(sizing, "cross-node", op, shaped)
+    return bps, f"{words} (sizing.link)"
 
 
 def measure_against_sizing(link: str, plan: ProbePlan, repeats: int, timeout: float, sizing: SizingParameters,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.sizing import SAME_NODE_DEFAULT, ModelCacheSizing, StackSizing, TransferSizing
+from infra.sizing import ModelCacheSizing, StackSizing, ThroughputBasis, TransferSizing
 from infra.units import fmt_bytes, fmt_si_bytes
 
 
@@ -96,7 +96,7 @@ def table(r: StackSizing) -> str:
                          t.throughput_source] for t in r.transfers]),
             "",
         ]
-        if any(t.throughput_source == SAME_NODE_DEFAULT.format(op=t.op) for t in r.transfers):
+        if any(t.throughput_basis is ThroughputBasis.ESTIMATE for t in r.transfers):
             out += ["Same-node throughput: an ESTIMATE from a development machine (its spread: docs/measurements.md) "
                     "until sizing.measured holds the lab's own probe result (dynamo-lab probe, or the in-cluster "
                     "probe).", ""]

@@ -42,10 +42,19 @@ from infra.sizing.formulas import (
     prefill_seconds_estimate,
     transfer_seconds,
 )
-from infra.sizing.report import GpuFit, GroupSizing, KvLayout, ModelCacheSizing, StackSizing, TransferSizing
+from infra.sizing.report import (
+    GpuFit,
+    GroupSizing,
+    KvLayout,
+    ModelCacheSizing,
+    StackSizing,
+    ThroughputBasis,
+    TransferSizing,
+)
 
 __all__ = [
-    "SAME_NODE_DEFAULT", "GpuFit", "GroupSizing", "KvLayout", "ModelCacheSizing", "StackSizing", "TransferSizing",
+    "SAME_NODE_DEFAULT", "GpuFit", "GroupSizing", "KvLayout", "ModelCacheSizing", "StackSizing", "ThroughputBasis",
+    "TransferSizing",
     "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_bytes_per_token", "kv_layout",
     "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
     "prefill_seconds_estimate", "size", "transfer_seconds",
@@ -105,13 +114,15 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
             path = "same-node" if same else "cross-node"
             op = p.kv_transfer.op
             if (p.name, d.name) in measured:
-                bps, source = float(measured[(p.name, d.name)]), "measured (sizing.measured)"
+                bps, source, basis = (float(measured[(p.name, d.name)]), "measured (sizing.measured)",
+                                      ThroughputBasis.MEASURED)
             else:
-                bps, source = path_throughput(s, path, op)
+                bps, source, basis = path_throughput(s, path, op)
             expected_seconds = transfer_seconds(expected, bps)
             out.append(TransferSizing(
                 from_group=p.name, to_group=d.name, path=path, op=op, throughput_bytes_per_s=bps,
-                throughput_source=source, cold_bytes=cold, warm_bytes=warm, decode_prefix_hit_probability=hit,
+                throughput_source=source, throughput_basis=basis, cold_bytes=cold, warm_bytes=warm,
+                decode_prefix_hit_probability=hit,
                 expected_bytes=expected, cold_seconds=transfer_seconds(cold, bps),
                 warm_seconds=transfer_seconds(warm, bps), expected_seconds=expected_seconds,
                 prefill_seconds_estimate=saved, in_flight_bytes=w.concurrency * cold,

@@ -9,7 +9,7 @@ from typing import Optional
 from infra import prefix_cache, units
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
 from infra.config.models import GpuClass, Link, Model, SizingParameters
-from infra.sizing.report import KvLayout
+from infra.sizing.report import KvLayout, ThroughputBasis
 
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
@@ -48,8 +48,10 @@ def link_basis(link: Link) -> str:
 SAME_NODE_DEFAULT = "same-node NIXL {op} of KV blocks (dev-machine estimate)"
 
 
-def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link] = None) -> tuple[float, str]:
-    """Bytes/s of one KV transfer by NIXL `op` on `path` ("same-node" or "cross-node"), and its basis.
+def path_throughput(s: SizingParameters, path: str, op: str,
+                    link: Optional[Link] = None) -> tuple[float, str, ThroughputBasis]:
+    """Bytes/s of one KV transfer by NIXL `op` on `path` ("same-node" or "cross-node"), its basis in
+    words and as a kind.
 
     The one rule the sizing and the probe's prediction share. On one node the op matters (a READ
     of scattered blocks is slower than a WRITE, docs/measurements.md); across a 1GbE link the link
@@ -57,10 +59,11 @@ def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link
     """
     if path == "same-node":
         if s.same_node_bytes_per_second is not None:
-            return float(s.same_node_bytes_per_second), "same-node (sizing.sameNodeBytesPerSecond)"
-        return float(SAME_NODE_BYTES_PER_SECOND[op]), SAME_NODE_DEFAULT.format(op=op)
+            return (float(s.same_node_bytes_per_second), "same-node (sizing.sameNodeBytesPerSecond)",
+                    ThroughputBasis.CONFIGURED)
+        return float(SAME_NODE_BYTES_PER_SECOND[op]), SAME_NODE_DEFAULT.format(op=op), ThroughputBasis.ESTIMATE
     link = link or s.link
-    return link_bytes_per_second(link), link_basis(link)
+    return link_bytes_per_second(link), link_basis(link), ThroughputBasis.LINK
 
 
 def kv_block_bytes(m: Model) -> int:

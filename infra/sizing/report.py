@@ -3,10 +3,20 @@ KV layout the figures assume. `sizing_text` (the lab) words it; the program expo
 
 from __future__ import annotations
 
+import enum
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional
 
 from infra.resolved import ContextSource
+
+
+class ThroughputBasis(enum.StrEnum):
+    """What a transfer's throughput rests on, for whoever reads it (the words say it for a user)."""
+
+    ESTIMATE = "estimate"  # the default same-node figure, measured on a development machine, not the lab
+    CONFIGURED = "configured"  # sizing.sameNodeBytesPerSecond
+    MEASURED = "measured"  # sizing.measured, for this path
+    LINK = "link"  # the link's rate x efficiency
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,8 @@ class TransferSizing:
     path: Literal["same-node", "cross-node"]
     op: Literal["READ"]  # NixlConnector: the decode side pulls (READs) the KV
     throughput_bytes_per_s: float
-    throughput_source: str
+    throughput_source: str  # what the throughput rests on, in words
+    throughput_basis: ThroughputBasis  # and as a kind, which the lab's words and warnings read
     cold_bytes: int
     warm_bytes: int
     # Steady-state probability that the decode worker holds the request's prefix (workload.prefixTypes

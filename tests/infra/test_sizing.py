@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from infra import units
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
 from infra.errors import ConfigError
-from infra.sizing import host_memory_floor, kv_bytes_per_token, largest_pool_for_limit
+from infra.sizing import ThroughputBasis, host_memory_floor, kv_bytes_per_token, largest_pool_for_limit
 from tests.helpers import components, flag, main_container, run_stack, sized
 
 LAB_REQUEST = 2371 * 114_688
@@ -62,17 +62,20 @@ def test_same_server_transfer_takes_the_measured_same_node_read():
     assert (pull.path, pull.op, pull.link_max_requests_per_s) == ("same-node", "READ", None)
     assert pull.throughput_bytes_per_s == SAME_NODE_BYTES_PER_SECOND["READ"]
     assert pull.throughput_source == "same-node NIXL READ of KV blocks (dev-machine estimate)"
+    assert pull.throughput_basis is ThroughputBasis.ESTIMATE
 
 
 def test_an_explicit_same_node_throughput_overrides_the_measured_default():
     (t,) = _report("same-server", lambda c: c.update(sizing={"sameNodeBytesPerSecond": "2G"})).transfers
     assert t.throughput_bytes_per_s == 2e9
     assert t.throughput_source == "same-node (sizing.sameNodeBytesPerSecond)"
+    assert t.throughput_basis is ThroughputBasis.CONFIGURED
 
 
 def test_cross_node_throughput_is_the_links():
     (pull,) = _report("cross-server").transfers
     assert pull.throughput_bytes_per_s == 115e6
+    assert pull.throughput_basis is ThroughputBasis.LINK
 
 
 def test_measured_throughput_replaces_the_default():
@@ -82,6 +85,7 @@ def test_measured_throughput_replaces_the_default():
     assert t.throughput_bytes_per_s == 100e6
     assert t.cold_seconds == pytest.approx(LAB_REQUEST / 100e6)
     assert t.throughput_source.startswith("measured")
+    assert t.throughput_basis is ThroughputBasis.MEASURED
 
 
 def test_prefill_estimate_is_two_flops_per_parameter_per_token():

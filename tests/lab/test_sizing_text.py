@@ -26,3 +26,9 @@ def test_the_sizing_pages_samples_are_what_the_tool_prints():
 def test_the_same_node_default_is_labelled_an_estimate():
     assert "Same-node throughput: an ESTIMATE from a development machine" in table(sized("same-server")[1])
     assert "Same-node throughput" not in table(sized("cross-server")[1])
+
+
+def test_a_same_node_figure_the_user_gave_is_not_called_an_estimate():
+    # The words follow the typed basis, not the prose: a configured same-node rate is the user's.
+    configured = sized("same-server", lambda c: c.update(sizing={"sameNodeBytesPerSecond": "2G"}))[1]
+    assert "Same-node throughput: an ESTIMATE" not in table(configured)
