@@ -21,7 +21,6 @@ What it models, because the lab's table shows it growing with load (docs/predict
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import random
 from collections import OrderedDict
@@ -29,68 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from infra import prefix_cache
-
-EPS = 1e-12
-
-
-class Sim:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._events: list = []
-        self._seq = itertools.count()
-
-    def at(self, time: float, fn: Callable, *args) -> None:
-        heapq.heappush(self._events, (time, next(self._seq), fn, args))
-
-    def run(self, until: Callable[[], bool]) -> None:
-        while self._events and not until():
-            self.now, _, fn, args = heapq.heappop(self._events)
-            fn(*args)
-
-
-class Sharing:
-    """A processor-sharing server: `capacity` units of work per second split evenly among its jobs."""
-
-    def __init__(self, sim: Sim, capacity: float) -> None:
-        self.sim, self.capacity = sim, capacity
-        self.jobs: dict[int, list] = {}
-        self.last = 0.0
-        self.version = 0
-        self.busy_s = 0.0  # time with at least one job, up to `last` (what binds a layout: advise)
-        self._ids = itertools.count()
-
-    def busy_until_now(self) -> float:
-        """Seconds this server has had work, up to now."""
-        return self.busy_s + (self.sim.now - self.last if self.jobs else 0.0)
-
-    def _advance(self) -> None:
-        if self.jobs:
-            self.busy_s += self.sim.now - self.last
-            done = (self.sim.now - self.last) * self.capacity / len(self.jobs)
-            for job in self.jobs.values():
-                job[0] -= done
-        self.last = self.sim.now
-
-    def _reschedule(self) -> None:
-        self.version += 1
-        if self.jobs:
-            left = min(job[0] for job in self.jobs.values())
-            self.sim.at(self.sim.now + max(left, 0.0) * len(self.jobs) / self.capacity, self._complete, self.version)
-
-    def submit(self, work: float, callback: Callable[[], None]) -> None:
-        self._advance()
-        self.jobs[next(self._ids)] = [work, callback]
-        self._reschedule()
-
-    def _complete(self, version: int) -> None:
-        if version != self.version:
-            return
-        self._advance()
-        done = [k for k, job in self.jobs.items() if job[0] <= EPS * max(1.0, self.capacity)]
-        callbacks = [self.jobs.pop(k)[1] for k in done]
-        self._reschedule()
-        for cb in callbacks:
-            cb()
+from infra.lab.predict.events import EPS, Sharing, Sim
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from infra import prefix_cache
-from infra.lab.predict.sim import Cache, Graph, Load, Sharing, Sim, Timing, WorkerSpec
+from infra.lab.predict.events import Sharing, Sim
+from infra.lab.predict.sim import Cache, Graph, Load, Timing, WorkerSpec
 
 
 def test_processor_sharing_splits_capacity_among_jobs():
