@@ -17,48 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from infra.errors import UserError
-from infra.lab import procs
-from infra.units import parse_memory
-
-
-def _positive_bytes(text: str) -> int:
-    try:
-        return parse_memory(text, minimum=1)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive_int(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: write a positive integer")
-    return int(text)
-
-
-def _positive_number(unit: str):
-    """An argparse type: a positive, finite number of `unit`."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not 0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"{text!r}: write a positive number of {unit}")
-        return value
-    return parse
-
-
-_positive_seconds = _positive_number("seconds")
-_positive_ms = _positive_number("milliseconds")
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas") from None
-    if not values or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas")
-    return values
+from infra.lab import flags, procs
 
 
 def _stack(name: str):
@@ -103,20 +62,9 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _probe_local(args: argparse.Namespace) -> int:
-    from infra.config.models import KvTransfer, SizingParameters
     from infra.lab import probe_runner
 
-    if args.stack:
-        stack = _stack(args.stack)
-        cfg = stack.config
-        plan = probe_runner.plan_from_stack(cfg, stack.sizing, args.op, args.pattern, args.tokens)
-        params, kv = cfg.sizing, probe_runner.stack_kv(cfg)
-    else:
-        if args.tokens is not None:
-            raise UserError("--tokens needs --stack (the stack gives the KV bytes per token); "
-                            "with --bytes give the bytes")
-        plan = probe_runner.plan_from_bytes(args.bytes, args.op, args.pattern)
-        params, kv = SizingParameters(), KvTransfer()
+    plan, params, kv = probe_runner.plan_for(args.stack, args.bytes, args.op, args.pattern, args.tokens)
     result = probe_runner.measure_against_sizing(args.link, plan, args.repeats, args.timeout, params, kv,
                                                  args.stack)
     print(json.dumps(result, indent=2) if args.json else probe_runner.text(result))
@@ -174,91 +122,44 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from infra.lab import published
     from infra.lab.predict import calibrate, cells, text, validate
     from infra.lab.predict.params import LAB
 
     if args.calibrate or args.validate:
-        stacks = {name: (s.config, s.sizing) for name in sorted(published.TABLE) for s in [_stack(name)]}
+        stacks = validate.lab_stacks()
         if args.calibrate:
             fit, loss = calibrate.calibrate({n: stacks[n] for n in validate.TABLE_STACKS}, LAB,
                                             log=lambda m: print(m, file=sys.stderr, flush=True))
-            print(f"# loss {loss:.4f}; paste into infra/lab/predict/params.py\n{fit!r}")
+            print(text.calibration(fit, loss))
             return 0
         result = validate.validate(stacks)
-        print(json.dumps({**result.as_dict(), "pool_scale": LAB.pool_scale}, indent=2) if args.json
-              else text.validation(result, LAB.pool_scale))
+        print(text.validation_json(result, LAB.pool_scale) if args.json else text.validation(result, LAB.pool_scale))
         return 0
     if not args.stack:
         raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
     stack = _stack(args.stack)
-    cfg, sizing = stack.config, stack.sizing
-    rows = cells.predict(cfg, sizing)
-    if args.json:
-        print(json.dumps({"stack": args.stack, "rows": [r.__dict__ for r in rows],
-                          "inputs": cells.inputs(cfg, sizing)}, indent=2))
-    else:
-        print(text.matrix(args.stack, rows, LAB.pool_scale))
+    rows = cells.predict(stack.config, stack.sizing)
+    print(text.to_json(args.stack, rows, cells.inputs(stack.config, stack.sizing)) if args.json
+          else text.matrix(args.stack, rows, LAB.pool_scale))
     return 0
 
 
-def _nonnegative_int(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"{text!r}: write a whole number, 0 or more")
-    return int(text)
-
-
 def _advise(args: argparse.Namespace) -> int:
-    from infra.lab import mockrun
-    from infra.lab.advise import search, text, uncertainty, write
-    from infra.lab.preflight import cluster_data
-    from infra.plan import load_stack
+    from infra.lab.advise import command, text
+    from infra.lab.advise.inputs import Goal
 
-    if args.force and not args.write:
-        raise UserError("--force replaces the file --write names: add --write Pulumi.NAME.yaml, or drop --force")
-    name = write.stack_name(args.write) if args.write else args.stack
-    out = write.target(args.write, mockrun.project_root()) if args.write else None
-    if out is not None:
-        write.refuse_existing(out, args.force, args.stack)
-    base = mockrun.stack_doc(args.stack)  # the base stack file's `config:`, as written
-    base_stack = load_stack(args.stack, *mockrun.config_from_doc(base))  # a ConfigError names its key
-    workload = None
-    given = {k: getattr(args, k) for k in ("input_tokens", "prefix_tokens", "output_tokens", "prefix_types",
-                                           "concurrency") if getattr(args, k) is not None}
-    if given:
-        default = search.workload_of(base_stack.config)
-        w = {**default.__dict__, **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()},
-             "given": True}
-        if w["prefix_tokens"] >= w["input_tokens"]:
-            raise UserError(f"the shared prefix ({w['prefix_tokens']:,} tokens: --prefix-tokens, else "
-                            f"{args.stack}'s benchmark) is not less than the input ({w['input_tokens']:,}: "
-                            "--input-tokens): the prefix is part of each prompt. Lower --prefix-tokens (0: no "
-                            "shared prefix) or raise --input-tokens")
-        workload = search.Workload(**w)
-        search.check_workload(base, args.stack, workload)
-    data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(base_stack.config.cluster)
-    def lab_stack(name: str):
-        stack = _stack(name)
-        return stack.config, stack.sizing
-
-    try:
-        measured = uncertainty.measured(lab_stack)
-    except UserError as exc:
-        raise UserError("advise reports the predictor's error against the lab's table, which it measures with the "
-                        f"lab's own stacks, kv-routing and same-server, as this project ships them: {exc}") from None
+    req = command.prepare(args.stack, args.write, args.force, args.source, Goal(args.goal, args.ttft_p99_max),
+                          input_tokens=args.input_tokens, prefix_tokens=args.prefix_tokens,
+                          output_tokens=args.output_tokens, prefix_types=args.prefix_types,
+                          concurrency=args.concurrency)
     # On stderr: stdout holds only the answer (its --json a document of its own).
-    advice = search.search(base, args.stack, name, data, workload, search.Goal(args.goal, args.ttft_p99_max),
-                           measured, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    advice, data = command.advise(req, progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(text.to_json(advice) if args.json else text.text(advice, args.top))
     if advice.winner is None:
         return 1
-    if out is not None:
-        write.write(out, advice, advice.winner, base, data, force=args.force)
-        source = {None: "", "-": " --from FILE (the cluster data, saved)"}.get(
-            args.source, f" --from {shlex.quote(str(args.source))}")
-        print(f"\nwrote {args.write}: {advice.winner.layout.label}, stack {name}. Next: `dynamo-lab preflight {name}"
-              f"{source}`, then `pulumi preview --stack {name}` and `pulumi up --stack {name}` (README, Deploy)",
-              file=sys.stderr if args.json else sys.stdout)
+    if req.out is not None:
+        command.write_winner(req, advice, data)
+        print(text.written(args.write, advice, args.source), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -267,12 +168,7 @@ def _report(args: argparse.Namespace) -> int:
 
     predictor = None
     if args.predicted:
-        from infra.lab.predict import cells
-
-        def predictor(stack: str, prefix_types: int, concurrency: int) -> tuple[float, float]:
-            s = _stack(stack)
-            row = cells.predict_cell(s.config, s.sizing, prefix_types, concurrency)
-            return row.ttft_p50_ms, row.requests_per_s
+        from infra.lab.predict.cells import predicted_point as predictor
     print(table.main(args.results, args.baseline, args.plot, args.published, predictor))
     return 0
 
@@ -333,9 +229,9 @@ def parser() -> argparse.ArgumentParser:
     loc = prs.add_parser("local", help="on this machine: loopback, or two network namespaces on a shaped veth")
     loc.add_argument("--link", default="loopback", help="loopback (same node) or a rate such as 1gbit (root)")
     what = loc.add_mutually_exclusive_group(required=True)
-    what.add_argument("--bytes", type=_positive_bytes, help="bytes per transfer (e.g. 272M)")
+    what.add_argument("--bytes", type=flags.positive_bytes, help="bytes per transfer (e.g. 272M)")
     what.add_argument("--stack", help="use this stack's KV bytes per request and its sizing parameters")
-    loc.add_argument("--tokens", type=_positive_int, help="with --stack: move this many tokens' KV (default: "
+    loc.add_argument("--tokens", type=flags.positive_int, help="with --stack: move this many tokens' KV (default: "
                      "workload.inputTokens, one average request; e.g. 371, a warm request's unique tokens)")
     loc.add_argument("--op", type=str.upper, choices=["READ", "WRITE"],
                      help="READ (default): the decode side pulls, as NixlConnector does; WRITE: the prefill "
@@ -344,22 +240,24 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--pattern", choices=["blocks", "contiguous"], default="blocks",
                      help="blocks: one descriptor per layer per KV block, scattered in pools like the "
                      "workers' (default); contiguous: one descriptor")
-    loc.add_argument("--repeats", type=_positive_int, default=5, help="timed transfers after the warm-up (default 5)")
-    loc.add_argument("--timeout", type=_positive_seconds, default=120, help="seconds before giving up (default 120)")
+    loc.add_argument("--repeats", type=flags.positive_int, default=5,
+                     help="timed transfers after the warm-up (default 5)")
+    loc.add_argument("--timeout", type=flags.positive_seconds, default=120,
+                     help="seconds before giving up (default 120)")
     loc.add_argument("--json", action="store_true")
     loc.set_defaults(func=_probe_local)
     tw = sub.add_parser("twin", help="run a local twin of a stack (Dynamo frontend + mocker workers)")
     tw.add_argument("stack")
-    tw.add_argument("--seconds", type=_positive_seconds, help="stop after this long (default: until Ctrl-C)")
+    tw.add_argument("--seconds", type=flags.positive_seconds, help="stop after this long (default: until Ctrl-C)")
     tw.set_defaults(func=_twin)
     be = sub.add_parser("bench", help="run the benchmark sweep against a twin, or print the in-cluster steps")
     be.add_argument("stack")
     be.add_argument("--target", choices=["twin", "cluster"], required=True)
     be.add_argument("--quick", action="store_true", help="prefix types 2 x concurrency 4 x 1 run")
     be.add_argument("--out", default="bench-out", help="results directory (default bench-out)")
-    be.add_argument("--prefix-types", type=_int_list, help="override the matrix, e.g. 2,24")
-    be.add_argument("--concurrency", type=_int_list, help="override the matrix, e.g. 4,8")
-    be.add_argument("--runs", type=_positive_int, help="override runs per point")
+    be.add_argument("--prefix-types", type=flags.int_list, help="override the matrix, e.g. 2,24")
+    be.add_argument("--concurrency", type=flags.int_list, help="override the matrix, e.g. 4,8")
+    be.add_argument("--runs", type=flags.positive_int, help="override runs per point")
     be.set_defaults(func=_bench)
     pf = sub.add_parser("preflight", help="will this stack fit its cluster? read-only; exit 0 fits, 1 does not, "
                         "2 cluster unreadable")
@@ -383,19 +281,19 @@ def parser() -> argparse.ArgumentParser:
                     "its benchmark section is the default workload")
     ad.add_argument("--from", dest="source", metavar="FILE",
                     help="read saved kubectl output instead of the live cluster, as preflight does ('-': stdin)")
-    ad.add_argument("--input-tokens", type=_positive_int, help="prompt tokens per request (default: the stack's "
+    ad.add_argument("--input-tokens", type=flags.positive_int, help="prompt tokens per request (default: the stack's "
                     "benchmark)")
-    ad.add_argument("--prefix-tokens", type=_nonnegative_int, help="the shared prefix within them (0: none)")
-    ad.add_argument("--output-tokens", type=_positive_int, help="output tokens per request")
-    ad.add_argument("--prefix-types", type=_int_list, help="distinct shared prefixes, e.g. 2,24 (with no shared "
+    ad.add_argument("--prefix-tokens", type=flags.nonnegative_int, help="the shared prefix within them (0: none)")
+    ad.add_argument("--output-tokens", type=flags.positive_int, help="output tokens per request")
+    ad.add_argument("--prefix-types", type=flags.int_list, help="distinct shared prefixes, e.g. 2,24 (with no shared "
                     "prefix they are one workload: one point per concurrency)")
-    ad.add_argument("--concurrency", type=_int_list, help="requests in flight, e.g. 4,8")
-    ad.add_argument("--goal", choices=["requests-per-s", "ttft-p50"],  # search.GOALS
+    ad.add_argument("--concurrency", type=flags.int_list, help="requests in flight, e.g. 4,8")
+    ad.add_argument("--goal", choices=["requests-per-s", "ttft-p50"],  # inputs.GOALS
                     default="ttft-p50", help="rank by the lowest TTFT p50 (default) or the highest requests/s")
-    ad.add_argument("--ttft-p99-max", type=_positive_ms, metavar="MS",
+    ad.add_argument("--ttft-p99-max", type=flags.positive_ms, metavar="MS",
                     help="with either goal: rank only layouts whose predicted TTFT p99 stays within MS "
                     "milliseconds at every point (those over it are listed apart, unranked)")
-    ad.add_argument("--top", type=_positive_int, default=3, help="layouts shown (default 3)")
+    ad.add_argument("--top", type=flags.positive_int, default=3, help="layouts shown (default 3)")
     ad.add_argument("--write", metavar="Pulumi.NAME.yaml", help="write the recommended layout as stack NAME's file")
     ad.add_argument("--force", action="store_true", help="with --write: replace the file if it exists")
     ad.add_argument("--json", action="store_true")

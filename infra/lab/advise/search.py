@@ -1,9 +1,9 @@
 """Search the layouts a cluster allows, keep what the sizing and preflight accept, and rank the rest.
 
-Every candidate is the base stack file with its `workers` replaced (and, for a workload given on
-the command line, its `workload` and `benchmark`), loaded and sized as `pulumi up` would, then
+Every candidate is the base stack file with its `workers` replaced (and, for a traffic given on
+the command line, its `workload` and `benchmark`: stack_file.py), loaded and sized as `pulumi up` would, then
 preflighted against the cluster: a refused candidate keeps the first reason. Accepted ones are
-predicted in two passes (docs/advise.md): a screening pass of one simulated run per workload
+predicted in two passes (docs/advise.md): a screening pass of one simulated run per traffic
 point for every candidate, then the predictor's full estimate (as `dynamo-lab predict` makes it)
 for the best REFINED_PER_FAMILY of each family; the ranking is over the refined candidates whose
 TTFT p99 stays within the goal's bound, and those over it are kept apart, unranked.
@@ -11,23 +11,22 @@ TTFT p99 stays within the goal's bound, and those over it are kept apart, unrank
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from infra import prefix_cache
-from infra.config import PROJECT
-from infra.config.load import load as load_config
-from infra.config.models import StackConfig
 from infra.errors import ConfigError, UserError
 from infra.lab import mockrun
 from infra.lab.advise import candidates
 from infra.lab.advise.candidates import ClassNode, Layout
+from infra.lab.advise.inputs import Base, Goal, Traffic
+from infra.lab.advise.stack_file import StackDoc, candidate_config
 from infra.lab.advise.uncertainty import Uncertainty
 from infra.lab.predict import cells
-from infra.lab.predict.cells import Row, Usage
+from infra.lab.predict.cells import Row, TtftParts, Usage
 from infra.lab.predict.params import LAB, LabParams
 from infra.lab.preflight.checks import check
 from infra.lab.preflight.cluster_data import ClusterData
@@ -41,103 +40,6 @@ PROGRESS_S = 5.0
 # The most layouts one search predicts: two classes of 6 units give 150, three of 4 give 238; three
 # of 6 (603) would take minutes.
 MAX_LAYOUTS = 400
-# The most requests in flight advise simulates: each is simulated, and the lab ran 4 and 8.
-MAX_CONCURRENCY = 64
-
-
-# --- Inputs -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Workload:
-    input_tokens: int
-    prefix_tokens: int
-    output_tokens: int
-    prefix_types: tuple[int, ...]
-    concurrency: tuple[int, ...]
-    given: bool  # False: the base stack's benchmark section
-
-    @property
-    def simulated_prefix_types(self) -> tuple[int, ...]:
-        """The prefix types that are workloads of their own: with no shared prefix a request draws
-        one of several empty prefixes, so every prefix type is the same workload, simulated once."""
-        return self.prefix_types if self.prefix_tokens else (1,)
-
-    @property
-    def points(self) -> list[tuple[int, int]]:
-        return [(p, c) for c in self.concurrency for p in self.simulated_prefix_types]
-
-    def config(self) -> dict[str, dict]:
-        """The stack-file keys a given workload sets: the workload the sizing sizes for (its largest
-        point), and the benchmark matrix, whose request shape then follows the workload."""
-        prefix_types = self.simulated_prefix_types
-        return {"workload": {"inputTokens": self.input_tokens, "prefixTokens": self.prefix_tokens,
-                             "outputTokens": self.output_tokens, "prefixTypes": max(prefix_types),
-                             "concurrency": max(self.concurrency)},
-                "benchmark": {"prefixTypes": list(prefix_types), "concurrency": list(self.concurrency)}}
-
-
-def workload_of(cfg: StackConfig) -> Workload:
-    b = cfg.benchmark
-    return Workload(b.prefix_tokens + b.unique_tokens, b.prefix_tokens, b.output_tokens, tuple(b.prefix_types),
-                    tuple(b.concurrency), given=False)
-
-
-GOALS = {"ttft-p50": "lowest TTFT p50", "requests-per-s": "highest requests/s"}
-
-
-@dataclass(frozen=True)
-class Goal:
-    name: str  # a key of GOALS
-    # Either goal: every point's TTFT p99 at most this. A tail bound is not the median the TTFT p50
-    # goal ranks by: a layout can have the lowest p50 and a long tail.
-    ttft_p99_max_ms: Optional[float] = None
-
-    @property
-    def metric(self) -> str:
-        return "ttft_p50_ms" if self.name == "ttft-p50" else "requests_per_s"
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self.name == "requests-per-s"
-
-    def describe(self) -> str:
-        bound = f" with TTFT p99 at most {self.ttft_p99_max_ms:,.0f} ms at every point" if self.ttft_p99_max_ms else ""
-        return GOALS[self.name] + bound
-
-
-# --- Candidates as stack files ------------------------------------------------------------------
-
-
-def _key(config: dict[str, Any], key: str) -> str:
-    """The spelling of a dynamo-lab key in this config map (namespaced or not), or the namespaced one."""
-    return next((k for k in (f"{PROJECT}:{key}", key) if k in config), f"{PROJECT}:{key}")
-
-
-def secret_keys(base: dict[str, Any]) -> list[str]:
-    return [k for k, v in base.items() if isinstance(v, dict) and set(v) == {"secure"}]
-
-
-def candidate_config(base: dict[str, Any], layout: Layout, workload: Workload) -> dict[str, Any]:
-    """The base stack file's `config:` map with this layout's workers (and a given workload). Its
-    secrets are left out: they are encrypted for the base stack alone (write.py says so)."""
-    config = {k: copy.deepcopy(v) for k, v in base.items() if k not in secret_keys(base)}
-    config[_key(config, "workers")] = layout.workers()
-    return with_workload(config, workload)
-
-
-def with_workload(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
-    """`config` with a given workload's keys (a default workload is the config's own already)."""
-    config = dict(config)
-    if workload.given:
-        for section, values in workload.config().items():
-            key = _key(config, section)
-            merged = dict(config.get(key) or {})
-            if section == "benchmark":  # its request shape follows the workload now
-                for k in ("prefixTokens", "uniqueTokens", "outputTokens"):
-                    merged.pop(k, None)
-            config[key] = {**merged, **values}
-    return config
 
 
 # --- Evaluation ---------------------------------------------------------------------------------
@@ -155,14 +57,14 @@ class Binding:
 @dataclass
 class Candidate:
     layout: Layout
-    config: dict[str, Any]
+    config: StackDoc
     status: str = ""
     reason: str = ""  # why the sizing or preflight refused it
     stack: Optional[Stack] = None
     rows: list[Row] = field(default_factory=list)
     usage: list[Usage] = field(default_factory=list)
     host_memory: tuple[float, str] = (0.0, "")  # the fullest node's share of allocatable memory requested
-    score: float = math.nan  # the goal's metric, geometric mean over the workload's points
+    score: float = math.nan  # the goal's metric, geometric mean over the traffic's points
     worst_p99_ms: float = math.nan
     over_bound: bool = False
     binding: Optional[Binding] = None
@@ -171,8 +73,10 @@ class Candidate:
         return geomean([getattr(r, metric) for r in self.rows])
 
     @property
-    def ttft_parts_ms(self) -> dict[str, float]:
-        return {k: sum(u.ttft_parts_ms[k] for u in self.usage) / len(self.usage) for k in self.usage[0].ttft_parts_ms}
+    def ttft_parts_ms(self) -> TtftParts:
+        """The mean over the traffic's points."""
+        return TtftParts(*(sum(getattr(u.ttft_parts_ms, f.name) for u in self.usage) / len(self.usage)
+                           for f in dataclasses.fields(TtftParts)))
 
 
 def geomean(values: list[float]) -> float:
@@ -200,25 +104,25 @@ def _accept(c: Candidate, stack_name: str, data: ClusterData) -> None:
     c.host_memory = fullest
 
 
-def _predict(c: Candidate, workload: Workload, goal: Goal, lab: LabParams, graphs: int, runs: int) -> None:
+def _predict(c: Candidate, traffic: Traffic, goal: Goal, lab: LabParams, graphs: int, runs: int) -> None:
     cfg, sizing = c.stack.config, c.stack.sizing
     c.rows, c.usage = [], []
-    for p, conc in workload.points:
+    for p, conc in traffic.points:
         row, usage = cells.simulate(cfg, sizing, p, conc, lab, graphs=graphs, runs=runs)
         c.rows.append(row)
         c.usage.append(usage)
     c.score = c.mean(goal.metric)
     c.worst_p99_ms = max(r.ttft_p99_ms for r in c.rows)
     c.over_bound = goal.ttft_p99_max_ms is not None and c.worst_p99_ms > goal.ttft_p99_max_ms
-    c.binding = binding(c, workload)
+    c.binding = binding(c, traffic)
 
 
-def binding(c: Candidate, workload: Workload) -> Binding:
+def binding(c: Candidate, traffic: Traffic) -> Binding:
     """The resource nearest its limit, by four shares (docs/advise.md, "What binds"): the busiest
     GPU's busy share, the busiest KV path's, the share of reusable prefix tokens the caches still
     recomputed or re-sent, and the fullest node's share of allocatable memory requested."""
-    where = [f"prefix types {p}, concurrency {conc}" if workload.prefix_tokens else f"concurrency {conc}"
-             for p, conc in workload.points]
+    where = [f"prefix types {p}, concurrency {conc}" if traffic.prefix_tokens else f"concurrency {conc}"
+             for p, conc in traffic.points]
     options = []
     gpu = max(((share, g, i) for i, u in enumerate(c.usage) for g, share in u.gpu_busy.items()), default=None)
     if gpu:
@@ -227,10 +131,10 @@ def binding(c: Candidate, workload: Workload) -> Binding:
                                f"{workers} worker{'s' * (workers > 1)} ({where[gpu[2]]})"))
     path = max(((share, k, i) for i, u in enumerate(c.usage) for k, share in u.path_busy.items()), default=None)
     if path:
-        a, b = path[1].split("->")
+        a, b = path[1]
         name, route = ("the same-node KV path", f"host TCP on {a}'s node") if a == b else ("the link", f"{a} -> {b}")
         options.append(Binding(name, path[0], f"{route} busy {path[0]:.0%} of the run ({where[path[2]]})"))
-    reusable = prefix_cache.reusable_prefix_tokens(workload.prefix_tokens) / workload.input_tokens
+    reusable = prefix_cache.reusable_prefix_tokens(traffic.prefix_tokens) / traffic.input_tokens
     if reusable > 0:
         misses = []
         for i, r in enumerate(c.rows):
@@ -269,7 +173,7 @@ class Advice:
     source: str
     nodes: list[ClassNode]
     left_out: list[str]
-    workload: Workload
+    traffic: Traffic
     goal: Goal
     uncertainty: Uncertainty
     candidates: list[Candidate]
@@ -299,39 +203,17 @@ class Advice:
         return (self.ranked[1], gap, threshold) if gap < threshold else None
 
 
-FLAGS = ("--input-tokens is workload.inputTokens, --prefix-tokens workload.prefixTokens, --output-tokens "
-         "workload.outputTokens, --prefix-types and --concurrency workload's largest and benchmark's lists")
-
-
-def check_workload(base: dict[str, Any], base_name: str, workload: Workload) -> None:
-    """A given workload that no layout could serve (longer than the model's context, say) is the
-    user's input to fix, not 68 refusals: say so once (exit 2)."""
-    if max(workload.concurrency) > MAX_CONCURRENCY:
-        raise UserError(f"concurrency {max(workload.concurrency)} is more than advise simulates ({MAX_CONCURRENCY} "
-                        "requests in flight; each request is simulated, and a search would take many minutes): "
-                        f"ask for at most {MAX_CONCURRENCY}")
-    if not workload.given:
-        return
-    raw, secrets = mockrun.config_from_doc(with_workload(base, workload))
-    try:
-        load_config(raw, base_name, secrets)
-    except ConfigError as exc:
-        mine = [f"{key}: {message}" for key, message in exc.problems if key.startswith(("workload.", "benchmark."))]
-        if mine:
-            raise UserError(f"no layout can serve the workload given ({FLAGS}): " + "; ".join(mine)) from None
-
-
 def _order(goal: Goal):
     """The goal's order; layouts over the p99 bound last, the least over first."""
     return lambda c: (c.over_bound, c.worst_p99_ms if c.over_bound else -c.score if goal.higher_is_better else c.score)
 
 
-def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterData,
-           workload: Optional[Workload], goal: Goal, uncertainty: Uncertainty, lab: LabParams = LAB,
-           refined_per_family: int = REFINED_PER_FAMILY,
+def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goal: Goal, uncertainty: Uncertainty,
+           lab: LabParams = LAB, refined_per_family: int = REFINED_PER_FAMILY,
            full: tuple[int, int] = (cells.SIMULATED_GRAPHS, cells.RUNS_PER_GRAPH),
            progress: Callable[[str], None] = lambda message: None) -> Advice:
-    """`base`: the base stack file's `config:` map; `stack_name`: the name candidates load as; `full`:
+    """`base`: the base stack, read once; `stack_name`: the name candidates load as; `traffic`:
+    checked already (inputs.check_traffic); `full`:
     the simulated graphs and runs per point of a refined candidate (the predictor's own by default);
     `progress`: told what the search does as it starts each stage, and every PROGRESS_S within one
     (a default search takes tens of seconds)."""
@@ -342,21 +224,17 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
         if due or time.monotonic() - said[0] >= PROGRESS_S:
             said[0] = time.monotonic()
             progress(f"advise: {message} ({said[0] - started:.0f} s)")
-    raw, secrets = mockrun.config_from_doc(base)
-    base_cfg = load_stack(base_name, raw, secrets).config
-    workload = workload or workload_of(base_cfg)
-    nodes, left_out = candidates.class_nodes(base_cfg, data)
+    nodes, left_out = candidates.class_nodes(base.config, data)
     if not nodes:
-        raise UserError(f"no GPU class of {base_name} has a node to run workers on in {data.source}: "
-                        + "; ".join(left_out) + ". Run `dynamo-lab preflight " + base_name + "` against it for "
+        raise UserError(f"no GPU class of {base.name} has a node to run workers on in {data.source}: "
+                        + "; ".join(left_out) + ". Run `dynamo-lab preflight " + base.name + "` against it for "
                         "the fix")
-    check_workload(base, base_name, workload)
     layouts = candidates.layouts(nodes)
     if len(layouts) > MAX_LAYOUTS:
         raise UserError(f"{len(layouts)} layouts over the GPU classes {', '.join(n.gpu_class for n in nodes)} is more "
                         f"than advise searches ({MAX_LAYOUTS}; each is predicted): advise from a base stack whose "
                         "gpuClasses holds only the classes to compare (docs/advise.md, 'What it searches')")
-    found = [Candidate(layout, candidate_config(base, layout, workload)) for layout in layouts]
+    found = [Candidate(layout, candidate_config(base.doc, layout, traffic)) for layout in layouts]
     families: dict[str, Family] = {}
     tell(f"{len(found)} layouts to size, preflight and screen with one simulated run per point")
     for i, c in enumerate(found):
@@ -370,7 +248,7 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
             fam.refused_preflight.append(c)
         else:
             c.status = SCREENED
-            _predict(c, workload, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS)
+            _predict(c, traffic, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS)
     order = _order(goal)
     tell(f"predicting the best {refined_per_family} of each of {len(families)} families in full")
     for fam in families.values():
@@ -378,9 +256,9 @@ def search(base: dict[str, Any], base_name: str, stack_name: str, data: ClusterD
         for c in screened[:refined_per_family]:
             tell(f"predicting {c.layout.label}", due=False)
             c.status = REFINED
-            _predict(c, workload, goal, lab, *full)
+            _predict(c, traffic, goal, lab, *full)
         fam.refined = sorted(screened[:refined_per_family], key=order)
     refined = sorted((c for c in found if c.status == REFINED), key=order)
-    return Advice(stack_name, base_name, data.source, nodes, left_out, workload, goal, uncertainty, found,
+    return Advice(stack_name, base.name, data.source, nodes, left_out, traffic, goal, uncertainty, found,
                   [c for c in refined if not c.over_bound], [c for c in refined if c.over_bound],
                   list(families.values()), full, refined_per_family, time.monotonic() - started)

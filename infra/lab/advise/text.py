@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+from dataclasses import asdict
 from typing import Any, Optional
 
 from infra.lab.advise.candidates import ACROSS, AGGREGATED, MAX_REPLICAS_PER_CLASS, ONE_NODE
@@ -16,8 +18,8 @@ KINDS = {AGGREGATED: "aggregated", ONE_NODE: "one-node prefill/decode", ACROSS: 
 LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s": "requests/s"}
 
 
-def _workload(a: Advice) -> str:
-    w = a.workload
+def _traffic(a: Advice) -> str:
+    w = a.traffic
     points = len(w.points)
     concurrency = f"concurrency {', '.join(map(str, w.concurrency))}"
     if w.prefix_tokens:
@@ -48,10 +50,10 @@ def _binds(c: Candidate) -> str:
 def _why(c: Candidate, winner: Optional[Candidate]) -> str:
     """What its time goes to and what binds it, against the winner's."""
     parts = c.ttft_parts_ms
-    total = sum(parts.values())
+    total = parts.total
     said = []
-    if parts["transfer"] > 0.25 * total:
-        said.append(f"its first tokens wait for a KV transfer ({parts['transfer']:,.0f} ms of a mean "
+    if parts.transfer > 0.25 * total:
+        said.append(f"its first tokens wait for a KV transfer ({parts.transfer:,.0f} ms of a mean "
                     f"{total:,.0f} ms TTFT)" + (", which aggregated workers never make"
                                                   if winner and winner.layout.kind == AGGREGATED else ""))
     if c.binding.level < NEAR_LIMIT:
@@ -153,9 +155,9 @@ def text(a: Advice, top: int = 3) -> str:
              f"Cluster: {a.source}: " + ", ".join(f"{n.gpu_class} on node {n.node} ({n.units} GPU units)"
                                                   for n in a.nodes)]
     lines += [f"  left out: {why}" for why in a.left_out]
-    lines += [f"Workload: {_workload(a)}",
-              f"Goal: {a.goal.describe()}" + (f" (geometric mean over the {len(a.workload.points)} points)"
-                                               if len(a.workload.points) > 1 else ""),
+    lines += [f"Workload: {_traffic(a)}",
+              f"Goal: {a.goal.describe()}" + (f" (geometric mean over the {len(a.traffic.points)} points)"
+                                               if len(a.traffic.points) > 1 else ""),
               f"Searched {len(a.candidates)} layouts as stack {a.stack} ({len(a.families)} families, each a line "
               f"below; replicas per class: {bounds}, "
               f"the GPU units its node advertises, at most {MAX_REPLICAS_PER_CLASS}): {counts[REFUSED_CONFIG]} refused "
@@ -170,11 +172,11 @@ def text(a: Advice, top: int = 3) -> str:
             shown = a.ranked[:top]
             body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
                      f"{c.mean('requests_per_s'):.1f}", _binds(c)] for i, c in enumerate(shown)]
-            mean = " (geometric means over the points)" if len(a.workload.points) > 1 else ""
+            mean = " (geometric means over the points)" if len(a.traffic.points) > 1 else ""
             within = " within the TTFT p99 bound" if a.goal.ttft_p99_max_ms is not None else ""
             lines += [f"Top {len(shown)}{within}, estimates{mean}:",
                       text_table(["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"], body), ""]
-            if len(a.workload.points) > 1:
+            if len(a.traffic.points) > 1:
                 lines += _by_point(a, shown)
         if a.over:
             lines += [_over_bound(a, top), ""]
@@ -209,8 +211,8 @@ def _by_point(a: Advice, shown: list[Candidate]) -> list[str]:
     shared prefix concurrency alone)."""
     metric = a.goal.metric
     fmt = (lambda v: f"{v:.1f}") if metric == "requests_per_s" else (lambda v: f"{v:,.0f}")
-    prefix = bool(a.workload.prefix_tokens)
-    head = ["rank"] + [f"{p}x{c}" if prefix else str(c) for p, c in a.workload.points]
+    prefix = bool(a.traffic.prefix_tokens)
+    head = ["rank"] + [f"{p}x{c}" if prefix else str(c) for p, c in a.traffic.points]
     body = [[str(i + 1)] + [fmt(getattr(r, metric)) for r in c.rows] for i, c in enumerate(shown)]
     unit = "" if metric == "requests_per_s" else " ms"
     what = "prefix types x concurrency" if prefix else "concurrency; no shared prefix"
@@ -250,8 +252,10 @@ def _candidate(c: Candidate) -> dict[str, Any]:
         out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
                     "score": c.score, "over_bound": c.over_bound,
                     "means": {m: c.mean(m) for m in LABELS},
-                    "points": [{**r.__dict__, "gpu_busy": u.gpu_busy, "path_busy": u.path_busy,
-                                "ttft_parts_ms": u.ttft_parts_ms} for r, u in zip(c.rows, c.usage, strict=True)],
+                    "points": [{**r.__dict__, "gpu_busy": u.gpu_busy,
+                                "path_busy": {f"{a}->{b}": share for (a, b), share in u.path_busy.items()},
+                                "ttft_parts_ms": asdict(u.ttft_parts_ms)}
+                               for r, u in zip(c.rows, c.usage, strict=True)],
                     "binds": c.binding.__dict__})
     return out
 
@@ -261,7 +265,7 @@ def to_json(a: Advice) -> str:
     return json.dumps({
         "estimate": True, "note": ESTIMATE, "stack": a.stack, "base": a.base, "cluster": a.source,
         "nodes": [n.__dict__ for n in a.nodes], "left_out": a.left_out,
-        "workload": {**a.workload.__dict__, "points": a.workload.points},
+        "workload": {**a.traffic.__dict__, "points": a.traffic.points},
         "goal": {"name": a.goal.name, "metric": a.goal.metric, "ttft_p99_max_ms": a.goal.ttft_p99_max_ms},
         "uncertainty": a.uncertainty.as_dict(),
         "recommended": a.winner.layout.label if a.winner else None,
@@ -273,3 +277,11 @@ def to_json(a: Advice) -> str:
                       "refused_by_preflight": len(f.refused_preflight),
                       "best": f.best.layout.label if f.best else None} for f in a.families],
         "candidates": [_candidate(c) for c in a.candidates], "seconds": a.seconds}, indent=2)
+
+
+def written(path: str, a: Advice, source: Optional[str]) -> str:
+    """What --write says after writing `path` (the name given), and what to run next."""
+    cluster = {None: "", "-": " --from FILE (the cluster data, saved)"}.get(
+        source, f" --from {shlex.quote(str(source))}")
+    return (f"\nwrote {path}: {a.winner.layout.label}, stack {a.stack}. Next: `dynamo-lab preflight {a.stack}"
+            f"{cluster}`, then `pulumi preview --stack {a.stack}` and `pulumi up --stack {a.stack}` (README, Deploy)")

@@ -1,6 +1,6 @@
 """`advise --write Pulumi.NAME.yaml`: the recommended layout as a stack file, checked before it lands.
 
-The file is the base stack file's `config:` with the layout's workers (and a given workload),
+The file is the base stack file's `config:` with the layout's workers (and a given traffic),
 loaded back from its own text, sized and preflighted against the same cluster data before it
 replaces nothing: a file that exists is refused (unless --force), and a file that would not load
 is never written. The base stack's secrets are not copied: they are encrypted for that stack
@@ -19,7 +19,8 @@ import yaml
 
 from infra.errors import UserError
 from infra.lab import mockrun
-from infra.lab.advise.search import Advice, Candidate, secret_keys
+from infra.lab.advise.search import Advice, Candidate
+from infra.lab.advise.stack_file import StackDoc, secret_keys
 from infra.lab.predict.validate import TABLE_STACKS
 from infra.lab.preflight.checks import check
 from infra.lab.preflight.cluster_data import ClusterData
@@ -67,12 +68,12 @@ def refuse_existing(path: Path, force: bool, base: str) -> None:
 
 
 def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
-    points = len(a.workload.points)
+    points = len(a.traffic.points)
     text = (f"Written by `dynamo-lab advise {a.base}` from {a.source}: the layout it predicted best for "
             f"{a.goal.describe()} over {points} workload point{'s' * (points > 1)}. ESTIMATES, from a simulation "
             f"fitted to one lab's table (docs/advise.md, docs/predictor.md): TTFT p50 {c.mean('ttft_p50_ms'):,.0f} "
             f"ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, {c.mean('requests_per_s'):.1f} requests/s. Measure it "
-            f"(docs/benchmark.md). Everything but `workers`{' and the workload' if a.workload.given else ''} is "
+            f"(docs/benchmark.md). Everything but `workers`{' and the workload' if a.traffic.given else ''} is "
             f"{a.base}'s as it was.")
     if secrets:
         text += (f" Not copied, {a.base}'s secrets ({', '.join(secrets)}): set them for this stack with "
@@ -80,7 +81,7 @@ def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
     return "".join(f"# {line}\n" for line in textwrap.wrap(text, 98, break_long_words=False, break_on_hyphens=False))
 
 
-def write(path: Path, a: Advice, c: Candidate, base: dict, data: ClusterData, force: bool = False) -> None:
+def write(path: Path, a: Advice, c: Candidate, base: StackDoc, data: ClusterData, force: bool = False) -> None:
     """Write `c` as `path`, after its own text loads, sizes and passes preflight on `data`."""
     refuse_existing(path, force, a.base)  # again: the command checked before its search, which takes seconds
     body = header(a, c, secret_keys(base)) + yaml.safe_dump({"config": c.config}, sort_keys=False)

@@ -89,20 +89,42 @@ def _load(cfg: StackConfig, sizing: StackSizing, prefix_types: int) -> Load:
 
 
 @dataclass(frozen=True)
+class TtftParts:
+    """A mean TTFT in parts, ms: sent to prompt prefilled (frontend, queue, prefill); to KV arrived
+    on the decode worker (transfer wait and its fixed cost; 0 aggregated); to first token."""
+
+    prefill: float
+    transfer: float
+    first_token: float
+
+    @property
+    def total(self) -> float:
+        return self.prefill + self.transfer + self.first_token
+
+
+@dataclass(frozen=True)
 class Usage:
     """Where one cell's time went, over its measured runs (what `advise` says binds a layout)."""
 
-    # Share of the measured time each GPU (by class) had work, and each KV path ("a->b") a transfer.
+    # Share of the measured time each GPU (by class) had work, and each KV path (prefill class,
+    # decode class) a transfer.
     gpu_busy: dict[str, float]
-    path_busy: dict[str, float]
-    # Mean over the measured requests, ms: sent to prompt prefilled (frontend, queue, prefill); to
-    # KV arrived on the decode worker (transfer wait and its fixed cost; 0 aggregated); to first token.
-    ttft_parts_ms: dict[str, float]
+    path_busy: dict[tuple[str, str], float]
+    ttft_parts_ms: TtftParts  # mean over the measured requests
 
 
 def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int,
                  lab: LabParams = LAB, pool_scale: float = 1.0) -> Row:
     return simulate(cfg, sizing, prefix_types, concurrency, lab, pool_scale)[0]
+
+
+def predicted_point(stack: str, prefix_types: int, concurrency: int) -> tuple[float, float]:
+    """TTFT p50 (ms) and requests/s of one cell of Pulumi.<stack>.yaml as configured (`report --predicted`)."""
+    from infra.lab import mockrun
+
+    s = mockrun.load(stack)
+    row = predict_cell(s.config, s.sizing, prefix_types, concurrency)
+    return row.ttft_p50_ms, row.requests_per_s
 
 
 def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
@@ -116,7 +138,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
     elapsed = 0.0
     gpu_busy: dict[str, float] = defaultdict(float)  # seconds with work in flight, over the measured runs
-    path_busy: dict[str, float] = defaultdict(float)
+    path_busy: dict[tuple[str, str], float] = defaultdict(float)
     parts = {"prefill": 0.0, "transfer": 0.0, "first_token": 0.0}
     count = 0
     for g in range(graphs):
@@ -124,7 +146,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
         graph.run(concurrency, n)  # warm-up: caches as a long-running lab has them
         graph.stats = measured
         servers = [(gpu_busy, name, gpu) for name, gpu in graph.gpus.items()] + [
-            (path_busy, f"{a}->{b}", path) for (a, b), path in graph.paths.items()]
+            (path_busy, key, path) for key, path in graph.paths.items()]
         for _ in range(runs):
             start, before = graph.sim.now, [server.busy_until_now() for _, _, server in servers]
             done = graph.run(concurrency, n)
@@ -144,7 +166,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     row = Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
               statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio)
     return row, Usage({k: v / elapsed for k, v in gpu_busy.items()}, {k: v / elapsed for k, v in path_busy.items()},
-                      {k: v * 1000 / count for k, v in parts.items()})
+                      TtftParts(**{k: v * 1000 / count for k, v in parts.items()}))
 
 
 def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, count: int,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 
 from infra.lab import published
 from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
 from infra.lab.predict.cells import Error, Row
+from infra.lab.predict.params import LabParams
 from infra.lab.sizing_text import text_table
 
 # The goal docs/predictor.md states: every TTFT p50 and requests/s cell within 25%, every p99 within 35%.
@@ -82,3 +84,18 @@ def validation(v, pool_scale: dict[str, float]) -> str:
         f"  concurrency 1, first 4 requests: published median {pub_c1['median']:,.0f} / max {pub_c1['max']:,.0f} ms;"
         f" predicted median {statistics.median(v.first_c1):,.0f} / max {max(v.first_c1):,.0f} ms",
     ])
+
+
+def to_json(stack: str, rows: list[Row], inputs: dict) -> str:
+    """`predict STACK --json`: the rows and the inputs the prediction used (cells.inputs)."""
+    return json.dumps({"stack": stack, "rows": [r.__dict__ for r in rows], "inputs": inputs}, indent=2)
+
+
+def validation_json(v, pool_scale: dict[str, float]) -> str:
+    """`predict --validate --json`."""
+    return json.dumps({**v.as_dict(), "pool_scale": pool_scale}, indent=2)
+
+
+def calibration(fit: LabParams, loss: float) -> str:
+    """`predict --calibrate`: the refitted constants, to paste."""
+    return f"# loss {loss:.4f}; paste into infra/lab/predict/params.py\n{fit!r}"

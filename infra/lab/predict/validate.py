@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.config.models import StackConfig
+from infra.lab import mockrun, published
 from infra.lab.predict import cells
 from infra.lab.predict.params import LAB, LabParams
 from infra.sizing import StackSizing
@@ -22,6 +23,11 @@ class Validation:
     def as_dict(self) -> dict:
         return {"cells": [{**e.__dict__, "relative": e.relative} for e in self.errors],
                 "cross_server_first_requests_ms": {"concurrency_4": self.first_c4, "concurrency_1": self.first_c1}}
+
+
+def lab_stacks() -> dict[str, tuple[StackConfig, StackSizing]]:
+    """The stacks the write-up published, as this project ships them: name -> (config, sizing)."""
+    return {name: (s.config, s.sizing) for name in sorted(published.TABLE) for s in [mockrun.load(name)]}
 
 
 def validate(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams = LAB) -> Validation:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import yaml
 
-from infra.lab.advise import search
+from infra.lab.advise import inputs, search
 from infra.lab.advise.uncertainty import MetricError, Uncertainty
 from infra.lab.preflight import cluster_data
 from infra.lab.preflight.cluster_data import ClusterData, Node
@@ -28,16 +28,18 @@ def base(stack: str = "kv-routing") -> dict[str, Any]:
 
 
 def point(prefix_types: int, concurrency: int, input_tokens: int = 2371, prefix_tokens: int = 2000,
-          output_tokens: int = 64) -> search.Workload:
-    return search.Workload(input_tokens, prefix_tokens, output_tokens, (prefix_types,), (concurrency,), given=True)
+          output_tokens: int = 64) -> inputs.Traffic:
+    return inputs.Traffic(input_tokens, prefix_tokens, output_tokens, (prefix_types,), (concurrency,), given=True)
 
 
-def advise(config: Optional[dict] = None, data: ClusterData = LAB, workload: Optional[search.Workload] = None,
-           goal: Optional[search.Goal] = None, full: tuple[int, int] = CHEAP,
+def advise(config: Optional[dict] = None, data: ClusterData = LAB, traffic: Optional[inputs.Traffic] = None,
+           goal: Optional[inputs.Goal] = None, full: tuple[int, int] = CHEAP,
            name: str = "advised", base_name: str = "kv-routing") -> search.Advice:
-    """A search of `config` (default: base_name's file) on `data` for the goal (default: TTFT p50)."""
-    return search.search(config or base(base_name), base_name, name, data, workload,
-                         goal or search.Goal("ttft-p50"), FIXED, full=full)
+    """A search of `config` (default: base_name's file) on `data` for the traffic (default: the
+    base's benchmark) and the goal (default: TTFT p50)."""
+    b = inputs.Base.of(base_name, config or base(base_name))
+    return search.search(b, name, data, traffic or inputs.traffic_of(b.config), goal or inputs.Goal("ttft-p50"),
+                         FIXED, full=full)
 
 
 def gpu_node(name: str, gpu_mib: int, units: int, memory_gib: float, cpus: int = 16, **labels: str) -> Node:

@@ -13,7 +13,7 @@ import yaml
 
 from infra.errors import ConfigError, UserError
 from infra.lab import mockrun
-from infra.lab.advise import candidates, search, text, uncertainty, write
+from infra.lab.advise import candidates, inputs, search, stack_file, text, uncertainty, write
 from infra.lab.predict.cells import Error
 from infra.lab.preflight.checks import check
 from infra.plan import load_stack
@@ -62,13 +62,13 @@ def test_a_class_whose_node_is_cordoned_or_has_no_gpu_units_is_left_out_with_the
     assert left_out == ["gpu-24gb: node gpu-server is cordoned",
                         "gpu-8gb: node gpu-laptop advertises no nvidia.com/gpu"]
     with pytest.raises(UserError, match=r"no GPU class of kv-routing has a node .*cordoned.*preflight kv-routing"):
-        advise(data=with_nodes(cordoned, no_units), workload=point(2, 4))
+        advise(data=with_nodes(cordoned, no_units), traffic=point(2, 4))
 
 
 def test_each_refusal_names_the_check_and_the_key_and_every_kept_layout_passes_sizing_and_preflight():
     # The laptop node with 9 GiB of host memory: each disaggregated worker's KV mirror needs more there.
     data = with_nodes(gpu_node("gpu-server", 24576, 4, 64), gpu_node("gpu-laptop", 8192, 4, 9))
-    a = advise(data=data, workload=point(2, 4))
+    a = advise(data=data, traffic=point(2, 4))
     statuses = {c.layout.label: c for c in a.candidates}
     sized_out = statuses["3 agg on gpu-8gb"]
     assert sized_out.status == search.REFUSED_CONFIG
@@ -103,7 +103,7 @@ def test_a_candidate_is_the_base_stack_file_with_its_workers_replaced_and_no_sec
     config["dynamo-lab:hfToken"] = {"secure": "v1:abc"}
     config["dynamo-lab:graph"] = {"networkPolicy": True}
     layout = candidates.Layout(candidates.AGGREGATED, (candidates.Group("worker-24gb", "agg", "gpu-24gb", 2),))
-    out = search.candidate_config(config, layout, search.workload_of(_cfg()))
+    out = stack_file.candidate_config(config, layout, inputs.traffic_of(_cfg()))
     assert out["dynamo-lab:workers"] == [{"name": "worker-24gb", "role": "agg", "replicas": 2, "gpuClass": "gpu-24gb"}]
     assert "dynamo-lab:hfToken" not in out
     assert {k: v for k, v in out.items() if k != "dynamo-lab:workers"} == {
@@ -114,8 +114,8 @@ def test_a_given_workload_sets_the_workload_sized_for_and_the_benchmark_matrix()
     config = base()
     config["dynamo-lab:benchmark"] = {"runs": 5, "uniqueTokens": 100}
     layout = candidates.Layout(candidates.AGGREGATED, (candidates.Group("worker-24gb", "agg", "gpu-24gb", 1),))
-    w = search.Workload(16384, 1000, 128, (1, 4), (2, 8), given=True)
-    out = search.candidate_config(config, layout, w)
+    w = inputs.Traffic(16384, 1000, 128, (1, 4), (2, 8), given=True)
+    out = stack_file.candidate_config(config, layout, w)
     assert out["dynamo-lab:workload"] == {"inputTokens": 16384, "prefixTokens": 1000, "outputTokens": 128,
                                           "prefixTypes": 4, "concurrency": 8}
     # The benchmark's own request shape is dropped: it follows the workload; its other keys stay.
@@ -126,7 +126,7 @@ def test_a_given_workload_sets_the_workload_sized_for_and_the_benchmark_matrix()
 
 
 def test_by_default_the_workload_is_the_base_stacks_benchmark_section():
-    w = search.workload_of(_cfg())
+    w = inputs.traffic_of(_cfg())
     assert (w.input_tokens, w.prefix_tokens, w.output_tokens, w.prefix_types, w.concurrency, w.given) == (
         2371, 2000, 64, (2, 7, 12, 24), (4, 8), False)
     assert len(w.points) == 8
@@ -148,7 +148,7 @@ def test_the_best_two_are_too_close_to_call_within_the_held_out_median_error(goa
     from tests.lab.advise.common import FIXED
 
     ranked = [_fake("a", first), _fake("b", second)]
-    a = search.Advice("s", "s", "x", [], [], point(2, 4), search.Goal(goal), FIXED, ranked, ranked, [], [], (1, 1), 2,
+    a = search.Advice("s", "s", "x", [], [], point(2, 4), inputs.Goal(goal), FIXED, ranked, ranked, [], [], (1, 1), 2,
                       0.0)
     assert (a.close_call is not None) == close
 
@@ -162,7 +162,7 @@ def test_the_uncertainty_keeps_fitted_and_held_out_cells_apart():
 
 
 def test_everything_printed_is_labelled_an_estimate_with_where_the_constants_come_from():
-    a = advise(data=small_lab(), workload=point(2, 4))
+    a = advise(data=small_lab(), traffic=point(2, 4))
     words = text.text(a)
     assert words.startswith("ESTIMATES, not measurements")
     assert "fitted to one lab's published table" in words
@@ -205,7 +205,7 @@ def test_the_docs_family_table_lists_exactly_the_families_the_search_makes():
 def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp_path):
     config = base()
     config["dynamo-lab:hfToken"] = {"secure": "v1:abc"}
-    a = advise(config, data=small_lab(), workload=point(2, 4), name="advised")
+    a = advise(config, data=small_lab(), traffic=point(2, 4), name="advised")
     path = tmp_path / "Pulumi.advised.yaml"
     write.write(path, a, a.winner, config, small_lab())
     written = path.read_text()
@@ -239,7 +239,7 @@ def test_write_refuses_a_name_pulumi_would_not_read_a_file_that_exists_and_the_f
 
 
 def test_write_refuses_a_directory_it_cannot_write_in_with_one_line_and_writes_nothing(tmp_path):
-    a = advise(data=small_lab(), workload=point(2, 4))
+    a = advise(data=small_lab(), traffic=point(2, 4))
     gone = tmp_path / "gone"  # removed after the search, as a directory can be; root could write a read-only one
     with pytest.raises(UserError, match=f"--write Pulumi.advised.yaml: {gone} is not writable by this user"):
         write.write(gone / "Pulumi.advised.yaml", a, a.winner, base(), small_lab())
@@ -273,7 +273,7 @@ def test_the_goal_choices_are_the_searchs():
 
     advise_parser = parser()._subparsers._group_actions[0].choices["advise"]
     goal = next(a for a in advise_parser._actions if a.dest == "goal")
-    assert sorted(goal.choices) == sorted(search.GOALS)
+    assert sorted(goal.choices) == sorted(inputs.GOALS)
 
 
 def test_a_missing_cluster_file_is_one_line_and_exit_2(tmp_path):
@@ -283,7 +283,7 @@ def test_a_missing_cluster_file_is_one_line_and_exit_2(tmp_path):
 
 def test_no_layout_fits_a_cluster_without_room_and_the_families_say_why():
     data = with_nodes(gpu_node("gpu-server", 24576, 4, 2), gpu_node("gpu-laptop", 8192, 4, 2))
-    a = advise(data=data, workload=point(2, 4))
+    a = advise(data=data, traffic=point(2, 4))
     assert a.winner is None and a.ranked == []
     words = text.text(a)
     assert "No layout passes the sizing and preflight on this cluster" in words
@@ -291,7 +291,7 @@ def test_no_layout_fits_a_cluster_without_room_and_the_families_say_why():
 
 
 def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
-    a = advise(workload=point(2, 1))  # one request at a time: no GPU, path or node is half used
+    a = advise(traffic=point(2, 1))  # one request at a time: no GPU, path or node is half used
     best = a.winner
     assert best.binding.level < text.NEAR_LIMIT
     assert f"nothing is near its limit (the most used: {best.binding.resource}" in text.text(a)
@@ -310,8 +310,8 @@ def test_without_the_labs_stacks_to_measure_its_error_advise_stops_and_says_why(
 
 
 def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
-    w = search.Workload(2371, 2000, 64, (2, 24), (4,), given=True)
-    a = advise(data=small_lab(), workload=w, goal=search.Goal("requests-per-s"))
+    w = inputs.Traffic(2371, 2000, 64, (2, 24), (4,), given=True)
+    a = advise(data=small_lab(), traffic=w, goal=inputs.Goal("requests-per-s"))
     lines = text.text(a).splitlines()
     at = lines.index("requests/s at each point (prefix types x concurrency), estimates:")
     assert lines[at + 1].split() == ["rank", "2x4", "24x4"]
@@ -322,7 +322,7 @@ def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
 def test_a_family_refused_whole_by_a_base_setting_says_it_was_not_compared_and_which_setting():
     config = base("cross-server")
     config["dynamo-lab:probe"] = {"enabled": True}  # the probe measures a prefill -> decode path
-    a = advise(config, data=small_lab(), workload=point(2, 4), base_name="cross-server")
+    a = advise(config, data=small_lab(), traffic=point(2, 4), base_name="cross-server")
     assert a.winner.layout.kind != "aggregated"
     words = text.text(a)
     assert ("Not compared: aggregated, KV routing: every layout of it is refused by cross-server's `probe.enabled`, "
@@ -331,7 +331,7 @@ def test_a_family_refused_whole_by_a_base_setting_says_it_was_not_compared_and_w
     # A family refused for its layouts' own reasons (each 8GB worker's pool, or the laptop's memory) is not
     # said to be the base's doing.
     small = advise(data=with_nodes(gpu_node("gpu-server", 24576, 4, 64), gpu_node("gpu-laptop", 8192, 4, 5)),
-                   workload=point(2, 4))
+                   traffic=point(2, 4))
     for name in ("prefill/decode on gpu-8gb's node", "prefill on gpu-8gb -> decode on gpu-24gb"):
         fam = family(small, name)
         assert fam.best is None and text.base_setting(fam) is None
@@ -345,7 +345,7 @@ def test_an_error_table_without_held_out_cells_is_refused_with_the_reason():
 
 
 def test_when_every_layout_is_over_the_p99_bound_none_is_recommended_and_the_least_over_comes_first():
-    a = advise(data=small_lab(), workload=point(2, 4), goal=search.Goal("requests-per-s", 1.0))
+    a = advise(data=small_lab(), traffic=point(2, 4), goal=inputs.Goal("requests-per-s", 1.0))
     assert a.winner is None and a.ranked == [] and a.over and all(c.over_bound for c in a.over)
     worst = [c.worst_p99_ms for c in a.over]
     assert worst == sorted(worst)
@@ -364,7 +364,7 @@ def test_a_search_larger_than_the_bound_is_refused_before_anything_is_predicted(
     config["dynamo-lab:workers"] = [{"name": "w", "role": "agg", "replicas": 1, "gpuClass": "a"}]
     data = with_nodes(*(gpu_node(f"n-{c}", 24576, 8, 256) for c in classes))
     with pytest.raises(UserError, match=r"603 layouts over the GPU classes a, b, c is more than advise searches \(400"):
-        advise(config, data=data, workload=point(2, 4))
+        advise(config, data=data, traffic=point(2, 4))
 
 
 def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
@@ -377,10 +377,11 @@ def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
 
 
 def test_with_no_shared_prefix_each_concurrency_is_one_point_and_the_output_says_why():
-    w = search.Workload(1000, 0, 64, (2, 7, 12, 24), (1, 2), given=True)
+    w = inputs.Traffic(1000, 0, 64, (2, 7, 12, 24), (1, 2), given=True)
     assert w.points == [(1, 1), (1, 2)]  # not 8 points of one workload
-    assert w.config()["benchmark"]["prefixTypes"] == [1] and w.config()["workload"]["prefixTypes"] == 1
-    a = advise(data=small_lab(), workload=w)
+    keys = stack_file.traffic_keys(w)
+    assert keys["benchmark"]["prefixTypes"] == [1] and keys["workload"]["prefixTypes"] == 1
+    a = advise(data=small_lab(), traffic=w)
     assert all(len(c.rows) == 2 for c in a.candidates if c.rows)
     words = text.text(a)
     assert ("concurrency 1, 2 (with no shared prefix the prefix types, 2, 7, 12, 24, are one workload: one point "
@@ -393,7 +394,7 @@ def test_with_no_shared_prefix_each_concurrency_is_one_point_and_the_output_says
 def test_layouts_over_the_p99_bound_are_listed_apart_from_the_ranking_with_either_goal():
     # The TTFT p50 goal with a tail bound: separated layouts' first tokens wait for a KV transfer
     # (over 250 ms of p99 here), aggregated ones' do not (under 50 ms).
-    a = advise(data=small_lab(), workload=point(2, 2), goal=search.Goal("ttft-p50", 200))
+    a = advise(data=small_lab(), traffic=point(2, 2), goal=inputs.Goal("ttft-p50", 200))
     assert a.ranked and a.over
     assert all(c.worst_p99_ms <= 200 for c in a.ranked) and all(c.worst_p99_ms > 200 for c in a.over)
     assert a.winner is a.ranked[0]  # exit 0: a layout within the bound is recommended
@@ -425,8 +426,8 @@ def test_the_search_says_what_it_does_as_it_goes(monkeypatch):
     # predicts each family's best in full, naming each, and in between how far it is.
     monkeypatch.setattr(search, "PROGRESS_S", 0.0)  # every step due, so the in-between lines show too
     said: list[str] = []
-    a = search.search(base(), "kv-routing", "kv-routing", small_lab(), point(2, 4), search.Goal("ttft-p50"),
-                      FIXED, full=CHEAP, progress=said.append)
+    a = search.search(inputs.Base.of("kv-routing", base()), "kv-routing", small_lab(), point(2, 4),
+                      inputs.Goal("ttft-p50"), FIXED, full=CHEAP, progress=said.append)
     assert said[0].startswith(f"advise: {len(a.candidates)} layouts to size, preflight and screen")
     screened = [m for m in said if " layouts screened" in m]
     assert len(screened) == len(a.candidates)

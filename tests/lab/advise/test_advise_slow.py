@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.lab import mockrun
-from infra.lab.advise import search, text, uncertainty, write
+from infra.lab.advise import inputs, search, text, uncertainty, write
 from infra.lab.predict import cells, validate
 from infra.lab.preflight.checks import check
 from tests.helpers import ROOT, run_cli, sized
@@ -35,7 +35,7 @@ def _rank(a: search.Advice, name: str) -> int:
 @pytest.mark.parametrize("concurrency", [4, 8])
 def test_at_every_published_point_aggregated_kv_routing_ranks_above_same_node_separation_and_says_why(
         prefix_types, concurrency):
-    a = advise(workload=point(prefix_types, concurrency), full=FULL)
+    a = advise(traffic=point(prefix_types, concurrency), full=FULL)
     assert a.winner is not None and a.winner.layout.kind == "aggregated"
     for name in ONE_NODE:
         assert _rank(a, AGG) < _rank(a, name), (name, [c.layout.label for c in a.ranked])
@@ -47,14 +47,14 @@ def test_at_every_published_point_aggregated_kv_routing_ranks_above_same_node_se
 
 
 def test_a_100_gbit_link_lifts_the_cross_node_layouts_above_same_node_separation_as_the_link_was_what_bound_them():
-    lab = advise(workload=point(7, 8), full=FULL)
+    lab = advise(traffic=point(7, 8), full=FULL)
     fast = base()
     fast["dynamo-lab:sizing"] = {"link": {"rate": "100gbit"}}
-    quick = advise(fast, workload=point(7, 8), full=FULL)
+    quick = advise(fast, traffic=point(7, 8), full=FULL)
     for name in ACROSS:
         best = family(lab, name).best
         assert best.binding.resource == "the link", best.binding  # 1GbE: the link binds them ...
-        assert best.ttft_parts_ms["transfer"] > 0.5 * sum(best.ttft_parts_ms.values())
+        assert best.ttft_parts_ms.transfer > 0.5 * best.ttft_parts_ms.total
         assert _rank(lab, name) > _rank(lab, ONE_NODE[0])  # ... and they rank below same-node separation
     best_across = min(_rank(quick, name) for name in ACROSS)
     assert best_across < _rank(quick, ONE_NODE[0])  # 100 Gbit/s: the cross-node layouts overtake it
@@ -66,8 +66,8 @@ def test_a_100_gbit_link_lifts_the_cross_node_layouts_above_same_node_separation
 
 
 def test_16k_prompts_with_no_shared_prefix_widen_the_gap_as_every_transfer_carries_the_whole_prompt():
-    short = advise(workload=point(2, 8), full=FULL)
-    long = advise(workload=point(1, 8, input_tokens=16384, prefix_tokens=0), full=FULL)
+    short = advise(traffic=point(2, 8), full=FULL)
+    long = advise(traffic=point(1, 8, input_tokens=16384, prefix_tokens=0), full=FULL)
     for a in (short, long):
         assert a.winner.layout.kind == "aggregated"
 
@@ -80,7 +80,7 @@ def test_16k_prompts_with_no_shared_prefix_widen_the_gap_as_every_transfer_carri
     # The explanation the short prompts get: the transfer is a part of separated TTFT. With no shared
     # prefix there is nothing for a decode worker to hold already: each transfer moves all 16,384
     # tokens' KV (1.75 GiB), so the transfer becomes nearly all of it, and the gap grows.
-    share = {id(a): separated(a).ttft_parts_ms["transfer"] / sum(separated(a).ttft_parts_ms.values())
+    share = {id(a): separated(a).ttft_parts_ms.transfer / separated(a).ttft_parts_ms.total
              for a in (short, long)}
     assert share[id(long)] > 0.9 > share[id(short)]
     assert gap(long) > 2 * gap(short)
@@ -89,7 +89,7 @@ def test_16k_prompts_with_no_shared_prefix_widen_the_gap_as_every_transfer_carri
 
 
 @st.composite
-def clusters_and_workloads(draw):
+def clusters_and_traffic(draw):
     # A node the 24GB class selects (its GPU reports over 20,000 MiB: test_advise.py has clusters no class
     # selects), and maybe one the 8GB class does. Host memory and CPUs from a laptop's to a server's:
     # some clusters fit nothing.
@@ -101,16 +101,16 @@ def clusters_and_workloads(draw):
     input_tokens = draw(st.integers(256, 8192))
     w = point(draw(st.integers(1, 32)), draw(st.integers(1, 16)), input_tokens=input_tokens,
               prefix_tokens=draw(st.integers(0, input_tokens - 1)), output_tokens=draw(st.integers(1, 512)))
-    goal = draw(st.sampled_from([search.Goal("ttft-p50"), search.Goal("requests-per-s"),
-                                 search.Goal("requests-per-s", draw(st.floats(50, 5000)))]))
+    goal = draw(st.sampled_from([inputs.Goal("ttft-p50"), inputs.Goal("requests-per-s"),
+                                 inputs.Goal("requests-per-s", draw(st.floats(50, 5000)))]))
     return with_nodes(*nodes), w, goal
 
 
 @settings(max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters_and_workloads())
+@given(clusters_and_traffic())
 def test_no_recommended_layout_is_refused_by_the_sizing_or_preflight(tmp_path_factory, case):
-    data, workload, goal = case
-    a = advise(data=data, workload=workload, goal=goal, full=CHEAP)
+    data, traffic, goal = case
+    a = advise(data=data, traffic=traffic, goal=goal, full=CHEAP)
     accepted = [c for c in a.candidates if c.status in (search.SCREENED, search.REFINED)]
     if a.winner is None:
         # Nothing recommended only when nothing passed, or every layout predicted in full went over

@@ -1,0 +1,152 @@
+"""What `advise` is asked: the base stack (read and loaded once), the traffic to rank layouts for,
+the goal; and the checks of a given traffic, made once, before the cluster is read.
+
+`Traffic` is not the stack file's `workload` section (infra/config/workload.py, the one point a
+variant is sized for): it is a request shape over a matrix of (prefix types, concurrency) points,
+the base stack's `benchmark` section by default. A given traffic sets a candidate's `workload` to
+its largest point and its `benchmark` to its matrix (stack_file.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from pydantic import ValidationError
+
+from infra.config.load import load as load_config
+from infra.config.models import StackConfig
+from infra.config.models import Workload as SizedWorkload
+from infra.errors import ConfigError, UserError
+from infra.lab import mockrun
+from infra.lab.advise.stack_file import StackDoc, with_traffic
+from infra.plan import Stack, load_stack
+
+# The most requests in flight advise simulates: each is simulated, and the lab ran 4 and 8.
+MAX_CONCURRENCY = 64
+
+
+@dataclass(frozen=True)
+class Base:
+    """The base stack: its file's `config:` map as written (every candidate is it, with other
+    workers), and that map loaded and sized."""
+
+    name: str
+    doc: StackDoc
+    stack: Stack
+
+    @property
+    def config(self) -> StackConfig:
+        return self.stack.config
+
+    @classmethod
+    def of(cls, name: str, doc: StackDoc) -> "Base":
+        return cls(name, doc, load_stack(name, *mockrun.config_from_doc(doc)))  # a ConfigError names its key
+
+
+def read_base(name: str) -> Base:
+    """Pulumi.<name>.yaml, read once."""
+    return Base.of(name, mockrun.stack_doc(name))
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The requests advise ranks layouts for: one request shape, a matrix of points."""
+
+    input_tokens: int
+    prefix_tokens: int
+    output_tokens: int
+    prefix_types: tuple[int, ...]
+    concurrency: tuple[int, ...]
+    given: bool  # False: the base stack's benchmark section
+
+    @property
+    def simulated_prefix_types(self) -> tuple[int, ...]:
+        """The prefix types that are workloads of their own: with no shared prefix a request draws
+        one of several empty prefixes, so every prefix type is the same workload, simulated once."""
+        return self.prefix_types if self.prefix_tokens else (1,)
+
+    @property
+    def points(self) -> list[tuple[int, int]]:
+        return [(p, c) for c in self.concurrency for p in self.simulated_prefix_types]
+
+
+def traffic_of(cfg: StackConfig) -> Traffic:
+    """A stack's own traffic: its benchmark section."""
+    b = cfg.benchmark
+    return Traffic(b.prefix_tokens + b.unique_tokens, b.prefix_tokens, b.output_tokens, tuple(b.prefix_types),
+                   tuple(b.concurrency), given=False)
+
+
+def given_traffic(base: Base, input_tokens: Optional[int] = None, prefix_tokens: Optional[int] = None,
+                  output_tokens: Optional[int] = None, prefix_types: Optional[list[int]] = None,
+                  concurrency: Optional[list[int]] = None) -> Optional[Traffic]:
+    """The base's traffic with what the command line gives (None when it gives nothing), checked:
+    a UserError (exit 2) for a traffic no layout could serve."""
+    flags = {"input_tokens": input_tokens, "prefix_tokens": prefix_tokens, "output_tokens": output_tokens,
+             "prefix_types": prefix_types, "concurrency": concurrency}
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in flags.items() if v is not None}
+    if not given:
+        return None
+    traffic = dataclasses.replace(traffic_of(base.config), **given, given=True)
+    _prefix_within_input(base, traffic)
+    return traffic
+
+
+def _prefix_within_input(base: Base, t: Traffic) -> None:
+    """The stack file's own rule, that the shared prefix is part of the input (its `workload`
+    model's), worded for the flags that set them."""
+    try:
+        # The one rule of the two that can fail: the flags are positive (the prefix 0 or more).
+        SizedWorkload(inputTokens=t.input_tokens, prefixTokens=t.prefix_tokens)
+    except ValidationError:
+        raise UserError(f"the shared prefix ({t.prefix_tokens:,} tokens: --prefix-tokens, else {base.name}'s "
+                        f"benchmark) is not less than the input ({t.input_tokens:,}: --input-tokens): the prefix is "
+                        "part of each prompt. Lower --prefix-tokens (0: no shared prefix) or raise "
+                        "--input-tokens") from None
+
+
+FLAGS = ("--input-tokens is workload.inputTokens, --prefix-tokens workload.prefixTokens, --output-tokens "
+         "workload.outputTokens, --prefix-types and --concurrency workload's largest and benchmark's lists")
+
+
+def check_traffic(base: Base, traffic: Traffic) -> None:
+    """A traffic that no layout could serve (longer than the model's context, say) is the user's
+    input to fix, not 68 refusals: say so once (exit 2)."""
+    if max(traffic.concurrency) > MAX_CONCURRENCY:
+        raise UserError(f"concurrency {max(traffic.concurrency)} is more than advise simulates ({MAX_CONCURRENCY} "
+                        "requests in flight; each request is simulated, and a search would take many minutes): "
+                        f"ask for at most {MAX_CONCURRENCY}")
+    if not traffic.given:
+        return
+    raw, secrets = mockrun.config_from_doc(with_traffic(base.doc, traffic))
+    try:
+        load_config(raw, base.name, secrets)
+    except ConfigError as exc:
+        mine = [f"{key}: {message}" for key, message in exc.problems if key.startswith(("workload.", "benchmark."))]
+        if mine:
+            raise UserError(f"no layout can serve the workload given ({FLAGS}): " + "; ".join(mine)) from None
+
+
+GOALS = {"ttft-p50": "lowest TTFT p50", "requests-per-s": "highest requests/s"}
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str  # a key of GOALS
+    # Either goal: every point's TTFT p99 at most this. A tail bound is not the median the TTFT p50
+    # goal ranks by: a layout can have the lowest p50 and a long tail.
+    ttft_p99_max_ms: Optional[float] = None
+
+    @property
+    def metric(self) -> str:
+        return "ttft_p50_ms" if self.name == "ttft-p50" else "requests_per_s"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.name == "requests-per-s"
+
+    def describe(self) -> str:
+        bound = f" with TTFT p99 at most {self.ttft_p99_max_ms:,.0f} ms at every point" if self.ttft_p99_max_ms else ""
+        return GOALS[self.name] + bound

@@ -1,0 +1,58 @@
+"""Candidates as stack files: the base stack file's `config:` map, with a layout's workers and a
+given traffic's keys, spelled as a stack file spells them (the one place advise writes those
+spellings; the written file is this map, dumped as it is: write.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from infra.config import PROJECT
+from infra.lab.advise.candidates import Layout
+
+if TYPE_CHECKING:
+    from infra.lab.advise.inputs import Traffic
+
+# A stack file's `config:` map, as written: keys namespaced (`dynamo-lab:workers`) or not.
+StackDoc = dict[str, Any]
+
+
+def _key(config: StackDoc, key: str) -> str:
+    """The spelling of a dynamo-lab key in this config map (namespaced or not), or the namespaced one."""
+    return next((k for k in (f"{PROJECT}:{key}", key) if k in config), f"{PROJECT}:{key}")
+
+
+def secret_keys(base: StackDoc) -> list[str]:
+    return [k for k, v in base.items() if isinstance(v, dict) and set(v) == {"secure"}]
+
+
+def traffic_keys(traffic: "Traffic") -> dict[str, dict]:
+    """The stack-file keys a given traffic sets: the workload the sizing sizes for (its largest
+    point), and the benchmark matrix, whose request shape then follows the workload."""
+    prefix_types = traffic.simulated_prefix_types
+    return {"workload": {"inputTokens": traffic.input_tokens, "prefixTokens": traffic.prefix_tokens,
+                         "outputTokens": traffic.output_tokens, "prefixTypes": max(prefix_types),
+                         "concurrency": max(traffic.concurrency)},
+            "benchmark": {"prefixTypes": list(prefix_types), "concurrency": list(traffic.concurrency)}}
+
+
+def candidate_config(base: StackDoc, layout: Layout, traffic: "Traffic") -> StackDoc:
+    """The base stack file's `config:` map with this layout's workers (and a given traffic). Its
+    secrets are left out: they are encrypted for the base stack alone (write.py says so)."""
+    config = {k: copy.deepcopy(v) for k, v in base.items() if k not in secret_keys(base)}
+    config[_key(config, "workers")] = layout.workers()
+    return with_traffic(config, traffic)
+
+
+def with_traffic(config: StackDoc, traffic: "Traffic") -> StackDoc:
+    """`config` with a given traffic's keys (a default traffic is the config's own already)."""
+    config = dict(config)
+    if traffic.given:
+        for section, values in traffic_keys(traffic).items():
+            key = _key(config, section)
+            merged = dict(config.get(key) or {})
+            if section == "benchmark":  # its request shape follows the workload now
+                for k in ("prefixTokens", "uniqueTokens", "outputTokens"):
+                    merged.pop(k, None)
+            config[key] = {**merged, **values}
+    return config

@@ -1,0 +1,54 @@
+"""The values the command line's flags accept, as argparse types: each refuses anything else with
+one line that says what to write (cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from infra.units import parse_memory
+
+
+def positive_bytes(text: str) -> int:
+    try:
+        return parse_memory(text, minimum=1)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: write a positive integer")
+    return int(text)
+
+
+def positive_number(unit: str):
+    """An argparse type: a positive, finite number of `unit`."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r}: write a positive number of {unit}")
+        return value
+    return parse
+
+
+positive_seconds = positive_number("seconds")
+positive_ms = positive_number("milliseconds")
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas")
+    return values
+
+
+def nonnegative_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r}: write a whole number, 0 or more")
+    return int(text)
