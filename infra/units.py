@@ -128,7 +128,7 @@ def _whole_bytes(value: object, minimum: int, unit: str, meant_suffix: str) -> i
                  f"({_n(exact * parse_quantity('1' + meant_suffix))} {unit})") if text.lstrip("+").isdigit() \
             and exact > 0 else ""
         raise QuantityError(f"{text!r} is {_n(exact)} {unit} (Kubernetes reads a number without a suffix as "
-                            f"bytes), less than the {format_bytes(minimum) if unit == 'bytes' else _n(minimum)} "
+                            f"bytes), less than the {quantity(minimum) if unit == 'bytes' else _n(minimum)} "
                             f"{'' if unit == 'bytes' else unit + ' '}this needs{meant}")
     return int(exact)
 
@@ -157,13 +157,19 @@ def parse_cpu(value: object) -> int:
     return int(milli)
 
 
-def format_bytes(nbytes: int) -> str:
+def quantity(nbytes: int) -> str:
     """Exact bytes as a Kubernetes quantity: NMi when whole MiB (as manifests show them), else NM when
     whole megabytes (8000M stays 8000M), else NKi, else N."""
     for suffix, size in (("Mi", MI), ("M", 10**6), ("Ki", 2**10)):
         if nbytes % size == 0 and nbytes >= size:
             return f"{nbytes // size}{suffix}"
     return str(nbytes)
+
+
+def written(nbytes: int) -> str:
+    """A byte figure as a user would write it in a stack file: 5837Mi when whole MiB, else the bytes."""
+    text = quantity(nbytes)
+    return text if text.endswith(("Mi", "Ki")) else f"{nbytes:,} bytes"
 
 
 def format_cpu(millicores: int) -> str:
@@ -196,7 +202,7 @@ def parse_rate_bits(value: object) -> int:
     raise ValueError(f"{value!r} is not a link rate; write e.g. 1gbit, 10gbit, 100mbit")
 
 
-def fmt_bytes(nbytes: float) -> str:
+def human(nbytes: float) -> str:
     """Human figure for messages and tables: 3.5Gi, 259.3Mi, 512Ki."""
     for unit, size in (("Gi", GI), ("Mi", MI), ("Ki", 2**10)):
         if abs(nbytes) >= size:
@@ -204,7 +210,7 @@ def fmt_bytes(nbytes: float) -> str:
     return f"{int(nbytes)}B"
 
 
-def fmt_si_bytes(nbytes: float) -> str:
+def human_si(nbytes: float) -> str:
     """Decimal figure, as the write-up and link rates use: 271.9MB."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(nbytes) >= size:

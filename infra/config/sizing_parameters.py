@@ -46,7 +46,7 @@ class SizingParameters(_Model):
         None, description="same-node KV transfer throughput (NIXL over host TCP); unset, a development machine's "
         "measurement (an ESTIMATE for the lab; [measurements.md](measurements.md)) until "
         "`sizing.measured` holds the lab's own", json_schema_extra={
-            "default_text": f"unset: `{units.format_bytes(SAME_NODE_BYTES_PER_SECOND['READ'])}`, the block READ "
+            "default_text": f"unset: `{units.quantity(SAME_NODE_BYTES_PER_SECOND['READ'])}`, the block READ "
                             "NixlConnector makes"})
     link: Link = Field(Link(), description="the cross-node link")
     measured: list[MeasuredThroughput] = Field([], description="a measured throughput replaces the default for "

@@ -306,23 +306,23 @@ def _what(r: dict) -> str:
     if r["pattern"] == "contiguous":
         shape = "one contiguous descriptor"
     else:
-        shape = (f"{r['descriptors']:,} descriptors of {units.fmt_bytes(r['descriptor_bytes'])} "
+        shape = (f"{r['descriptors']:,} descriptors of {units.human(r['descriptor_bytes'])} "
                  f"({r['blocks']} blocks x {r['layers']} layers) scattered in registered pools")
-    return (f"  {r['op']} by {who}, {shape}; source pool {units.fmt_bytes(r['source_pool_bytes'])}, destination "
-            f"{units.fmt_bytes(r['destination_pool_bytes'])}; {r['pool_basis']}")
+    return (f"  {r['op']} by {who}, {shape}; source pool {units.human(r['source_pool_bytes'])}, destination "
+            f"{units.human(r['destination_pool_bytes'])}; {r['pool_basis']}")
 
 
 def text(r: dict) -> str:
     return "\n".join([
-        f"NIXL/UCX probe over {r['link']}: {r['bytes']:,} B ({units.fmt_si_bytes(r['bytes'])}), "
+        f"NIXL/UCX probe over {r['link']}: {r['bytes']:,} B ({units.human_si(r['bytes'])}), "
         f"{r['repeats']} timed transfers after 1 warm-up ({r['warmup_seconds']:.2f} s, discarded)"
         + ("" if r["cpus"]["initiator"] is None else
            f"; initiator on CPU {r['cpus']['initiator']}, target on CPU {r['cpus']['target']}"),
         _what(r),
         f"  measured : median {r['seconds_median']:.3f} s (min {r['seconds_min']:.3f}, max "
-        f"{r['seconds_max']:.3f}), {units.fmt_si_bytes(r['throughput_bytes_per_s'])}/s, "
+        f"{r['seconds_max']:.3f}), {units.human_si(r['throughput_bytes_per_s'])}/s, "
         f"bytes intact: {'yes' if r['intact'] else 'NO'}",
         f"  predicted: {r['predicted_seconds']:.3f} s at "
-        f"{units.fmt_si_bytes(r['predicted_throughput_bytes_per_s'])}/s; {r['prediction_basis']}",
+        f"{units.human_si(r['predicted_throughput_bytes_per_s'])}/s; {r['prediction_basis']}",
         f"  measured / predicted = {r['measured_over_predicted']:.2f}",
     ])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra.sizing import ModelCacheSizing, StackSizing, ThroughputBasis, TransferSizing
-from infra.units import fmt_bytes, fmt_si_bytes
+from infra.units import human, human_si
 
 
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -16,7 +16,7 @@ def verdict(t: TransferSizing) -> str:
     """Whether moving prefill off the decode GPU pays for the KV transfer it costs (expected case)."""
     seconds, saved, ratio = t.expected_seconds, t.prefill_seconds_estimate, t.transfer_over_prefill
     case = (f"expected case: {t.decode_prefix_hit_probability:.0%} of requests find their prefix in the decode "
-            f"worker's cache and move {fmt_si_bytes(t.warm_bytes)}, the rest {fmt_si_bytes(t.cold_bytes)}")
+            f"worker's cache and move {human_si(t.warm_bytes)}, the rest {human_si(t.cold_bytes)}")
     cap = "" if t.link_max_requests_per_s is None else (
         f"; the shared link carries at most {t.link_max_requests_per_s:.2f} requests/s, so at higher "
         "load requests queue for it")
@@ -30,7 +30,7 @@ def verdict(t: TransferSizing) -> str:
 
 def model_cache(c: ModelCacheSizing) -> list[str]:
     """Where the model's files are kept, the disk each cache takes, and how often the Hub is read."""
-    disk = f"{fmt_si_bytes(c.bytes_per_cache)} ({fmt_bytes(c.bytes_per_cache)})"
+    disk = f"{human_si(c.bytes_per_cache)} ({human(c.bytes_per_cache)})"
     if c.mode == "off":
         head = (f"Model cache: off; each of the {c.downloads} worker pods downloads {disk} from the Hugging "
                 "Face Hub when it starts")
@@ -38,7 +38,7 @@ def model_cache(c: ModelCacheSizing) -> list[str]:
         head = (f"Model cache: {c.mode}, a directory on each GPU node with workers ({', '.join(c.locations)}): "
                 f"{disk} of disk per node, fetched from the Hub once per node")
     else:
-        size = f", {fmt_bytes(c.claim_bytes)}" if c.claim_bytes is not None else ""
+        size = f", {human(c.claim_bytes)}" if c.claim_bytes is not None else ""
         head = f"Model cache: claim {c.locations[0]}{size}: {disk} of it used, fetched from the Hub once"
     dtype = c.weights_bytes // c.stored_parameters
     return [head, f"  {c.bytes_per_cache:,} B = {c.weights_bytes:,} B weights ({c.stored_parameters:,} stored "
@@ -50,7 +50,7 @@ def table(r: StackSizing) -> str:
         f"Stack {r.stack}: {r.model}, {r.input_tokens:,} input tokens per request, sized for "
         f"concurrency {r.concurrency} and {r.prefix_types} prefix types",
         f"KV per token {r.kv_bytes_per_token:,} B; KV per request {r.kv_bytes_per_request:,} B "
-        f"({fmt_si_bytes(r.kv_bytes_per_request)}, {fmt_bytes(r.kv_bytes_per_request)})",
+        f"({human_si(r.kv_bytes_per_request)}, {human(r.kv_bytes_per_request)})",
         f"KV layout assumed: --block-size {r.kv_layout.block_size_tokens}; {r.kv_layout.shape}: "
         f"{r.kv_layout.descriptor_bytes:,} B per descriptor, {r.kv_layout.block_bytes:,} B per block across "
         f"{r.kv_layout.layers} layers, {r.kv_layout.descriptors_per_request:,} descriptors per cold request",
@@ -60,12 +60,12 @@ def table(r: StackSizing) -> str:
             ["group", "role", "x", "gpu class", "KV pool", "max-model-len (blocks / pool)", "GPU plan",
              "gpu-mem-util", "CPU KV mirror", "host floor", "memory limit", "steady state*"],
             [[g.name, g.role, str(g.replicas), g.gpu_class,
-              f"{fmt_bytes(g.kv_cache_bytes)} ({g.kv_cache_source}, {g.requests_in_pool:.1f} req)",
+              f"{human(g.kv_cache_bytes)} ({g.kv_cache_source}, {g.requests_in_pool:.1f} req)",
               f"{g.max_model_len:,} ({g.blocks_for_max_len} / {g.pool_blocks})",
-              fmt_bytes(g.gpu_bytes_per_worker), f"{g.gpu_memory_utilization:.2f}",
-              "yes" if g.cpu_buffers else "no", fmt_bytes(g.host_memory_floor_bytes),
-              f"{fmt_bytes(g.memory_limit_bytes)} ({g.memory_source})",
-              fmt_bytes(g.steady_state_bytes) if g.cpu_buffers else "-"] for g in r.groups],
+              human(g.gpu_bytes_per_worker), f"{g.gpu_memory_utilization:.2f}",
+              "yes" if g.cpu_buffers else "no", human(g.host_memory_floor_bytes),
+              f"{human(g.memory_limit_bytes)} ({g.memory_source})",
+              human(g.steady_state_bytes) if g.cpu_buffers else "-"] for g in r.groups],
         ),
         "* steady state: concurrency x KV per request, the write-up's estimate of the mirror in use;",
         "  the host floor is the ceiling (vLLM base + the whole KV pool mirrored + headroom).",
@@ -74,8 +74,8 @@ def table(r: StackSizing) -> str:
         "",
         "GPUs (one per class; weights + KV pool + overhead per worker; overhead is an estimate):",
         text_table(["gpu class", "workers", "memory", "budget", "planned"],
-                   [[g.gpu_class, str(g.workers), fmt_bytes(g.memory_bytes), fmt_bytes(g.budget_bytes),
-                     fmt_bytes(g.planned_bytes)] for g in r.gpus]),
+                   [[g.gpu_class, str(g.workers), human(g.memory_bytes), human(g.budget_bytes),
+                     human(g.planned_bytes)] for g in r.gpus]),
     ]
     if r.model_cache is not None:
         out += ["", *model_cache(r.model_cache)]
@@ -88,8 +88,8 @@ def table(r: StackSizing) -> str:
                         "seconds cold / warm / expected", "prefill moved (est.)", "link max req/s",
                         "throughput from"],
                        [[t.from_group, t.to_group, t.path,
-                         f"{fmt_si_bytes(t.cold_bytes)} / {fmt_si_bytes(t.warm_bytes)}",
-                         f"{t.decode_prefix_hit_probability:.0%}", f"{fmt_si_bytes(t.throughput_bytes_per_s)}/s",
+                         f"{human_si(t.cold_bytes)} / {human_si(t.warm_bytes)}",
+                         f"{t.decode_prefix_hit_probability:.0%}", f"{human_si(t.throughput_bytes_per_s)}/s",
                          f"{t.cold_seconds:.2f} / {t.warm_seconds:.2f} / {t.expected_seconds:.2f}",
                          f"{t.prefill_seconds_estimate:.3f}",
                          "-" if t.link_max_requests_per_s is None else f"{t.link_max_requests_per_s:.2f}",

@@ -91,8 +91,8 @@ def describe_term(expressions: list[dict[str, Any]]) -> str:
 
 def _resources(cpu_request: str, cpu_limit: Optional[str], mem_request: int, mem_limit: int,
                gpu_resource: Optional[str] = None) -> dict[str, Any]:
-    requests = {"cpu": cpu_request, "memory": units.format_bytes(mem_request)}
-    limits: dict[str, Any] = {"memory": units.format_bytes(mem_limit)}
+    requests = {"cpu": cpu_request, "memory": units.quantity(mem_request)}
+    limits: dict[str, Any] = {"memory": units.quantity(mem_limit)}
     if cpu_limit:
         limits["cpu"] = cpu_limit
     if gpu_resource:

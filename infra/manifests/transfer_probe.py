@@ -79,7 +79,7 @@ def plan_for(op: str, pattern: str, nbytes: int, model: Model, pools: dict[str, 
     sized = {side: max(blocks, min(size, max_pool) // per_block) for side, (_, size) in pools.items()}
     basis = "the workers' pools: " + " and ".join(f"{group}'s" for group, _ in pools.values())
     if any(size > max_pool for _, size in pools.values()):
-        basis += f", capped at {units.fmt_bytes(max_pool)} (probe.maxPoolBytes)"
+        basis += f", capped at {units.human(max_pool)} (probe.maxPoolBytes)"
     return ProbePlan(op, pattern, nbytes, model.layers, block, sized, basis)
 
 

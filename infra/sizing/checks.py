@@ -16,12 +16,6 @@ from infra.sizing.formulas import (
 from infra.sizing.report import GroupSizing, KvLayout
 
 
-def shown(nbytes: int) -> str:
-    """A byte figure as a user would write it: 5837Mi when whole MiB, else the bytes."""
-    text = units.format_bytes(nbytes)
-    return text if text.endswith(("Mi", "Ki")) else f"{nbytes:,} bytes"
-
-
 def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, limit: int, floor: int,
                 context: int, layout: KvLayout) -> str:
     """Why `limit` is too low for this worker, in its role's terms, and the fixes."""
@@ -29,31 +23,31 @@ def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, l
     if not g.cpu_buffers:
         why = ("an aggregated worker keeps no KV host mirror" if g.role == "agg"
                else "with bufferDevice cuda it keeps no KV host mirror")
-        return (f"{shown(limit)} is below the {units.fmt_bytes(floor)} ({shown(floor)}) this worker needs: its "
-                f"vLLM base resident memory (sizing.vllmBaseMemory; {why}), and the pod would be OOMKilled "
-                f"loading the model. Raise memoryLimit to at least {shown(floor)}, or lower "
+        return (f"{units.written(limit)} is below the {units.human(floor)} ({units.written(floor)}) this worker "
+                f"needs: its vLLM base resident memory (sizing.vllmBaseMemory; {why}), and the pod would be OOMKilled "
+                f"loading the model. Raise memoryLimit to at least {units.written(floor)}, or lower "
                 "sizing.vllmBaseMemory if you measured less")
-    mirror = units.fmt_bytes(pool * (1 + s.host_headroom_percent / 100))
+    mirror = units.human(pool * (1 + s.host_headroom_percent / 100))
     largest = largest_pool_for_limit(limit, s.vllm_base_memory, s.host_headroom_percent)
     # The smallest pool vLLM starts with: one sequence of the group's max_model_len and the null block.
     smallest_pool = blocks_for_sequence(context) * layout.block_bytes
     if largest >= smallest_pool:
         second = (f"or set workers.{g.name}.kvCacheBytes <= {largest // units.MI}Mi, the largest "
-                  f"KV pool whose host mirror fits {shown(limit)} "
-                  f"({largest / per_request:.1f} requests of {units.fmt_bytes(per_request)})")
+                  f"KV pool whose host mirror fits {units.written(limit)} "
+                  f"({largest / per_request:.1f} requests of {units.human(per_request)})")
     else:
         smallest = host_memory_floor(s.vllm_base_memory, smallest_pool, s.host_headroom_percent, True)
         second = (f"or shrink the pool with workers.{g.name}.kvCacheBytes, which needs a limit too: "
-                  f"{shown(limit)} leaves {units.fmt_bytes(max(0, limit - s.vllm_base_memory))} "
+                  f"{units.written(limit)} leaves {units.human(max(0, limit - s.vllm_base_memory))} "
                   f"above the vLLM base, and even the smallest pool vLLM starts with "
-                  f"({units.fmt_bytes(smallest_pool)}: one {context:,}-token sequence and the null block) "
-                  f"needs memoryLimit >= {shown(smallest)}")
-    return (f"{shown(limit)} is below the {units.fmt_bytes(floor)} ({shown(floor)}) this worker needs "
-            f"({units.fmt_bytes(s.vllm_base_memory)} vLLM base + {mirror} KV host mirror "
-            f"of its {units.fmt_bytes(pool)} pool incl. {s.host_headroom_percent:g}% "
+                  f"({units.human(smallest_pool)}: one {context:,}-token sequence and the null block) "
+                  f"needs memoryLimit >= {units.written(smallest)}")
+    return (f"{units.written(limit)} is below the {units.human(floor)} ({units.written(floor)}) this worker needs "
+            f"({units.human(s.vllm_base_memory)} vLLM base + {mirror} KV host mirror "
+            f"of its {units.human(pool)} pool incl. {s.host_headroom_percent:g}% "
             f"headroom); with kv_buffer_device=cpu vLLM mirrors the whole KV pool in "
             f"host memory and the pod is OOMKilled as it fills. Raise memoryLimit to at "
-            f"least {shown(floor)}, {second}")
+            f"least {units.written(floor)}, {second}")
 
 
 def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, context: int, layout: KvLayout,
@@ -71,8 +65,8 @@ def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, contex
         given = ("memoryLimit" if g.memory_limit is not None
                  else "the host memory floor (the limit while memoryLimit is unset)")
         problems.append((f"workers.{g.name}.memoryRequest",
-                         f"{shown(request)} is above {given}, {shown(limit)}; Kubernetes rejects a request "
-                         f"above its limit. Lower memoryRequest to at most {shown(limit)}"
+                         f"{units.written(request)} is above {given}, {units.written(limit)}; Kubernetes rejects a "
+                         f"request above its limit. Lower memoryRequest to at most {units.written(limit)}"
                          + ("" if g.memory_limit is not None else ", or set memoryLimit >= memoryRequest")))
     return floor, limit, request, source
 
@@ -88,15 +82,15 @@ def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: 
              "workload.maxModelLen": "workload.maxModelLen",
              "derived": "workload.maxModelLen (default: inputTokens + outputTokens, block-aligned)"}[source]
     if g.kv_cache_bytes is not None:
-        pool_is = f"the {units.fmt_bytes(pool)} KV pool"
+        pool_is = f"the {units.human(pool)} KV pool"
         grow = f"raise workers.{g.name}.kvCacheBytes to at least {at_least}"
     else:
         cls = cfg.gpu_classes[g.gpu_class]
         workers = sum(o.replicas for o in cfg.workers if o.gpu_class == g.gpu_class)
-        pool_is = (f"the {g.gpu_class} GPU ({units.fmt_bytes(cls.memory)}, {units.fmt_bytes(gpu_budget(cls))} after "
-                   f"its {cls.memory_reserve:.0%} reserve) leaves {units.fmt_bytes(pool)} of KV pool per worker for "
-                   f"{workers} workers (each {units.fmt_bytes(cfg.model.parameters * cfg.model.dtype_bytes)} weights + "
-                   f"{units.fmt_bytes(cfg.sizing.gpu_overhead_per_worker)} overhead), which")
+        pool_is = (f"the {g.gpu_class} GPU ({units.human(cls.memory)}, {units.human(gpu_budget(cls))} after "
+                   f"its {cls.memory_reserve:.0%} reserve) leaves {units.human(pool)} of KV pool per worker for "
+                   f"{workers} workers (each {units.human(cfg.model.parameters * cfg.model.dtype_bytes)} weights + "
+                   f"{units.human(cfg.sizing.gpu_overhead_per_worker)} overhead), which")
         grow = f"run fewer workers on this GPU (each needs a pool of at least {at_least})"
     shrink = (f", or shorten the context with {where}: at most {longest:,} tokens fit, and it must hold the "
               f"{sized:,} (inputTokens + outputTokens) the stack is sized for" if longest >= sized else
@@ -111,11 +105,11 @@ def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: 
 def gpu_overplanned(cls: GpuClass, budget: int, planned: int, sized: list[GroupSizing]) -> str:
     """The workers sharing one GPU plan more than its budget."""
     each = "; ".join(
-        f"{s.replicas} x {s.name} = {s.replicas} x ({units.fmt_bytes(s.weights_bytes)} weights + "
-        f"{units.fmt_bytes(s.kv_cache_bytes)} KV + {units.fmt_bytes(s.gpu_overhead_bytes)} overhead)"
+        f"{s.replicas} x {s.name} = {s.replicas} x ({units.human(s.weights_bytes)} weights + "
+        f"{units.human(s.kv_cache_bytes)} KV + {units.human(s.gpu_overhead_bytes)} overhead)"
         for s in sized)
-    return (f"the workers sharing this GPU plan {units.fmt_bytes(planned)}, more than its "
-            f"{units.fmt_bytes(budget)} ({units.fmt_bytes(cls.memory)} less "
+    return (f"the workers sharing this GPU plan {units.human(planned)}, more than its "
+            f"{units.human(budget)} ({units.human(cls.memory)} less "
             f"{cls.memory_reserve:.0%} reserve): {each}. Time-slicing does not isolate "
             "memory, so a worker would fail to start or crash. Lower kvCacheBytes, "
             "or run fewer replicas on this class")
@@ -123,7 +117,7 @@ def gpu_overplanned(cls: GpuClass, budget: int, planned: int, sized: list[GroupS
 
 def small_claim(m: Model, claim: int, weights: int, need: int) -> str:
     """A claim dynamo-lab would create too small for the model's files."""
-    return (f"{units.fmt_bytes(claim)} is below the {units.fmt_bytes(need)} ({need:,} B) "
+    return (f"{units.human(claim)} is below the {units.human(need)} ({need:,} B) "
             f"the model cache holds: {m.name}'s weights as stored, {m.stored_parameters:,} "
             f"parameters x {m.dtype_bytes} B = {weights:,} B, plus {m.tokenizer_bytes:,} B of "
             "config and tokenizer files; the download would fill the volume and fail. Raise "

@@ -35,7 +35,7 @@ GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 
 def fmt(resource: str, value: Fraction) -> str:
     if resource == "memory":
-        return units.fmt_bytes(float(value))
+        return units.human(float(value))
     if resource == "cpu" and (value * 1000).denominator == 1:
         return units.format_cpu(int(value * 1000))
     return str(int(value)) if value.denominator == 1 else f"{float(value):g}"
@@ -108,7 +108,7 @@ def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: st
         report.problems.append(Problem(
             f"node {node.name}", "gpu memory",
             (f"has no label {GPU_MEMORY_LABEL}" if found is None else f"{GPU_MEMORY_LABEL}={found} is not MiB")
-            + f", so its GPU cannot be checked against the {units.fmt_bytes(fits.planned_bytes)} the {fits.workers} "
+            + f", so its GPU cannot be checked against the {units.human(fits.planned_bytes)} the {fits.workers} "
             f"{gpu_class} workers plan on it",
             f"Install GPU feature discovery (it sets {GPU_MEMORY_LABEL}), or label the node yourself: kubectl label "
             f"node {node.name} {GPU_MEMORY_LABEL}=<its GPU memory in MiB: {NVIDIA_SMI_MEMORY}> --overwrite"))
@@ -118,16 +118,16 @@ def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: st
     if not ok:
         report.problems.append(Problem(
             f"node {node.name}", "gpu memory",
-            f"the {fits.workers} {gpu_class} workers plan {units.fmt_bytes(fits.planned_bytes)} on its GPU, which "
-            f"reports {mib}Mi: {units.fmt_bytes(budget)} after the class's {cls.memory_reserve:.0%} reserve "
-            f"(the sizing planned for {units.fmt_bytes(cls.memory)})",
+            f"the {fits.workers} {gpu_class} workers plan {units.human(fits.planned_bytes)} on its GPU, which "
+            f"reports {mib}Mi: {units.human(budget)} after the class's {cls.memory_reserve:.0%} reserve "
+            f"(the sizing planned for {units.human(cls.memory)})",
             f"Plan for the GPU you have: gpuClasses.{gpu_class}.memory: {mib}Mi (gpuClasses replaces the defaults, "
             "so copy both classes from docs/configuration.md and change this one); or lower kvCacheBytes, or run fewer "
             "workers on this class"))
     elif mib * units.MI < cls.memory:
         report.notes.append(f"node {node.name}: its GPU reports {mib}Mi, less than {gpu_class}'s "
-                            f"{units.fmt_bytes(cls.memory)}; the plan ({units.fmt_bytes(fits.planned_bytes)}) still "
-                            f"fits its {units.fmt_bytes(budget)} budget")
+                            f"{units.human(cls.memory)}; the plan ({units.human(fits.planned_bytes)}) still "
+                            f"fits its {units.human(budget)} budget")
     return GpuMemory(gpu_class, fits.planned_bytes, mib, budget, ok)
 
 

@@ -29,8 +29,8 @@ def _gpu_memory(g: GpuMemory | None) -> str:
     if g is None:
         return "-"
     if g.reported_mib is None:
-        return f"{units.fmt_bytes(g.planned_bytes)} / no label !"
-    return (f"{units.fmt_bytes(g.planned_bytes)} / {units.fmt_bytes(g.budget_bytes or 0)} "
+        return f"{units.human(g.planned_bytes)} / no label !"
+    return (f"{units.human(g.planned_bytes)} / {units.human(g.budget_bytes or 0)} "
             f"({g.reported_mib}Mi){'' if g.ok else ' !'}")
 
 
