@@ -66,8 +66,8 @@ class WorkerGroup(_Model):
     kv_transfer: KvTransfer = Field(KvTransfer(), description="how the KV moves between prefill and decode workers")
     # vLLM --kv-cache-memory-bytes. None: the GPU class's memory shared among its workers.
     kv_cache_bytes: Optional[Bytes] = Field(None, description="vLLM `--kv-cache-memory-bytes`", json_schema_extra={
-        "accepts": "memory, at least one sequence of the worker's `--max-model-len` plus the null block (2,448 "
-                   "tokens: 154 blocks of 1.75Mi, 270Mi)",
+        "accepts": "memory, at least one sequence of the worker's `--max-model-len` plus the null block "
+                   "({derived.smallestPool})",
         "default_text": "the GPU class's budget shared evenly among its workers"})
     cpu_request: Cpu = Field("2", description="each worker's CPU request",
                              json_schema_extra={"accepts": "CPU, at most `cpuLimit`"})

@@ -21,6 +21,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic.alias_generators import to_snake
 from pydantic.fields import FieldInfo
 
+from infra import units
 from infra.catalogue import BUILTIN_MODELS
 from infra.config import fields
 from infra.config.load import KUBERNETES
@@ -28,6 +29,7 @@ from infra.config.models import ClusterTarget, Model, NodeRequirement, StackConf
 from infra.errors import UserError
 from infra.lab.paths import ROOT
 from infra.resolved import derived_context
+from infra.sizing import blocks_for_sequence, kv_layout
 
 PAGE = ROOT / "docs" / "configuration.md"
 COMMAND = "python3 dev.py config-reference"
@@ -140,12 +142,24 @@ def _value(field: Optional[FieldInfo], value: Any) -> str:
     return f"`{text}`"
 
 
+def _smallest_pool() -> str:
+    """The smallest KV pool vLLM starts with for the built-in model at the default workload's context:
+    one sequence of it and the null block."""
+    context = derived_context(Workload())
+    block = kv_layout(Model(), Workload().input_tokens).block_bytes
+    need = blocks_for_sequence(context)
+    return f"{context:,} tokens: {need} blocks of {block / units.MI:g}Mi, {units.to_mi_quantity(need * block)}"
+
+
+DERIVED = {"derived.context": lambda: str(derived_context(Workload())), "derived.smallestPool": _smallest_pool}
+
+
 def _placeholders(text: str) -> str:
     """`{workload.prefixTokens}` -> that key's default (a property of its model works too);
-    `{derived.context}` -> the context the resolved stack derives from the default workload."""
+    `{derived.context}`, `{derived.smallestPool}` -> figures derived from the defaults (DERIVED)."""
     def resolve(match: re.Match) -> str:
-        if match.group(1) == "derived.context":  # a figure the resolved stack derives, from the defaults
-            return str(derived_context(Workload()))
+        if match.group(1) in DERIVED:  # a figure derived from the defaults, as the resolved stack and sizing do
+            return DERIVED[match.group(1)]()
         cls: type[BaseModel] = StackConfig
         obj: Any = None
         field: Optional[FieldInfo] = None
@@ -190,7 +204,7 @@ def _bounds(metadata: list[Any]) -> Optional[str]:
 def _accepts(key: str, field: FieldInfo) -> str:
     given = _extra(field).get("accepts")
     if given:
-        return given
+        return _placeholders(given)
     metadata = _metadata(field)
     kind = _kind(field)
     longest = next((m.max_length for m in metadata if isinstance(m, MaxLen)), None)
@@ -210,7 +224,7 @@ def _accepts(key: str, field: FieldInfo) -> str:
     if args == [SecretStr]:
         return "a secret"
     raise ValueError(f"{key}: its type does not say what it accepts; give the field "
-                     "json_schema_extra={'accepts': ...} in infra/config/models.py")
+                     "json_schema_extra={'accepts': ...} in its section's module under infra/config/")
 
 
 def rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
