@@ -52,7 +52,7 @@ def main(argv=None) -> int:
                   "--crds DIR", file=sys.stderr)
         return 0
     if a.action == "status":
-        print(json.dumps(harness.status_of(a.state), indent=2))
+        print(json.dumps(harness.status_of(a.state).to_json(), indent=2))
         return 0
     killed = harness.stop(a.state)
     left = harness.leftovers(a.state)

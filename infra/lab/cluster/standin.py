@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Optional
 
-from infra.lab.cluster.harness import Api
+from infra.lab.cluster.api import Api
 
 GRAPHS = "/apis/nvidia.com/v1beta1/dynamographdeployments"
 STANDIN_REASON = "StandInForOperator"

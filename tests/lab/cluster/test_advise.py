@@ -5,10 +5,10 @@ passes the live preflight and is deployed by the real engine (test_deploy.py say
 held still and destroyed whole.
 
 The stack files name the context `dynamo-lab`, which is the local cluster's kubeconfig context
-(harness.kubeconfig): the written file is deployed as advise wrote it, its cluster reached by
+(state.kubeconfig): the written file is deployed as advise wrote it, its cluster reached by
 pointing KUBECONFIG at the local cluster's kubeconfig (the file's `kubernetes:kubeconfig` is
 unset, so that is the lookup preflight, advise and the provider all make). The engine applies its
-one local override, `platform.manage: false` (engine.LOCAL_OVERRIDES), the plan below too. A
+one local override, `platform.manage: false` (stack_overrides.LOCAL_OVERRIDES), the plan below too. A
 cluster of its own: the deployed stack's pods and namespaces are what preflight reads."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from infra.lab import mockrun
-from infra.lab.cluster import engine
+from infra.lab.cluster import pulumi_cli, pulumi_workspace, stack_overrides
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import load_stack, plan
 from tests.helpers import wait_for
@@ -44,7 +44,7 @@ def _cli(tree: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProces
 def _deployed_plan(stack_file: Path):
     """The plan of the file as the engine deploys it (with its local override)."""
     doc = yaml.safe_load(stack_file.read_text())
-    raw, secrets = mockrun.config_from_doc(engine.merge_config(doc["config"], engine.LOCAL_OVERRIDES))
+    raw, secrets = mockrun.config_from_doc(stack_overrides.merge_config(doc["config"], stack_overrides.LOCAL_OVERRIDES))
     return plan(load_stack(NAME, raw, secrets))
 
 
@@ -78,14 +78,14 @@ def test_the_written_layout_renders_passes_preflight_deploys_holds_still_and_is_
     planned = _deployed_plan(written)
     steps = ({(type_token(o.kind), o.name) for o in planned.objects}
              | {(c.type, c.name) for c in planned.components})
-    ws = engine.Workspace(tmp_path / "ws", NAME, cluster.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", NAME, cluster.kubeconfig)
     with GraphReady(api):
-        up = ok(engine.invoke("up", ws, engine_bins, stack_file=written))
+        up = ok(pulumi_cli.invoke("up", ws, engine_bins, stack_file=written))
     assert up["summary"] == {"create": len(steps) + BESIDES}, up["summary"]
     for o in planned.objects:
         assert api.call("GET", object_path(o.manifest))[0] == 200, o.name
-    again = ok(engine.invoke("preview", ws, engine_bins, stack_file=written))
+    again = ok(pulumi_cli.invoke("preview", ws, engine_bins, stack_file=written))
     assert again["summary"] == {"same": len(steps) + BESIDES}, again["summary"]
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))
     for o in planned.objects:
         wait_for(lambda o=o: api.call("GET", object_path(o.manifest))[0] == 404, 120)

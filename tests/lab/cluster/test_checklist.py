@@ -6,7 +6,7 @@ Run as written: `pulumi version`, `pulumi stack select --create`, `pulumi config
 `pulumi stack output ... --stack` and `pulumi stack rm`, by the CLI itself, in a copy of the
 project (its Pulumi.yaml and the shipped stack file). `preview`, `up` and `destroy` run the program,
 which the CLI starts through the Python language host, not to be had here: those three go through
-the Automation API driver (infra/lab/cluster/engine.py), which runs the same CLI on the same
+the Automation API driver (infra/lab/cluster/pulumi_driver.py), which runs the same CLI on the same
 stack, state and stack file, the program served in-process (docs/real-engine.md). The one change
 to the checklist's commands: the context is the local cluster's, not `my-lab`. The local
 deployment also turns platform management off (no chart here), and the stand-in reports the graph
@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from infra.lab.cluster import engine
+from infra.lab.cluster import pulumi_cli, pulumi_workspace
 from infra.lab.cluster.standin import GraphReady
 from tests.helpers import ROOT, deploy_checklist, pulumi_steps
 from tests.lab.cluster.test_deploy import copy_checkout, ok
@@ -42,9 +42,9 @@ def test_the_checklists_pulumi_steps_run_as_written_in_order(lab_cluster_with_cr
     assert [n for n, _ in steps] == sorted(n for n, _ in steps)  # in the checklist's order
     assert set(DRIVEN) <= set(ran), ran
 
-    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
-    engine.prepare(ws, ROOT / f"Pulumi.{STACK}.yaml")
-    env = engine.cli_env(ws, engine.passphrase(ws), os.environ)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    pulumi_workspace.prepare(ws, ROOT / f"Pulumi.{STACK}.yaml")
+    env = pulumi_workspace.cli_env(ws, pulumi_workspace.passphrase(ws), os.environ)
     env["PATH"] = f"{engine_bins['pulumi']}{os.pathsep}{env.get('PATH', '')}"
     context = "dynamo-lab"  # the local cluster's kubeconfig context
     outputs: dict[str, str] = {}
@@ -53,7 +53,7 @@ def test_the_checklists_pulumi_steps_run_as_written_in_order(lab_cluster_with_cr
         for number, command in steps:
             if command in DRIVEN:
                 # The workspace's stack file as the CLI steps left it: what `config set` wrote stays.
-                inv = engine.invoke(DRIVEN[command], ws, engine_bins, stack_file=ws.stack_file,
+                inv = pulumi_cli.invoke(DRIVEN[command], ws, engine_bins, stack_file=ws.stack_file,
                                     diff="--diff" in command)
                 result = ok(inv)
                 if DRIVEN[command] == "preview":

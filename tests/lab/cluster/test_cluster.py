@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from infra.lab.cluster import harness, tools
+from infra.lab.paths import ROOT
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -79,7 +80,7 @@ def test_killed_owner_leaves_nothing_behind(cluster_bins, tmp_path):
         time.sleep(600)
     """)
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                             cwd=harness.ROOT)
+                             cwd=ROOT)
     try:
         assert any(line.strip() == "UP" for line in iter(owner.stdout.readline, "")), "never came up"
         assert harness.leftovers(state), "the cluster should be running"
@@ -95,7 +96,7 @@ def test_killed_owner_leaves_nothing_behind(cluster_bins, tmp_path):
 def test_a_running_clusters_admin_credentials_are_readable_by_their_owner_only(lab_cluster):
     """The kubeconfig the outer writes, the apiserver's own serving key and every file holding the admin
     token or a private key: 0600, in a 0700 state directory and pki/."""
-    lay = lab_cluster.layout
+    lay = lab_cluster.state_dir
     token = json.loads(lay.plan.read_text())["token"]
     assert {d.name: oct(d.stat().st_mode & 0o777) for d in (lay.state, lay.pki)} == {
         lay.state.name: "0o700", "pki": "0o700"}

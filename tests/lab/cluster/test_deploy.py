@@ -4,7 +4,7 @@ What is real: the Pulumi CLI v3.274.1 and the provider pulumi-resource-kubernete
 release pyproject.toml pins), both built from their Go modules, running the project's own
 `infra.program` with the stack's own file, a file backend and a passphrase; the API server,
 admission, the controller manager (volume binding, Jobs, namespace deletion) and kwok's simulated
-lab nodes. The program runs as an Automation API inline program (infra/lab/cluster/engine.py):
+lab nodes. The program runs as an Automation API inline program (infra/lab/cluster/pulumi_driver.py):
 the Python language host is not to be had, and is not needed.
 
 What is not: the Dynamo platform chart and operator (no registry here serves either), so each stack
@@ -26,14 +26,14 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.lab.cluster import engine
+from infra.lab.cluster import pulumi_cli, pulumi_workspace
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import ROOT, loaded
 
 pytestmark = pytest.mark.cluster
 
-LOCAL = lambda c: c.update(platform={**c.get("platform", {}), "manage": False})  # noqa: E731  (engine.LOCAL_OVERRIDES)
+LOCAL = lambda c: c.update(platform={**c.get("platform", {}), "manage": False})  # noqa: E731  (stack_overrides.LOCAL_OVERRIDES)
 # What the engine counts besides the plan's resources: the stack itself and its Kubernetes provider.
 BESIDES = 2
 # A one-key change per stack, and the field of the graph it must change.
@@ -101,7 +101,7 @@ def copy_checkout(into: Path) -> Path:
     return into
 
 
-def ok(inv: engine.Invocation) -> dict[str, Any]:
+def ok(inv: pulumi_cli.Invocation) -> dict[str, Any]:
     assert inv.rc == 0, inv.output[-6000:]
     assert "Traceback" not in inv.output, inv.output[-6000:]
     return inv.result
@@ -110,42 +110,42 @@ def ok(inv: engine.Invocation) -> dict[str, Any]:
 def test_each_stack_previews_deploys_holds_still_refreshes_changes_and_destroys(lab_cluster_with_crd, engine_bins,
                                                                                   tmp_path, stack):
     api = lab_cluster_with_crd.api()
-    ws = engine.Workspace(tmp_path / "ws", stack, lab_cluster_with_crd.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", stack, lab_cluster_with_crd.kubeconfig)
 
     # preview: the engine's steps are exactly the plan's objects and components, all creates.
-    first = ok(engine.invoke("preview", ws, engine_bins))
+    first = ok(pulumi_cli.invoke("preview", ws, engine_bins))
     steps = resource_steps(first)
     assert set(steps) == planned_steps(stack)
     assert set(steps.values()) == {"create"}
 
     # up (the stand-in reports the graph Ready): every planned object is on the API server.
     with GraphReady(api) as standin:
-        up = ok(engine.invoke("up", ws, engine_bins))
+        up = ok(pulumi_cli.invoke("up", ws, engine_bins))
     assert standin.marked == [graph_key(stack)], standin.marked
     assert up["summary"].get("create") == len(planned_steps(stack)) + BESIDES
     assert set(on_cluster(api, stack).values()) == {200}, on_cluster(api, stack)
 
     # A second preview and a refresh change nothing: no perpetual diff, no drift.
-    again = ok(engine.invoke("preview", ws, engine_bins))
+    again = ok(pulumi_cli.invoke("preview", ws, engine_bins))
     assert set(resource_steps(again).values()) == {"same"}, resource_steps(again)
     assert set(again["summary"]) == {"same"}, again["summary"]
-    refreshed = ok(engine.invoke("refresh", ws, engine_bins))
+    refreshed = ok(pulumi_cli.invoke("refresh", ws, engine_bins))
     assert set(refreshed["summary"]) <= {"same"}, refreshed["summary"]
 
     # One key changed in the stack file: the preview updates exactly the graph, that field.
-    changed = ok(engine.invoke("preview", ws, engine_bins, stack_file=changed_file(tmp_path, stack), diff=True))
+    changed = ok(pulumi_cli.invoke("preview", ws, engine_bins, stack_file=changed_file(tmp_path, stack), diff=True))
     ops = {k: v for k, v in resource_steps(changed).items() if v != "same"}
     assert ops == {("kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment", "graph-dgd"): "update"}, ops
     group, old, new = CHANGE[stack]
     resources = changed["stdout"].split("\nOutputs:")[0]  # the resources' diff, before the outputs'
     assert re.search(rf"~ replicas\s*: {old} => {new}\n", resources), resources[-4000:]
-    ok(engine.invoke("preview", ws, engine_bins))  # the workspace holds the shipped file again
+    ok(pulumi_cli.invoke("preview", ws, engine_bins))  # the workspace holds the shipped file again
 
     # destroy leaves none of the stack's objects (namespaces gone: no finalizer stuck); again, nothing.
-    gone = ok(engine.invoke("destroy", ws, engine_bins))
+    gone = ok(pulumi_cli.invoke("destroy", ws, engine_bins))
     assert gone["summary"].get("delete") == len(planned_steps(stack)) + BESIDES
     assert set(on_cluster(api, stack).values()) == {404}, on_cluster(api, stack)
-    twice = ok(engine.invoke("destroy", ws, engine_bins))
+    twice = ok(pulumi_cli.invoke("destroy", ws, engine_bins))
     assert set(twice["summary"]) <= {"same"} and not twice["summary"].get("delete"), twice["summary"]
 
 
@@ -158,17 +158,17 @@ def test_up_waits_for_the_graph_and_fails_after_its_timeout_naming_it(lab_cluste
     doc["config"]["dynamo-lab:graph"] = {"readyTimeoutSeconds": 20}
     short = tmp_path / "short.yaml"
     short.write_text(yaml.safe_dump(doc, sort_keys=False))
-    ws = engine.Workspace(tmp_path / "ws", stack, lab_cluster_with_crd.kubeconfig)
-    failed = engine.invoke("up", ws, engine_bins, stack_file=short)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", stack, lab_cluster_with_crd.kubeconfig)
+    failed = pulumi_cli.invoke("up", ws, engine_bins, stack_file=short)
     assert failed.rc == 1, failed.output[-4000:]
     assert "graph-dgd" in failed.output and graph_key(stack) in failed.output, failed.output[-4000:]
     assert "timed out" in failed.output, failed.output[-4000:]
     assert "Traceback" not in failed.output
     with GraphReady(api):
-        ok(engine.invoke("up", ws, engine_bins, stack_file=short))
-    assert ok(engine.invoke("preview", ws, engine_bins, stack_file=short))["summary"] == {
+        ok(pulumi_cli.invoke("up", ws, engine_bins, stack_file=short))
+    assert ok(pulumi_cli.invoke("preview", ws, engine_bins, stack_file=short))["summary"] == {
         "same": len(planned_steps(stack)) + BESIDES}
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))
 
 
 def test_a_bad_stack_file_stops_preview_with_its_message_and_no_traceback(lab_cluster_with_crd, engine_bins,
@@ -178,8 +178,8 @@ def test_a_bad_stack_file_stops_preview_with_its_message_and_no_traceback(lab_cl
     bad["config"]["dynamo-lab:workers"][0]["replicas"] = "two"
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad, sort_keys=False))
-    ws = engine.Workspace(tmp_path / "ws", "cross-server", lab_cluster_with_crd.kubeconfig)
-    inv = engine.invoke("preview", ws, engine_bins, stack_file=path)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", "cross-server", lab_cluster_with_crd.kubeconfig)
+    inv = pulumi_cli.invoke("preview", ws, engine_bins, stack_file=path)
     assert inv.rc == 1
     assert "workers" in inv.output and "replicas" in inv.output, inv.output[-3000:]
     assert "Traceback" not in inv.output, inv.output[-3000:]

@@ -12,8 +12,9 @@ import subprocess
 
 import pytest
 
-from infra.lab.cluster import engine, harness
+from infra.lab.cluster import harness, pulumi_cli, pulumi_workspace
 from infra.lab.cluster.standin import GraphReady
+from infra.lab.paths import ROOT
 from infra.plan import HF_TOKEN_KEY, plan
 from tests.helpers import loaded, wait_for
 from tests.lab.cluster.test_deploy import BESIDES, LOCAL, ok, on_cluster, planned_steps
@@ -47,23 +48,23 @@ def converged(ws, bins, api) -> None:
     """A re-run `up` completes; then nothing is left to change, every planned object is there
     once, and no engine process of the workspace is left."""
     with GraphReady(api):
-        ok(engine.invoke("up", ws, bins))
-    again = ok(engine.invoke("preview", ws, bins))
+        ok(pulumi_cli.invoke("up", ws, bins))
+    again = ok(pulumi_cli.invoke("preview", ws, bins))
     assert again["summary"] == {"same": len(planned_steps(STACK)) + BESIDES}, again["summary"]
     assert set(on_cluster(api, STACK).values()) == {200}
     assert in_namespace(api) == planned_names()
-    assert engine.processes(ws) == {}
+    assert pulumi_cli.processes(ws) == {}
 
 
-def started_then(ws, bins, api, signum) -> engine.Invocation:
+def started_then(ws, bins, api, signum) -> pulumi_cli.Invocation:
     """`up` started with nothing to make the graph Ready; the signal once its first objects exist."""
-    proc, result = engine.start("up", ws, bins)
+    proc, result = pulumi_cli.start("up", ws, bins)
     ns = graph_namespace()
     try:
         wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}")[0] == 200 or proc.poll() is not None, 180)
         assert proc.poll() is None, "up ended before it could be interrupted"
         os.killpg(proc.pid, signum)
-        return engine.finish(proc, result, timeout=180)
+        return pulumi_cli.finish(proc, result, timeout=180)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -72,33 +73,33 @@ def started_then(ws, bins, api, signum) -> engine.Invocation:
 
 def test_up_interrupted_with_sigint_stops_cleanly_and_a_rerun_converges(lab_cluster_with_crd, engine_bins, tmp_path):
     api = lab_cluster_with_crd.api()
-    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
     inv = started_then(ws, engine_bins, api, signal.SIGINT)
     assert inv.rc != 0, inv.output[-3000:]
     assert "Traceback" not in inv.output, inv.output[-3000:]
-    wait_for(lambda: engine.processes(ws) == {}, 60)
-    assert engine.locks(ws) == []  # Pulumi's own cancel released the lock: the re-run needs no `pulumi cancel`
+    wait_for(lambda: pulumi_cli.processes(ws) == {}, 60)
+    assert pulumi_cli.locks(ws) == []  # Pulumi's own cancel released the lock: the re-run needs no `pulumi cancel`
     converged(ws, engine_bins, api)
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))
 
 
 def test_up_killed_with_sigkill_leaves_a_lock_that_cancel_clears_then_a_rerun_converges(lab_cluster_with_crd,
                                                                                          engine_bins, tmp_path):
     api = lab_cluster_with_crd.api()
-    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
     inv = started_then(ws, engine_bins, api, signal.SIGKILL)
     assert inv.rc == -signal.SIGKILL
     # The CLI starts its plugins in process groups of their own: the provider outlives it, orphaned.
-    left = wait_for(lambda: engine.orphans(ws), 30)
-    assert engine.locks(ws), "a killed CLI leaves its lock, where engine.locks looks for it"
-    rerun = engine.invoke("up", ws, engine_bins)
+    left = wait_for(lambda: pulumi_workspace.orphans(ws), 30)
+    assert pulumi_cli.locks(ws), "a killed CLI leaves its lock, where pulumi_cli.locks looks for it"
+    rerun = pulumi_cli.invoke("up", ws, engine_bins)
     for pid in left:  # the next run stops them, and says so
         assert f"stopped a plugin a killed run left behind (pid {pid})" in rerun.output, rerun.output[-3000:]
     if rerun.rc != 0:  # the killed CLI held the stack's lock: Pulumi says so, and `cancel` clears it
         assert "locked" in rerun.output, rerun.output[-3000:]
-        ok(engine.invoke("cancel", ws, engine_bins))
+        ok(pulumi_cli.invoke("cancel", ws, engine_bins))
     converged(ws, engine_bins, api)
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))
 
 
 def test_the_api_server_stopped_during_up_is_ridden_out_or_fails_clearly_and_a_rerun_converges(
@@ -108,36 +109,36 @@ def test_the_api_server_stopped_during_up_is_ridden_out_or_fails_clearly_and_a_r
     where it does not, it fails naming the lost connection, never hangs and never half-owns: a
     re-run converges either way."""
     api = lab_cluster_with_crd.api()
-    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
     ns = graph_namespace()
     with GraphReady(api):
-        proc, result = engine.start("up", ws, engine_bins)
+        proc, result = pulumi_cli.start("up", ws, engine_bins)
         wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}")[0] == 200, 180)
         lab_cluster_with_crd.stop_apiserver(40)
-        wait_for(lambda: harness.status_of(lab_cluster_with_crd.layout.state).get("apiserver") == "stopped", 60)
-        inv = engine.finish(proc, result, timeout=900)
+        wait_for(lambda: harness.status_of(lab_cluster_with_crd.state_dir.path).apiserver == "stopped", 60)
+        inv = pulumi_cli.finish(proc, result, timeout=900)
         wait_for(lab_cluster_with_crd.apiserver_back, 180)
     assert "Traceback" not in inv.output
     if inv.rc != 0:
         assert re.search(r"connection refused|connect: |EOF|unreachable|i/o timeout", inv.output), inv.output[-3000:]
     converged(ws, engine_bins, api)
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))
 
 
 def test_a_secret_set_with_the_cli_never_reaches_the_state_or_the_output_in_plain_text(lab_cluster_with_crd,
                                                                                         engine_bins, tmp_path):
     api = lab_cluster_with_crd.api()
-    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", STACK, lab_cluster_with_crd.kubeconfig)
     token = "hf_dynamolabtest" + "x" * 20
-    engine.prepare(ws, engine.ROOT / f"Pulumi.{STACK}.yaml")
-    env = engine.cli_env(ws, engine.passphrase(ws), os.environ)
+    pulumi_workspace.prepare(ws, ROOT / f"Pulumi.{STACK}.yaml")
+    env = pulumi_workspace.cli_env(ws, pulumi_workspace.passphrase(ws), os.environ)
     pulumi = str(engine_bins["pulumi"] / "pulumi")
     subprocess.run([pulumi, "stack", "init", STACK], cwd=ws.project, env=env, check=True, capture_output=True)
     subprocess.run([pulumi, "config", "set", "--secret", "--stack", STACK, "dynamo-lab:hfToken", token],
                    cwd=ws.project, env=env, check=True, capture_output=True)
     assert token not in ws.stack_file.read_text()
     with GraphReady(api):
-        up = ok(engine.invoke("up", ws, engine_bins))
+        up = ok(pulumi_cli.invoke("up", ws, engine_bins))
     assert token not in up["stdout"] and token not in str(up["outputs"])
     for path in ws.state.rglob("*"):
         if path.is_file():
@@ -146,4 +147,4 @@ def test_a_secret_set_with_the_cli_never_reaches_the_state_or_the_output_in_plai
     held = [s for s in api.call("GET", f"/api/v1/namespaces/{ns}/secrets")[1]["items"]
             if HF_TOKEN_KEY in s.get("data", {})]
     assert [base64.b64decode(s["data"][HF_TOKEN_KEY]).decode() for s in held] == [token]  # where it is used
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))

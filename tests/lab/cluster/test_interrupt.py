@@ -1,7 +1,7 @@
 """Ctrl-C of the local commands: the engine is stopped the way Pulumi stops itself, and what is
 said afterwards is what was checked.
 
-The fast tests play the engine's driver with a small script (engine.command replaced) that does
+The fast tests play the engine's driver with a small script (pulumi_cli.command replaced) that does
 what the CLI does with SIGINT (pkg/backend/cancellation_scope.go, v3.274.1): it holds the stack's
 lock in the file backend's place for it and runs a plugin in a session of its own, as the CLI
 does; on the first SIGINT it says "^C received; cancelling", finishes, saves, unlocks and exits;
@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 
 from infra.lab import procs, upstream
-from infra.lab.cluster import engine, harness, tools
+from infra.lab.cluster import harness, pulumi_cli, pulumi_workspace, tools
 from tests.helpers import ROOT, wait_for
 
 STACK = "cross-server"
 
-# The driver's stand-in: argv MODE WORKSPACE STACK; TMPDIR is the run's (engine.start).
+# The driver's stand-in: argv MODE WORKSPACE STACK; TMPDIR is the run's (pulumi_cli.start).
 DRIVER = textwrap.dedent("""\
     import os, signal, subprocess, sys, time
     from pathlib import Path
@@ -69,28 +69,28 @@ PULUMI = textwrap.dedent("""\
         if p.parent.name == stack:
             p.unlink()
     """)
-# A command that runs engine.invoke as local.up does, in a process group of its own (a terminal's
+# A command that runs pulumi_cli.invoke as local.up does, in a process group of its own (a terminal's
 # foreground job), so the test's SIGINT is Ctrl-C; it prints what the Interrupted it got says.
 INVOKER = textwrap.dedent("""\
     import json, sys
     from pathlib import Path
-    from infra.lab.cluster import engine
+    from infra.lab.cluster import pulumi_cli, pulumi_workspace
     driver, mode, root = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    ws = engine.Workspace(root, "s1", root / "kubeconfig")
-    engine.command = lambda action, ws, bins, **kw: [sys.executable, driver, mode, str(ws.root), ws.stack]
+    ws = pulumi_workspace.Workspace(root, "s1", root / "kubeconfig")
+    pulumi_cli.command = lambda action, ws, bins, **kw: [sys.executable, driver, mode, str(ws.root), ws.stack]
     try:
-        engine.invoke("up", ws, {"pulumi": root / "bin"})
-    except engine.Interrupted as exc:
+        pulumi_cli.invoke("up", ws, {"pulumi": root / "bin"})
+    except pulumi_cli.Interrupted as exc:
         done, left = exc.halt.said()
         print(json.dumps({"how": exc.halt.how, "done": done, "left": left, "signum": exc.signum}))
         sys.exit(130)
     """)
 
 
-def fake_engine(tmp_path: Path) -> tuple[Path, engine.Workspace]:
+def fake_engine(tmp_path: Path) -> tuple[Path, pulumi_workspace.Workspace]:
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    ws = engine.Workspace(tmp_path / "ws", "s1", tmp_path / "kubeconfig")
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", "s1", tmp_path / "kubeconfig")
     for d in (ws.project, ws.home, ws.root / "bin"):
         d.mkdir(parents=True)
     ws.passphrase_file.write_text("x")
@@ -122,24 +122,24 @@ def test_ctrl_c_lets_pulumi_cancel_itself_and_says_only_what_it_checked(tmp_path
     assert "pulumi up of s1 is cancelling" in err and "Traceback" not in err
     assert (ws.root / "sigints").read_text() == "1"  # one SIGINT reached the driver: Pulumi's first, a cancel
     assert not (ws.root / "cancel.args").exists()    # nothing to cancel: Pulumi had unlocked
-    assert engine.locks(ws) == [] and engine.processes(ws) == {}
-    assert not harness._alive(plugin)
+    assert pulumi_cli.locks(ws) == [] and pulumi_cli.processes(ws) == {}
+    assert not harness.alive(plugin)
     assert not (ws.root / "up.tmp").exists()          # the run's TMPDIR
 
 
 @pytest.mark.slow  # each step's grace: about 2 s
 def test_a_cli_that_ignores_the_cancel_is_terminated_then_killed_and_its_lock_and_plugin_go(tmp_path):
     driver, ws = fake_engine(tmp_path)
-    engine_command = engine.command
+    engine_command = pulumi_cli.command
     try:
-        engine.command = lambda action, ws, bins, **kw: [sys.executable, str(driver), "stubborn", str(ws.root),
+        pulumi_cli.command = lambda action, ws, bins, **kw: [sys.executable, str(driver), "stubborn", str(ws.root),
                                                          ws.stack]
-        proc, _ = engine.start("up", ws, {"pulumi": ws.root / "bin"})
+        proc, _ = pulumi_cli.start("up", ws, {"pulumi": ws.root / "bin"})
     finally:
-        engine.command = engine_command
+        pulumi_cli.command = engine_command
     try:
         plugin = int(wait_for(lambda: (ws.root / "ready").is_file() and (ws.root / "ready").read_text(), 20))
-        halt = engine.stop(proc, "up", ws, {"pulumi": ws.root / "bin"}, grace=0.5, terminate_grace=0.5,
+        halt = pulumi_cli.stop(proc, "up", ws, {"pulumi": ws.root / "bin"}, grace=0.5, terminate_grace=0.5,
                            plugin_grace=0.3, echo=lambda m: None)
     finally:
         if proc.poll() is None:
@@ -147,9 +147,9 @@ def test_a_cli_that_ignores_the_cancel_is_terminated_then_killed_and_its_lock_an
             proc.wait()
     assert (halt.how, halt.rc) == ("killed", -signal.SIGKILL)
     assert (ws.root / "sigints").read_text() == "2"  # Pulumi's cancel, then its terminate, then SIGKILL
-    assert list(halt.killed) == [plugin] and not harness._alive(plugin)
+    assert list(halt.killed) == [plugin] and not harness.alive(plugin)
     assert (ws.root / "cancel.args").read_text() == "cancel --yes --non-interactive --stack s1"
-    assert halt.unlocked and halt.locked == [] and engine.locks(ws) == []
+    assert halt.unlocked and halt.locked == [] and pulumi_cli.locks(ws) == []
     done, left = halt.said()
     assert done[1:] == [f"killed the engine processes it left running (pid {plugin})",
                         "removed the lock it left on the stack (pulumi cancel)", "the stack is not locked"]
@@ -219,7 +219,7 @@ def dynamo_lab(env, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def ctrl_c_of_up(env, ws: engine.Workspace, tmpdir: Path, ready) -> str:
+def ctrl_c_of_up(env, ws: pulumi_workspace.Workspace, tmpdir: Path, ready) -> str:
     """`dynamo-lab up STACK --local` sent Ctrl-C once `ready()`: it exits 130 after Pulumi's own
     cancel, with no traceback and nothing of the engine left (no process, no lock, no temporary
     file); its last line, the one that says what it left."""
@@ -235,7 +235,7 @@ def ctrl_c_of_up(env, ws: engine.Workspace, tmpdir: Path, ready) -> str:
             proc.wait()
     assert proc.returncode == 130, err[-3000:]
     assert "received; cancelling" in out and "Traceback" not in out + err, (out + err)[-3000:]
-    assert engine.processes(ws) == {} and engine.locks(ws) == [] and list(tmpdir.iterdir()) == []
+    assert pulumi_cli.processes(ws) == {} and pulumi_cli.locks(ws) == [] and list(tmpdir.iterdir()) == []
     return err.strip().splitlines()[-1]
 
 
@@ -246,7 +246,7 @@ def log_shows(path: Path, row: re.Pattern) -> bool:
 @pytest.mark.cluster
 def test_ctrl_c_of_up_local_in_its_preview_then_in_its_creates_leaves_nothing_and_the_next_up_works(local_home):
     env, local, tmpdir = local_home
-    ws = engine.Workspace(local / "stacks" / STACK, STACK, local / "cluster" / "kubeconfig")
+    ws = pulumi_workspace.Workspace(local / "stacks" / STACK, STACK, local / "cluster" / "kubeconfig")
     cluster_kept = (f"still running, as it should: the local cluster ({{}}; `dynamo-lab down {STACK} --local` "
                     "stops it); nothing else it started is left running")
 
@@ -276,6 +276,6 @@ def test_ctrl_c_of_up_local_in_its_preview_then_in_its_creates_leaves_nothing_an
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.strip().endswith("nothing left running"), done.stderr[-3000:]
-    assert harness.leftovers(local / "cluster") == [] and engine.processes(ws) == {}
+    assert harness.leftovers(local / "cluster") == [] and pulumi_cli.processes(ws) == {}
     assert not ws.root.exists() and list(tmpdir.iterdir()) == []
     print(f"four runs in {time.monotonic() - t0:.0f} s")

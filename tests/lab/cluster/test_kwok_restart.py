@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.cluster import harness
+from infra.lab.cluster import api, components, harness
 from infra.lab.cluster.tools import kwok_stages
 
 pytestmark = pytest.mark.cluster
@@ -35,7 +35,7 @@ def _kwok_that_dies_first(tmp: Path, real: Path, message: str, every_time: bool 
 
 def test_kwok_dying_of_its_start_race_is_started_once_more_and_the_cluster_comes_up(cluster_bins, tmp_path):
     bins = {**cluster_bins, "kwok": _kwok_that_dies_first(tmp_path / "kwok", cluster_bins["kwok"],
-                                                          harness.KWOK_START_RACE)}
+                                                          components.KWOK_START_RACE)}
     state = tmp_path / "state"
     with harness.running(state, bins) as handle:
         code, body = handle.api().call("GET", "/api/v1/nodes")
@@ -44,7 +44,7 @@ def test_kwok_dying_of_its_start_race_is_started_once_more_and_the_cluster_comes
                                             for c in n["status"].get("conditions", [])) for n in body["items"]}
         assert ready == {"gpu-server": True, "gpu-laptop": True}
         log = (state / "logs" / "kwok.log").read_text()
-        assert log.count(RETRIED) == 1 and harness.KWOK_START_RACE in log.split(RETRIED)[0]
+        assert log.count(RETRIED) == 1 and components.KWOK_START_RACE in log.split(RETRIED)[0]
     assert harness.leftovers(state) == []
 
 
@@ -52,7 +52,7 @@ def test_kwok_exiting_for_any_other_reason_fails_the_start_and_leaves_nothing(cl
     bins = {**cluster_bins, "kwok": _kwok_that_dies_first(tmp_path / "kwok", cluster_bins["kwok"],
                                                           "error: unknown flag", every_time=True)}
     state = tmp_path / "state"
-    with pytest.raises(harness.ClusterError, match="kwok nodes Ready: exited with 2"):
+    with pytest.raises(api.ClusterError, match="kwok nodes Ready: exited with 2"):
         with harness.running(state, bins):
             pass
     assert RETRIED not in (state / "logs" / "kwok.log").read_text()

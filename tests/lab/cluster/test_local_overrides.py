@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.lab.cluster import engine, harness, local
+from infra.lab.cluster import harness, local, pulumi_workspace
 from tests.helpers import ROOT
 from tests.lab.cluster.test_deploy import on_cluster
 
@@ -75,7 +75,7 @@ def lab_initialised(project: Path, pulumi: Path, cluster_keys: dict[str, str]) -
     """The shipped stack file as a user leaves it after the checklist, for the lab: `pulumi stack
     init` and `pulumi config set` by the real CLI, under the lab's passphrase, in `project`."""
     project.mkdir(parents=True)
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump({"name": engine.PROJECT, "runtime": "python"}))
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump({"name": pulumi_workspace.PROJECT, "runtime": "python"}))
     stack_file = project / f"Pulumi.{STACK}.yaml"
     stack_file.write_text((ROOT / f"Pulumi.{STACK}.yaml").read_text())
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(project), "PULUMI_HOME": str(project / ".pulumi-home"),
@@ -110,7 +110,7 @@ def test_up_and_down_local_reach_only_the_local_cluster_with_a_stack_file_made_f
     project = tmp_path / "project"
     state_root = tmp_path / "local"
     monkeypatch.setattr(local, "ROOT", project)  # the stack file up --local deploys: the lab's
-    monkeypatch.setattr(local, "local_root", lambda env=None: state_root)
+    monkeypatch.setattr(local.local_state, "local_root", lambda env=None: state_root)
     lab_kubeconfig = trap.kubeconfig(tmp_path)
     monkeypatch.setenv("KUBECONFIG", str(lab_kubeconfig))  # the lab in the environment too
     stack_file = lab_initialised(project, engine_bins["pulumi"], {
@@ -131,7 +131,7 @@ def test_up_and_down_local_reach_only_the_local_cluster_with_a_stack_file_made_f
             assert "kubernetes:cluster (the local kubeconfig chooses the cluster)" in line, line
             assert "dynamo-lab:hfToken, encryptionsalt (encrypted for another passphrase" in line, line
             assert str(lab_kubeconfig) not in line and "v1:" not in line
-            mine = harness.Handle(harness.Layout(local_state), None, harness.status_of(local_state)).api()
+            mine = harness.attach(local_state).api()
             assert set(on_cluster(mine, STACK).values()) == {200}, on_cluster(mine, STACK)
             assert trap.connections == 0, f"{trap.connections} connection(s) reached the lab's address"
             written = yaml.safe_load((state_root / "stacks" / STACK / "project" / f"Pulumi.{STACK}.yaml").read_text())
@@ -163,5 +163,5 @@ def test_up_and_down_local_reach_only_the_local_cluster_with_a_stack_file_made_f
         assert not (state_root / "stacks" / STACK).exists()
     finally:
         trap.close()
-        if harness.status_of(local_state):
+        if harness.status_of(local_state).to_json():
             harness.stop(local_state)

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from infra.lab.cluster import local
+from infra.lab.cluster import local, local_state, pulumi_cli, pulumi_workspace
 from tests.helpers import run_cli
 
 
@@ -47,7 +47,7 @@ BAD_NAMES = ["..", ".", "a b", "ab\n", "x" * 101, "a\nb", "stacks/../..", "cross
 def untouchable(monkeypatch, tmp_path):
     """The state directory in tmp_path, and every step of a local run that acts made to fail the test."""
     monkeypatch.setenv("DYNAMO_LAB_CACHE", str(tmp_path / "cache"))
-    root = local.local_root()
+    root = local_state.local_root()
     assert root == tmp_path / "cache" / "local"
 
     def touched(*a, **k):
@@ -154,11 +154,11 @@ def test_pr_preview_refuses_a_stack_file_whose_name_is_no_stack_name_before_any_
 
 
 def test_up_says_in_one_line_which_keys_it_set_for_the_local_cluster_and_which_it_left_out(tmp_path):
-    from tests.lab.cluster.test_engine_parts import LAB_FILE, local_kubeconfig
+    from tests.lab.cluster.test_pulumi_parts import LAB_FILE, local_kubeconfig
 
-    ws = local.engine.Workspace(tmp_path / "ws", "lab", local_kubeconfig(tmp_path))
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", "lab", local_kubeconfig(tmp_path))
     said = []
-    local.report_overrides("lab", LAB_FILE, ws, said.append)
+    local_state.report_overrides("lab", LAB_FILE, ws, said.append)
     (line,) = said
     assert "\n" not in line
     assert "set to the local cluster's: kubernetes:context, kubernetes:kubeconfig" in line
@@ -168,7 +168,7 @@ def test_up_says_in_one_line_which_keys_it_set_for_the_local_cluster_and_which_i
     assert "v1:" not in line and "lab.yaml" not in line  # names only, never a value
     said.clear()
     shipped = local.read_stack_file(local.ROOT / "Pulumi.cross-server.yaml")
-    local.report_overrides("cross-server", shipped, ws, said.append)
+    local_state.report_overrides("cross-server", shipped, ws, said.append)
     assert said == []  # the shipped stack already names the local cluster's context: nothing to say
 
 
@@ -194,7 +194,7 @@ def _victim(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o755)
     monkeypatch.setenv("DYNAMO_LAB_CACHE", str(cache))
-    assert local.local_root() == cache / "local"
+    assert local_state.local_root() == cache / "local"
     return victim, cache
 
 
@@ -301,7 +301,6 @@ def test_the_previews_outputs_are_left_out_and_its_steps_and_summary_kept():
 def test_up_prints_the_outputs_once_and_says_which_warnings_are_expected(tmp_path, monkeypatch):
     import io
 
-    from infra.lab.cluster import engine
 
     _stack_copy(tmp_path, monkeypatch, lambda t: t)
     monkeypatch.setattr(local, "_bins", lambda log: {})
@@ -313,10 +312,10 @@ def test_up_prints_the_outputs_once_and_says_which_warnings_are_expected(tmp_pat
     def invoke(action, ws, bins, **kw):
         ran.append(action)
         text = PULUMI_PREVIEW if action == "preview" else PULUMI_PREVIEW.replace("Previewing", "Updating")
-        return engine.Invocation(0, text, {})
+        return pulumi_cli.Invocation(0, text, {})
 
-    monkeypatch.setattr(local.engine, "invoke", invoke)
-    monkeypatch.setattr(local, "report_overrides", lambda *a: None)
+    monkeypatch.setattr(local.pulumi_cli, "invoke", invoke)
+    monkeypatch.setattr(local.local_state, "report_overrides", lambda *a: None)
     out, said = io.StringIO(), []
     assert local.up("cross-server", out=out, log=said.append) == 0
     assert ran == ["preview", "up"]  # no third run printing the outputs as JSON

@@ -19,9 +19,10 @@ from typing import Optional
 import pytest
 import yaml
 
-from infra.lab.cluster import engine
-from infra.lab.cluster.harness import STRICT, Api, write_private
+from infra.lab.cluster import pulumi_cli, pulumi_workspace
+from infra.lab.cluster.api import STRICT, Api
 from infra.lab.cluster.standin import GraphReady
+from infra.lab.cluster.state import write_private
 from infra.plan import plan
 from tests.helpers import ROOT, STACKS, loaded, wait_for
 
@@ -107,7 +108,7 @@ def role(cluster):
                             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                              "spec": {"expirationSeconds": 3600}})
     assert code == 201, body
-    account = Api(handle.server, body["status"]["token"], handle.layout.ca)
+    account = Api(handle.server, body["status"]["token"], handle.state_dir.ca)
     # RBAC's authorizer reads the bindings from its informers: wait until it has them.
     wait_for(lambda: account.call("GET", f"/api/v1/namespaces/{BOUND[0]}/configmaps")[0] == 200, timeout=30)
     return admin, account, with_crd
@@ -242,9 +243,9 @@ def test_every_rule_names_a_resource_the_api_server_serves_at_the_scope_it_is_bo
         pytest.skip("the DynamoGraphDeployment CRD is unavailable: its resource name was not checked here")
 
 
-def _pulumi(ws: engine.Workspace, bins, *args: str) -> None:
+def _pulumi(ws: pulumi_workspace.Workspace, bins, *args: str) -> None:
     """The workspace's own Pulumi CLI, as a user at that stack would run it."""
-    env = engine.cli_env(ws, engine.passphrase(ws), os.environ)
+    env = pulumi_workspace.cli_env(ws, pulumi_workspace.passphrase(ws), os.environ)
     subprocess.run([str(bins["pulumi"] / "pulumi"), *args, "--stack", ws.stack, "--non-interactive"],
                    cwd=ws.project, env=env, check=True, capture_output=True, text=True, timeout=120)
 
@@ -261,11 +262,11 @@ def test_pulumi_preview_with_the_accounts_kubeconfig_shows_a_secrets_change_with
     if not with_crd:
         pytest.skip("the stacks' graphs need the DynamoGraphDeployment CRD, unavailable here")
     stack, ns = "same-server", "dynamo-lab-same-server"
-    ws = engine.Workspace(tmp_path / "ws", stack, handle.kubeconfig)
-    assert engine.invoke("preview", ws, engine_bins).rc == 0  # the workspace and its stack, made
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", stack, handle.kubeconfig)
+    assert pulumi_cli.invoke("preview", ws, engine_bins).rc == 0  # the workspace and its stack, made
     _pulumi(ws, engine_bins, "config", "set", "--secret", "dynamo-lab:hfToken", "token-one-deployed")
     with GraphReady(admin):
-        up = engine.invoke("up", ws, engine_bins)
+        up = pulumi_cli.invoke("up", ws, engine_bins)
     assert up.rc == 0, up.output[-4000:]
     assert admin.call("GET", f"/api/v1/namespaces/{ns}/secrets/hf-token")[0] == 200
 
@@ -280,7 +281,7 @@ def test_pulumi_preview_with_the_accounts_kubeconfig_shows_a_secrets_change_with
     changed = tmp_path / f"Pulumi.{stack}.yaml"
     changed.write_text(yaml.safe_dump(doc, sort_keys=False))
 
-    preview = engine.invoke("preview", engine.Workspace(ws.root, stack, reader), engine_bins,
+    preview = pulumi_cli.invoke("preview", pulumi_workspace.Workspace(ws.root, stack, reader), engine_bins,
                             stack_file=changed, diff=True)
     assert preview.rc == 0, preview.output[-6000:]
     ops: dict[tuple[str, str], set[str]] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.lab.cluster import engine, harness
+from infra.lab.cluster import pulumi_cli, pulumi_workspace
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import loaded, wait_for
@@ -23,34 +23,34 @@ def test_a_graph_created_before_its_crd_exists_waits_and_succeeds_once_the_crd_i
         lab_cluster, engine_bins, dgd_crd_dir, tmp_path):
     api = lab_cluster.api()
     assert api.call("GET", "/apis/nvidia.com/v1beta1/dynamographdeployments")[0] == 404
-    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster.kubeconfig)
-    preview = ok(engine.invoke("preview", ws, engine_bins))
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", STACK, lab_cluster.kubeconfig)
+    preview = ok(pulumi_cli.invoke("preview", ws, engine_bins))
     assert {s["op"] for s in preview["steps"] if s["type"].endswith(":DynamoGraphDeployment")} == {"create"}
     with GraphReady(api):
-        proc, result = engine.start("up", ws, engine_bins)
+        proc, result = pulumi_cli.start("up", ws, engine_bins)
         (ns,) = plan(loaded(STACK, LOCAL)).of_kind("Namespace")
         wait_for(lambda: api.call("GET", object_path(ns.manifest))[0] == 200, 180)
         assert proc.poll() is None
-        harness._apply_crds(api, dgd_crd_dir)  # what the platform chart's operator does in a real deploy
-        up = engine.finish(proc, result, timeout=600)
+        api.apply_crds(api, dgd_crd_dir)  # what the platform chart's operator does in a real deploy
+        up = pulumi_cli.finish(proc, result, timeout=600)
     ok(up)
     assert set(on_cluster(api, STACK).values()) == {200}
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))
 
 
 def test_an_object_left_by_a_lost_state_is_adopted_not_refused(lab_cluster, engine_bins, dgd_crd_dir, tmp_path):
     api = lab_cluster.api()
-    harness._apply_crds(api, dgd_crd_dir)
+    api.apply_crds(api, dgd_crd_dir)
     planned = plan(loaded(STACK, LOCAL))
     (ns,) = planned.of_kind("Namespace")
     assert api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                     "metadata": {"name": ns.manifest["metadata"]["name"]}})[0] == 201
-    ws = engine.Workspace(tmp_path / "ws", STACK, lab_cluster.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", STACK, lab_cluster.kubeconfig)
     with GraphReady(api):
-        up = ok(engine.invoke("up", ws, engine_bins))
+        up = ok(pulumi_cli.invoke("up", ws, engine_bins))
     assert up["summary"].get("create") == len([s for s in up["steps"] if s["op"] == "create"])
     code, body = api.call("GET", object_path(ns.manifest))
     assert code == 200 and body["metadata"]["labels"] == {**body["metadata"]["labels"],
                                                           **ns.manifest["metadata"]["labels"]}
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))
     wait_for(lambda: api.call("GET", object_path(ns.manifest))[0] == 404, 120)  # adopted, so destroyed

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.cluster import engine
+from infra.lab.cluster import pulumi_cli, pulumi_workspace
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import loaded
@@ -43,23 +43,23 @@ def tree_with(tmp: Path, mutation: str) -> Path:
 
 def test_a_value_the_crd_rejects_fails_up_with_the_api_servers_words(lab_cluster_with_crd, engine_bins, tmp_path):
     tree = tree_with(tmp_path, CRD_REJECTS)
-    ws = engine.Workspace(tmp_path / "ws", "cross-server", lab_cluster_with_crd.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", "cross-server", lab_cluster_with_crd.kubeconfig)
     with GraphReady(lab_cluster_with_crd.api()):
-        inv = engine.invoke("up", ws, engine_bins, program_root=tree, timeout=600)
+        inv = pulumi_cli.invoke("up", ws, engine_bins, program_root=tree, timeout=600)
     assert inv.rc == 1, inv.output[-4000:]
     assert "prefiller" in inv.output and "Unsupported value" in inv.output, inv.output[-4000:]
     assert "Traceback" not in inv.output
-    ok(engine.invoke("destroy", ws, engine_bins, program_root=tree))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins, program_root=tree))
 
 
 def test_a_misspelled_typed_field_is_dropped_by_the_provider_not_refused(lab_cluster_with_crd, engine_bins, tmp_path):
     api = lab_cluster_with_crd.api()
     tree = tree_with(tmp_path, MISSPELT)
-    ws = engine.Workspace(tmp_path / "ws", "cross-server", lab_cluster_with_crd.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", "cross-server", lab_cluster_with_crd.kubeconfig)
     with GraphReady(api):
-        ok(engine.invoke("up", ws, engine_bins, program_root=tree, timeout=600))
+        ok(pulumi_cli.invoke("up", ws, engine_bins, program_root=tree, timeout=600))
     job = next(o for o in plan(loaded("cross-server", LOCAL)).objects if o.manifest["kind"] == "Job")
     code, body = api.call("GET", object_path(job.manifest))
     assert code == 200 and "backoffLimitt" not in body["spec"] and body["spec"]["backoffLimit"] == 6, body["spec"]
     assert not any(b"backoffLimitt" in p.read_bytes() for p in ws.state.rglob("*.json"))
-    ok(engine.invoke("destroy", ws, engine_bins, program_root=tree))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins, program_root=tree))

@@ -11,7 +11,7 @@ import copy
 import pytest
 
 from infra.config.models import ClusterTarget
-from infra.lab.cluster.harness import STRICT
+from infra.lab.cluster.api import STRICT
 from infra.lab.preflight import cluster_data
 from infra.lab.preflight.checks import check
 from infra.plan import plan

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.cluster import tools
+from infra.lab.cluster import tool_build, tool_trust, tools
 from infra.lab.cluster.tools import BY_NAME, Decision, decide
 
 GO_SUM = "example.com/m v1.0.0 h1:abc=\n"
@@ -29,7 +29,7 @@ def _exe(path: Path, text: str = "#!/bin/sh\n") -> Path:
 def _decide(tool, tmp_path, env=None, which=lambda _: None, says="", stamp=None, go_sum=GO_SUM,
             version_of=None, lstat=os.lstat, trusted_uid=None) -> Decision:
     return decide(tool, env or {}, tmp_path / "cache", go_sum, which, version_of or (lambda _b, _t: says),
-                  lambda _e: stamp, digest=tools.file_sha256, lstat=lstat, trusted_uid=trusted_uid)
+                  lambda _e: stamp, digest=tool_trust.file_sha256, lstat=lstat, trusted_uid=trusted_uid)
 
 
 # As root, everything must be owned by root; the files a test makes are owned by whoever runs it, so
@@ -44,9 +44,9 @@ def _cached_etcd(tmp_path) -> tuple[Path, dict]:
     for d in (binary.parent, binary.parent.parent, binary.parent.parent.parent):
         d.chmod(0o755)
     binary.chmod(0o755)
-    stamp = tools.stamp_for(etcd, GO_SUM, "go1.26.8", 1.0, tools.seal(binary.parent.parent))
-    (binary.parent.parent / tools.STAMP).write_text(json.dumps(stamp))
-    (binary.parent.parent / tools.STAMP).chmod(0o644)
+    stamp = tool_trust.stamp_for(etcd, GO_SUM, "go1.26.8", 1.0, tool_trust.seal(binary.parent.parent))
+    (binary.parent.parent / tool_trust.STAMP).write_text(json.dumps(stamp))
+    (binary.parent.parent / tool_trust.STAMP).chmod(0o644)
     return binary, stamp
 
 
@@ -64,7 +64,7 @@ def test_cache_is_outside_the_clone_and_keyed_by_version(tmp_path):
     assert tools.cache_root({"XDG_CACHE_HOME": "/x"}) == Path("/x/dynamo-lab/cluster-tools")
     assert tools.cache_root({"HOME": "/h"}) == Path("/h/.cache/dynamo-lab/cluster-tools")
     assert tools.cache_root({"DYNAMO_LAB_CACHE": "/c", "XDG_CACHE_HOME": "/x"}) == Path("/c/cluster-tools")
-    assert tools.entry_dir(BY_NAME["etcd"], Path("/r")) == Path("/r/etcd-v3.6.16")
+    assert tool_trust.entry_dir(BY_NAME["etcd"], Path("/r")) == Path("/r/etcd-v3.6.16")
     assert not str(tools.cache_root(dict(os.environ))).startswith(str(tools.ROOT) + os.sep)
 
 
@@ -83,24 +83,24 @@ def test_every_buildable_tool_has_a_wrapper_module_that_requires_it():
     for tool in tools.TOOLS:
         if tool.unavailable:
             continue
-        mod = (tools.WRAPPERS / tool.name / "go.mod").read_text()
+        mod = (tool_build.WRAPPERS / tool.name / "go.mod").read_text()
         assert f"{tool.module} {tool.module_version}" in mod, tool.name
         assert all(f"{p}" in mod for p in tool.packages), tool.name
-        assert (tools.WRAPPERS / tool.name / "go.sum").is_file(), tool.name
+        assert (tool_build.WRAPPERS / tool.name / "go.sum").is_file(), tool.name
 
 
 def test_stamp_reused_only_for_the_same_version_and_go_sum(tmp_path):
     etcd = BY_NAME["etcd"]
     binary, stamp = _cached_etcd(tmp_path)
-    bin_dir, digest = binary.parent, tools.file_sha256
-    assert tools.stamp_matches(etcd, stamp, GO_SUM, bin_dir, digest)
-    assert not tools.stamp_matches(etcd, stamp, GO_SUM + "x y h1:z=\n", bin_dir, digest)
-    assert not tools.stamp_matches(etcd, None, GO_SUM, bin_dir, digest)
+    bin_dir, digest = binary.parent, tool_trust.file_sha256
+    assert tool_trust.stamp_matches(etcd, stamp, GO_SUM, bin_dir, digest)
+    assert not tool_trust.stamp_matches(etcd, stamp, GO_SUM + "x y h1:z=\n", bin_dir, digest)
+    assert not tool_trust.stamp_matches(etcd, None, GO_SUM, bin_dir, digest)
     newer = dataclasses.replace(etcd, version="v3.6.17", module_version="v3.6.17")
-    assert not tools.stamp_matches(newer, stamp, GO_SUM, bin_dir, digest)
-    assert not tools.stamp_matches(etcd, {**stamp, "format": tools.STAMP_FORMAT + 1}, GO_SUM, bin_dir, digest)
+    assert not tool_trust.stamp_matches(newer, stamp, GO_SUM, bin_dir, digest)
+    assert not tool_trust.stamp_matches(etcd, {**stamp, "format": tool_trust.STAMP_FORMAT + 1}, GO_SUM, bin_dir, digest)
     # A stamp naming a path instead of a file of bin/ is not followed.
-    assert not tools.stamp_matches(etcd, {**stamp, "sha256": {**stamp["sha256"], "../x": "0" * 64}},
+    assert not tool_trust.stamp_matches(etcd, {**stamp, "sha256": {**stamp["sha256"], "../x": "0" * 64}},
                                    GO_SUM, bin_dir, digest)
 
 
@@ -110,9 +110,9 @@ def test_a_build_records_each_bin_file_and_leaves_nothing_others_can_write(tmp_p
     _exe(work / "bin" / "pulumi", "binary").chmod(0o775)
     _exe(work / "bin" / "pulumi-language-python-exec", "script").chmod(0o777)
     (work / "bin").chmod(0o775)
-    sums = tools.seal(work)
-    assert sums == {"pulumi": tools.file_sha256(work / "bin" / "pulumi"),
-                    "pulumi-language-python-exec": tools.file_sha256(work / "bin" / "pulumi-language-python-exec")}
+    sums = tool_trust.seal(work)
+    assert sums == {"pulumi": tool_trust.file_sha256(work / "bin" / "pulumi"),
+                    "pulumi-language-python-exec": tool_trust.file_sha256(work / "bin" / "pulumi-language-python-exec")}
     assert all(len(h) == 64 for h in sums.values()) and sums["pulumi"] != sums["pulumi-language-python-exec"]
     for path in (work, work / "bin", *(work / "bin").iterdir()):
         assert os.lstat(path).st_mode & 0o022 == 0, path
@@ -142,7 +142,7 @@ def test_a_binary_changed_by_one_byte_is_not_run_but_rebuilt(tmp_path):
     for uid in (None, ME):
         d = _decide(BY_NAME["etcd"], tmp_path, stamp=stamp, trusted_uid=uid)
         assert d.action == "build", d
-        assert f"{binary} has sha256 {tools.file_sha256(binary)[:16]}" in d.detail
+        assert f"{binary} has sha256 {tool_trust.file_sha256(binary)[:16]}" in d.detail
         assert f"not the {stamp['sha256']['etcd'][:16]}" in d.detail and "\n" not in d.detail
 
 
@@ -152,7 +152,7 @@ def test_an_old_format_stamp_is_rebuilt_not_trusted(tmp_path):
     binary, _ = _cached_etcd(tmp_path)
     etcd = BY_NAME["etcd"]
     old = {"format": 1, "tool": "etcd", "version": etcd.version,
-           "module": f"{etcd.module}@{etcd.module_version}", "go_sum_sha256": tools.go_sum_digest(GO_SUM),
+           "module": f"{etcd.module}@{etcd.module_version}", "go_sum_sha256": tool_trust.go_sum_digest(GO_SUM),
            "binaries": ["etcd"], "go": "go1.26.8", "built_s": 26.0}
     d = _decide(etcd, tmp_path, stamp=old, trusted_uid=ME)
     assert d.action == "build" and "stamp is format 1, not" in d.detail
@@ -162,7 +162,7 @@ def test_an_old_format_stamp_is_rebuilt_not_trusted(tmp_path):
 def test_as_root_a_cache_path_another_user_can_write_is_refused(tmp_path, part):
     binary, stamp = _cached_etcd(tmp_path)
     path = {"root": tmp_path / "cache", "entry": binary.parent.parent, "bin": binary.parent, "binary": binary,
-            "stamp": binary.parent.parent / tools.STAMP}[part]
+            "stamp": binary.parent.parent / tool_trust.STAMP}[part]
     path.chmod(stat.S_IMODE(path.stat().st_mode) | (0o002 if part == "stamp" else 0o020))
     d = _decide(BY_NAME["etcd"], tmp_path, stamp=stamp, trusted_uid=ME)
     assert d.action == "refused" and d.bin_dir is None, d
@@ -180,7 +180,7 @@ def test_as_root_a_cache_path_owned_by_another_user_is_refused(tmp_path, part):
     d = _decide(BY_NAME["etcd"], tmp_path, stamp=stamp, trusted_uid=ME, lstat=_owned_by_another(path))
     assert d.action == "refused", d
     assert f"{path} is owned by uid {ME + 1}" in d.detail
-    assert (f"chown {tools._who(ME)} {path}" if part == "root" else f"fix: rm -rf {entry}") in d.detail
+    assert (f"chown {tool_trust._who(ME)} {path}" if part == "root" else f"fix: rm -rf {entry}") in d.detail
 
 
 def test_as_root_a_symlink_in_the_cache_is_refused(tmp_path):
@@ -217,7 +217,7 @@ def test_user_k8s_dir_at_the_right_version_is_used(tmp_path):
     assert (d.action, d.bin_dir) == ("found", assets)
     assert _decide(BY_NAME["etcd"], tmp_path, env=env, says="etcd Version: 3.6.5\nGit SHA: x").action == "found"
     # DYNAMO_LAB_K8S_BIN wins over KUBEBUILDER_ASSETS.
-    assert tools.user_dir({"DYNAMO_LAB_K8S_BIN": "/a", "KUBEBUILDER_ASSETS": "/b"}) == Path("/a")
+    assert tool_trust.user_dir({"DYNAMO_LAB_K8S_BIN": "/a", "KUBEBUILDER_ASSETS": "/b"}) == Path("/a")
 
 
 def test_user_binaries_at_another_version_are_not_used(tmp_path):
@@ -292,10 +292,10 @@ def test_tools_the_proxy_does_not_serve_are_unavailable_not_substituted(tmp_path
 
 
 def test_build_command():
-    cmd = tools.build_command(BY_NAME["kubernetes"], Path("/o"))
+    cmd = tool_build.build_command(BY_NAME["kubernetes"], Path("/o"))
     assert cmd[:4] == ["go", "build", "-trimpath", "-pgo=off"] and cmd[-4] == "/o" + os.sep
-    assert tools.build_command(BY_NAME["etcd"], Path("/o"))[-2:] == ["/o/etcd", "go.etcd.io/etcd/server/v3"]
-    env = tools.build_env({"GOFLAGS": "-mod=mod -buildvcs=false", "PATH": "/bin"})
+    assert tool_build.build_command(BY_NAME["etcd"], Path("/o"))[-2:] == ["/o/etcd", "go.etcd.io/etcd/server/v3"]
+    env = tool_build.build_env({"GOFLAGS": "-mod=mod -buildvcs=false", "PATH": "/bin"})
     assert env["CGO_ENABLED"] == "0" and "-mod=readonly" in env["GOFLAGS"] and "-mod=mod" not in env["GOFLAGS"]
 
 
@@ -311,7 +311,7 @@ def test_the_provider_built_is_the_release_the_project_pins():
     deps = tomllib.loads((tools.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert f"pulumi-kubernetes=={provider.version.lstrip('v')}" in deps
     assert f"version.Version={provider.version.lstrip('v')}" in " ".join(provider.ldflags)
-    go_mod = (tools.WRAPPERS / provider.name / "go.mod").read_text()
+    go_mod = (tool_build.WRAPPERS / provider.name / "go.mod").read_text()
     assert f"github.com/pulumi/pulumi-kubernetes/sdk/v4 {provider.version} " in go_mod
     assert f"replace {provider.module} => ./provider" in go_mod
     assert provider.source_sum.startswith("h1:") and not provider.unavailable
@@ -320,7 +320,7 @@ def test_the_provider_built_is_the_release_the_project_pins():
 def test_embed_files_are_what_the_providers_generate_step_writes(tmp_path):
     (tmp_path / "schema.json").write_text('{\n  "name": "kubernetes",\n  "resources": {"a": 1}\n}\n')
     (tmp_path / "terraform-mapping.json").write_text('{\n  "x": [1, 2]\n}\n')
-    tools.embed_files(tmp_path, "4.25.0")
+    tool_build.embed_files(tmp_path, "4.25.0")
     assert (tmp_path / "schema-embed.json").read_text() == \
         '{"name":"kubernetes","resources":{"a":1},"version":"4.25.0"}'
     assert (tmp_path / "terraform-mapping-embed.json").read_text() == '{"x":[1,2]}'
@@ -333,9 +333,9 @@ def test_a_provider_source_whose_hash_differs_is_not_built(tmp_path, monkeypatch
         returncode, stderr = 0, ""
         stdout = '{"Dir": "/nowhere", "Sum": "h1:j2bphCf7c2YhnBrhwht2f3TNRRgcMImltUlAgzxr9H4="}'
 
-    monkeypatch.setattr(tools.subprocess, "run", lambda *a, **k: Done())
+    monkeypatch.setattr(tool_build.subprocess, "run", lambda *a, **k: Done())
     with pytest.raises(RuntimeError, match="not the pinned h1:other="):
-        tools._before_build(provider, "go", tmp_path, {})
+        tool_build._before_build(provider, "go", tmp_path, {})
     assert list(tmp_path.iterdir()) == []
 
 
@@ -347,7 +347,7 @@ def test_a_long_build_says_it_is_alive_and_how_far_it_is(tmp_path):
               "    print(f'k8s.io/pkg{i}', file=sys.stderr, flush=True)\n"
               "    time.sleep(0.1)\n")
     said: list[str] = []
-    rc = tools.run_build([sys.executable, "-c", script], tmp_path, os.environ, tmp_path / "build.log", said.append,
+    rc = tool_build.run_build([sys.executable, "-c", script], tmp_path, os.environ, tmp_path / "build.log", said.append,
                          heartbeat_s=0.15)
     assert rc == 0
     assert said and all(s.startswith("still building: 0 min 0") for s in said), said
@@ -357,7 +357,7 @@ def test_a_long_build_says_it_is_alive_and_how_far_it_is(tmp_path):
 
 
 def test_the_build_asks_go_for_a_line_per_package():
-    assert "-v" in tools.build_command(BY_NAME["kubernetes"], Path("/o"))
+    assert "-v" in tool_build.build_command(BY_NAME["kubernetes"], Path("/o"))
 
 
 def test_what_will_be_built_and_how_long_a_cold_build_took_is_said_up_front(tmp_path, monkeypatch):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.lab.cluster import engine
-from infra.lab.cluster.harness import STRICT
+from infra.lab.cluster import pulumi_cli, pulumi_workspace
+from infra.lab.cluster.api import STRICT
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import ROOT, everything_on, loaded, wait_for
@@ -83,9 +83,9 @@ def test_each_variant_goes_up_holds_still_and_is_destroyed_whole(lab_cluster_wit
     api = storage
     source = stack_file(tmp_path, stack, edit)
     planned = plan(loaded(stack, lambda c: (LOCAL(c), edit(c))))
-    ws = engine.Workspace(tmp_path / "ws", stack, lab_cluster_with_crd.kubeconfig)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", stack, lab_cluster_with_crd.kubeconfig)
     with GraphReady(api):
-        up = ok(engine.invoke("up", ws, engine_bins, stack_file=source))
+        up = ok(pulumi_cli.invoke("up", ws, engine_bins, stack_file=source))
     assert up["summary"] == {"create": len(planned_steps(stack, edit)) + BESIDES}, up["summary"]
     for o in planned.objects:
         assert api.call("GET", object_path(o.manifest))[0] == 200, o.name
@@ -94,9 +94,9 @@ def test_each_variant_goes_up_holds_still_and_is_destroyed_whole(lab_cluster_wit
     # provider took the claim as ready while it was Pending.
     for claim in planned.of_kind("PersistentVolumeClaim"):
         assert api.call("GET", object_path(claim.manifest))[1]["status"]["phase"] == "Bound", claim.name
-    again = ok(engine.invoke("preview", ws, engine_bins, stack_file=source))
+    again = ok(pulumi_cli.invoke("preview", ws, engine_bins, stack_file=source))
     assert again["summary"] == {"same": len(planned_steps(stack, edit)) + BESIDES}, again["summary"]
-    ok(engine.invoke("destroy", ws, engine_bins))
+    ok(pulumi_cli.invoke("destroy", ws, engine_bins))
     for o in planned.objects:
         wait_for(lambda o=o: api.call("GET", object_path(o.manifest))[0] == 404, 120)
     for name in ("lab-immediate", "lab-wait"):  # a Retain volume outlives its claim: free it for the next run

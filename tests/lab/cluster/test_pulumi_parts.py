@@ -1,4 +1,4 @@
-"""The engine driver's and the operator stand-in's pure parts: what a local deployment writes and
+"""The Pulumi driver's and the operator stand-in's pure parts: what a local deployment writes and
 hands the Pulumi CLI, and what the stand-in writes into a graph's status (no cluster, no CLI)."""
 
 from __future__ import annotations
@@ -10,18 +10,26 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.lab.cluster import engine, harness, standin, tools
+from infra.lab.cluster import (
+    pulumi_cli,
+    pulumi_driver,
+    pulumi_workspace,
+    stack_overrides,
+    standin,
+    state,
+    tools,
+)
 from tests.helpers import ROOT
 
 
 def test_the_local_overrides_turn_only_platform_management_off_and_keep_the_stacks_other_keys():
     source = yaml.safe_load((ROOT / "Pulumi.cross-server.yaml").read_text())
-    doc = engine.stack_document(source, None, engine.LOCAL_OVERRIDES)
+    doc = stack_overrides.stack_document(source, None, stack_overrides.LOCAL_OVERRIDES)
     assert doc["config"]["dynamo-lab:platform"] == {"manage": False}
     assert {k: v for k, v in doc["config"].items() if k != "dynamo-lab:platform"} == source["config"]
     with_platform = {"config": {"dynamo-lab:platform": {"namespace": "ops", "manage": True}}}
-    assert engine.stack_document(with_platform, None, engine.LOCAL_OVERRIDES)["config"]["dynamo-lab:platform"] == \
-        {"namespace": "ops", "manage": False}
+    platform = stack_overrides.stack_document(with_platform, None, stack_overrides.LOCAL_OVERRIDES)["config"]
+    assert platform["dynamo-lab:platform"] == {"namespace": "ops", "manage": False}
 
 
 def test_rewriting_the_stack_file_keeps_what_the_cli_wrote_there():
@@ -29,14 +37,14 @@ def test_rewriting_the_stack_file_keeps_what_the_cli_wrote_there():
     source file; a plain value the source dropped does not come back."""
     existing = {"encryptionsalt": "v1:abc", "config": {"dynamo-lab:hfToken": {"secure": "v1:xyz"},
                                                        "dynamo-lab:graph": {"readyTimeoutSeconds": 5}}}
-    doc = engine.stack_document({"config": {"kubernetes:context": "dynamo-lab"}}, existing, {})
+    doc = stack_overrides.stack_document({"config": {"kubernetes:context": "dynamo-lab"}}, existing, {})
     assert doc == {"encryptionsalt": "v1:abc", "config": {"kubernetes:context": "dynamo-lab",
                                                           "dynamo-lab:hfToken": {"secure": "v1:xyz"}}}
 
 
 def test_the_cli_sees_only_this_workspace_and_no_ambient_pulumi_or_cluster(tmp_path):
-    ws = engine.Workspace(tmp_path, "cross-server", tmp_path / "kubeconfig")
-    env = engine.cli_env(ws, "pass", {"PATH": "/bin", "PULUMI_ACCESS_TOKEN": "pul-x", "KUBECONFIG": "/prod",
+    ws = pulumi_workspace.Workspace(tmp_path, "cross-server", tmp_path / "kubeconfig")
+    env = pulumi_workspace.cli_env(ws, "pass", {"PATH": "/bin", "PULUMI_ACCESS_TOKEN": "pul-x", "KUBECONFIG": "/prod",
                                       "PULUMI_K8S_DELETE_UNREACHABLE": "true", "PULUMI_BACKEND_URL": "s3://prod"})
     assert env["PULUMI_BACKEND_URL"] == f"file://{tmp_path / 'state'}"
     assert env["KUBECONFIG"] == str(tmp_path / "kubeconfig")
@@ -48,29 +56,29 @@ def test_the_cli_sees_only_this_workspace_and_no_ambient_pulumi_or_cluster(tmp_p
 def local_kubeconfig(tmp_path) -> Path:
     """A kubeconfig as the cluster harness writes it (its one context, `dynamo-lab`)."""
     path = tmp_path / "local-kubeconfig"
-    path.write_text(json.dumps(harness.kubeconfig("https://127.0.0.1:6443", tmp_path / "ca.crt", "t0ken")))
+    path.write_text(json.dumps(state.kubeconfig("https://127.0.0.1:6443", tmp_path / "ca.crt", "t0ken")))
     return path
 
 
 def test_the_passphrase_is_made_once_and_readable_by_its_owner_only(tmp_path):
-    ws = engine.Workspace(tmp_path / "ws", "cross-server", local_kubeconfig(tmp_path))
-    engine.prepare(ws, ROOT / "Pulumi.cross-server.yaml")
-    first = engine.passphrase(ws)
-    engine.prepare(ws, ROOT / "Pulumi.cross-server.yaml")
-    assert engine.passphrase(ws) == first and len(first) >= 24
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", "cross-server", local_kubeconfig(tmp_path))
+    pulumi_workspace.prepare(ws, ROOT / "Pulumi.cross-server.yaml")
+    first = pulumi_workspace.passphrase(ws)
+    pulumi_workspace.prepare(ws, ROOT / "Pulumi.cross-server.yaml")
+    assert pulumi_workspace.passphrase(ws) == first and len(first) >= 24
     assert stat.S_IMODE(ws.passphrase_file.stat().st_mode) == 0o600
     assert yaml.safe_load((ws.project / "Pulumi.yaml").read_text())["name"] == "dynamo-lab"
 
 
 def test_the_driver_asks_for_the_provider_release_that_is_built():
-    assert engine.PROVIDER_VERSION == tools.PROVIDER.lstrip("v")
+    assert pulumi_workspace.PROVIDER_VERSION == tools.PROVIDER.lstrip("v")
 
 
 def test_the_driver_command_runs_the_program_of_the_root_it_is_given(tmp_path):
-    ws = engine.Workspace(tmp_path, "kv-routing", tmp_path / "k")
-    argv = engine.command("preview", ws, {"pulumi": tmp_path / "p", "pulumi-resource-kubernetes": tmp_path / "r"},
+    ws = pulumi_workspace.Workspace(tmp_path, "kv-routing", tmp_path / "k")
+    argv = pulumi_cli.command("preview", ws, {"pulumi": tmp_path / "p", "pulumi-resource-kubernetes": tmp_path / "r"},
                           program_root=tmp_path / "other", diff=True)
-    assert argv[1] == str(engine.ENGINE_FILE)  # a script: the program's `infra` is the only one imported
+    assert argv[1] == str(pulumi_cli.DRIVER_FILE)  # a script: the program's `infra` is the only one imported
     assert argv[argv.index("--program-root") + 1] == str(tmp_path / "other") and "--diff" in argv
 
 
@@ -105,8 +113,8 @@ LAB_FILE = {
 
 def test_a_local_run_sets_every_key_that_can_choose_a_cluster_to_the_local_one(tmp_path):
     kubeconfig = local_kubeconfig(tmp_path)
-    overrides = engine.local_overrides(kubeconfig, engine.kubeconfig_context(kubeconfig))
-    doc = engine.stack_document(LAB_FILE, None, overrides)
+    overrides = stack_overrides.local_overrides(kubeconfig, stack_overrides.kubeconfig_context(kubeconfig))
+    doc = stack_overrides.stack_document(LAB_FILE, None, overrides)
     config = doc["config"]
     assert config["kubernetes:kubeconfig"] == str(kubeconfig)
     assert config["kubernetes:context"] == "dynamo-lab"  # the harness's own, read from its kubeconfig
@@ -117,36 +125,36 @@ def test_a_local_run_sets_every_key_that_can_choose_a_cluster_to_the_local_one(t
     # A workspace written before (say by an earlier version, with the lab's kubeconfig) wins nothing back.
     old = {"encryptionsalt": "v1:own", "config": {"kubernetes:kubeconfig": {"secure": "v1:lab"},
                                                    "kubernetes:cluster": {"secure": "v1:lab"}}}
-    again = engine.stack_document(LAB_FILE, old, overrides)["config"]
+    again = stack_overrides.stack_document(LAB_FILE, old, overrides)["config"]
     assert again["kubernetes:kubeconfig"] == str(kubeconfig) and "kubernetes:cluster" not in again
 
 
 def test_a_stack_file_initialised_for_the_lab_leaves_out_what_another_passphrase_encrypted(tmp_path):
     """Its salt and `secure:` values are the lab passphrase's: copied, Pulumi refuses the workspace's."""
-    overrides = engine.local_overrides(tmp_path / "k", "dynamo-lab")
+    overrides = stack_overrides.local_overrides(tmp_path / "k", "dynamo-lab")
     source = {**LAB_FILE, "secretsprovider": "awskms://alias/lab", "encryptedkey": "AQICAHh...",
               "config": {**LAB_FILE["config"], "dynamo-lab:benchmark": {"headers": [{"secure": "v1:x"}]}}}
-    doc = engine.stack_document(source, None, overrides)
+    doc = stack_overrides.stack_document(source, None, overrides)
     assert set(doc) == {"config"}
     assert "dynamo-lab:hfToken" not in doc["config"] and "dynamo-lab:benchmark" not in doc["config"]
-    assert not engine.is_secure(doc["config"])
+    assert not stack_overrides.is_secure(doc["config"])
     assert "secure" not in yaml.safe_dump(doc)
-    changed, left_out = engine.local_changes(source, doc)
+    changed, left_out = stack_overrides.local_changes(source, doc)
     assert changed == ["kubernetes:context", "kubernetes:kubeconfig", "dynamo-lab:platform"]
     assert left_out == ["kubernetes:cluster", "kubernetes:renderYamlToDirectory", "dynamo-lab:hfToken",
                         "dynamo-lab:benchmark", "encryptionsalt", "secretsprovider", "encryptedkey"]
     # The workspace's own salt and a secret set there with its passphrase are kept.
     existing = {"encryptionsalt": "v1:own", "config": {"dynamo-lab:hfToken": {"secure": "v1:own"}}}
-    doc = engine.stack_document(source, existing, overrides)
+    doc = stack_overrides.stack_document(source, existing, overrides)
     assert doc["encryptionsalt"] == "v1:own" and doc["config"]["dynamo-lab:hfToken"] == {"secure": "v1:own"}
-    assert "encryptionsalt" in engine.local_changes(source, doc)[1]  # not the source's salt
+    assert "encryptionsalt" in stack_overrides.local_changes(source, doc)[1]  # not the source's salt
 
 
 def test_prepare_writes_the_overrides_into_the_workspace_file(tmp_path):
     source = tmp_path / "Pulumi.cross-server.yaml"
     source.write_text(yaml.safe_dump(LAB_FILE))
-    ws = engine.Workspace(tmp_path / "ws", "cross-server", local_kubeconfig(tmp_path))
-    engine.prepare(ws, source)
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", "cross-server", local_kubeconfig(tmp_path))
+    pulumi_workspace.prepare(ws, source)
     written = yaml.safe_load(ws.stack_file.read_text())
     assert written["config"]["kubernetes:kubeconfig"] == str(ws.kubeconfig)
     assert written["config"]["kubernetes:context"] == "dynamo-lab"
@@ -157,14 +165,14 @@ def test_a_kubeconfig_without_a_context_stops_the_driver_with_its_name(tmp_path)
     bad = tmp_path / "kubeconfig"
     bad.write_text("apiVersion: v1\nkind: Config\n")
     with pytest.raises(RuntimeError, match="names no current-context"):
-        engine.kubeconfig_context(bad)
+        stack_overrides.kubeconfig_context(bad)
     with pytest.raises(RuntimeError, match="cannot be read"):
-        engine.kubeconfig_context(tmp_path / "missing")
+        stack_overrides.kubeconfig_context(tmp_path / "missing")
 
 
 @pytest.mark.parametrize("name", ["..", ".", "a/b", "ab\n", "/etc", "a b", "x" * 101, "a\nb", ""])
 def test_the_driver_refuses_a_stack_name_pulumi_would_not_take(tmp_path, name, capsys):
-    code = engine.main([ "preview", "--stack", name, "--workspace", str(tmp_path / "ws"),
+    code = pulumi_driver.main([ "preview", "--stack", name, "--workspace", str(tmp_path / "ws"),
                         "--kubeconfig", str(tmp_path / "k")])
     assert code == 2 and "is not a stack name" in capsys.readouterr().err
     assert not (tmp_path / "ws").exists()
