@@ -53,9 +53,7 @@ class GpuClass(_Model):
     node_selector: list[NodeRequirement] = Field(min_length=1, description="the nodes of this class: a required node "
                                                  "affinity, its requirements ANDed", json_schema_extra={
                                                      "accepts": "a list of node requirements (below), at least one"})
-    # Fraction of GPU memory no worker may plan to use (driver, display, fragmentation).
     memory_reserve: float = Field(0.10, ge=0.0, lt=1.0, description="the fraction of GPU memory no worker may plan "
                                   "to use (driver, display, fragmentation)")
-    # ESTIMATE: sustained prefill TFLOP/s of one worker; only used for the prefill-time estimate.
     effective_tflops: float = Field(gt=0, description="ESTIMATE: sustained prefill TFLOP/s of one worker; only the "
                                     "prefill-time estimate uses it")

@@ -45,8 +45,6 @@ class Graph(_Model):
     name: OptionalDnsLabel = Field(None, description="the DynamoGraphDeployment's name", json_schema_extra={
         "accepts": f"a DNS label starting with a letter, at most {GRAPH_NAME_MAX} characters (names derived from "
                    "it must fit 63)", "default_text": "the stack name"})
-    # None: dynamo-lab-<stack>. One namespace per stack: stacks that share a cluster never
-    # declare the same Namespace object.
     namespace: OptionalDnsLabel = Field(None, description="its namespace (one per stack, so stacks sharing a "
                                         "cluster never declare the same object)", json_schema_extra={
                                             "accepts": "a DNS label, not `platform.namespace`",
@@ -60,7 +58,6 @@ class Graph(_Model):
     # cluster's network plugin enforces NetworkPolicy, and the lab's has not been checked.
     network_policy: bool = Field(False, description="NetworkPolicies for ingress and egress: every flow the graph "
                                  "makes and nothing else (docs/security.md)")
-    # With networkPolicy: who else may reach the frontend's port (the namespace always may).
     frontend_sources: list[FrontendSource] = Field([], description="`networkPolicy`: who may reach the "
                                                    "frontend's port 8000 besides the graph namespace (its "
                                                    "workers and the benchmark)", json_schema_extra={

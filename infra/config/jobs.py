@@ -24,7 +24,6 @@ class Probe(_Model):
 
     enabled: bool = Field(False, description="deploy the in-cluster KV-transfer probe (docs/probe.md)",
                           json_schema_extra={"accepts": "true/false (disaggregated stacks only)"})
-    # None: the first prefill group / the first decode group.
     from_group: Optional[str] = Field(None, description="the prefill side of the path the probe measures",
                                       json_schema_extra={"accepts": "a prefill group of `workers`",
                                                          "default_text": "the first prefill group"})
@@ -40,7 +39,6 @@ class Probe(_Model):
     port: int = Field(5555, ge=1024, le=65535, description="the port the probe's sides talk on")
     timeout_seconds: int = Field(600, gt=0, description="the probe Jobs' deadline (`activeDeadlineSeconds`, and "
                                  "the probe's own wait for its other side)")
-    # The Jobs, their pods and so their logs (the result) are deleted this long after they end.
     ttl_seconds_after_finished: int = Field(FINISHED_JOB_TTL, ge=0, description="how long the probe Jobs, their "
                                             "pods and logs (the result, `probeLogs`) stay after they end "
                                             "(`ttlSecondsAfterFinished`); read the result before")
@@ -55,7 +53,7 @@ class Benchmark(_Model):
                                    "matrix)", json_schema_extra={"accepts": "a list of positive integers"})
     runs: int = Field(3, ge=1, description="measured runs per point of the matrix")
     # Each run's requests: a shared prefix (one of `prefix_types`) + a unique part, and the output.
-    # None: the workload's (config.load fills them in), so the sweep measures what the stack is sized for.
+    # None: the workload's (the resolved stack fills them in), so the sweep measures what the stack is sized for.
     prefix_tokens: Optional[int] = Field(None, ge=0, description="each run's requests: the shared prefix",
                                          json_schema_extra={"default_text": "the workload's "
                                                             "(`{workload.prefixTokens}`)"})
@@ -65,9 +63,7 @@ class Benchmark(_Model):
     output_tokens: Optional[int] = Field(None, gt=0, description="each run's requests: the output tokens",
                                          json_schema_extra={"default_text": "the workload's "
                                                             "(`{workload.outputTokens}`)"})
-    # Requests per run = this x concurrency.
     requests_per_concurrency: int = Field(8, gt=0, description="requests per run = this x concurrency")
-    # In the cluster: a Job running AIPerf against the frontend (opt-in).
     enabled: bool = Field(False, description="run the benchmark in the cluster: a Job running AIPerf against the "
                           "frontend")
     # The whole Job: AIPerf's install, the wait for the frontend (BENCH_READY_WAIT_SECONDS) and the
@@ -88,11 +84,9 @@ class Benchmark(_Model):
                                 description="the AIPerf release the Job installs, hash-pinned with its "
                                 "dependencies (infra/payloads/aiperf-requirements.txt; `python3 dev.py lock-bench`)",
                                 json_schema_extra={"accepts": "the version the requirements pin (0.13.0)"})
-    # Where the Job runs (required node affinity); none: anywhere. It requests no GPU.
     node_selector: list[NodeRequirement] = Field([], description="where the benchmark Job runs (a required node "
                                                  "affinity; it requests no GPU); none: anywhere",
                                                  json_schema_extra={"accepts": "node requirements (below)"})
-    # AIPerf tokenizes with the served model's tokenizer (downloaded in the cluster).
     tokenizer: Optional[str] = Field(None, description="the tokenizer AIPerf counts tokens with (downloaded in the "
                                      "cluster)", json_schema_extra={"accepts": "a model id",
                                                                     "default_text": "`model.name`"})

@@ -39,21 +39,16 @@ class Model(_Model):
         "bfloat16", description="the weights' and the KV cache's data type (the sizing's bytes per value)")
     parameters: Optional[int] = Field(None, gt=0, description="its parameter count",
                                       json_schema_extra={"default_text": "(required)"})
-    # Parameters the checkpoint files hold (tied weights may be stored twice). None: `parameters`.
     checkpoint_parameters: Optional[int] = Field(
         None, gt=0, description="the parameters stored in the checkpoint files (tied weights may be stored twice); "
         "with `tokenizerBytes`, what the model takes on disk, which sizes the model cache",
         json_schema_extra={"default_text": "`parameters`"})
-    # Config and tokenizer files beside the weights. ESTIMATE for models that are not built in.
     tokenizer_bytes: Bytes = Field(units.parse_memory("64Mi"), description="the config and tokenizer files beside "
                                    "the weights (an ESTIMATE for models that are not built in); they size the model "
                                    "cache")
-    # config.json's max_position_embeddings; None: unknown, so a context length is not checked against it.
     max_position_embeddings: Optional[int] = Field(None, gt=0, description="the model's context (config.json "
                                                    "`max_position_embeddings`); a longer `workload.maxModelLen` or "
                                                    "`--max-model-len` is refused")
-    # The Hub commit the pre-pull downloads and the workers load (vLLM --revision). None: the
-    # model's `main` branch, whatever it points at when a pod starts.
     revision: Optional[str] = Field(None, description="the Hub commit the pre-pull downloads and every worker loads "
                                     "(`--revision`); the built-in figures were read at this commit", json_schema_extra={
                                         "accepts": "a full 40-character commit hash (a branch or tag can move, and "

@@ -17,7 +17,6 @@ class ModelCacheClaim(_Model):
     # An existing claim in the graph namespace: dynamo-lab creates none and cannot see its size.
     claim_name: OptionalDnsLabel = Field(None, description="an existing claim in the graph namespace; unset: "
                                          "dynamo-lab creates `<graph>-model-cache`")
-    # A new claim, named <graph>-model-cache. None: the cluster's default StorageClass.
     storage_class: Optional[str] = Field(None, description="the StorageClass of the claim dynamo-lab creates",
                                          json_schema_extra={"accepts": "a name (refused beside `claimName`)",
                                                             "default_text": "the cluster's default class"})

@@ -33,7 +33,6 @@ class Platform(_Model):
     # Helm release names are DNS labels of at most 53 characters.
     release_name: DnsLabel = Field("dynamo-platform", max_length=53, description="the Helm release's name")
     timeout_seconds: int = Field(900, gt=0, description="how long Helm waits for the platform to be ready")
-    # Extra chart values, merged over the ones dynamo-lab sets (which keep Grove and KAI off).
     values: dict[str, Any] = Field({}, description="extra chart values (Grove and KAI stay off; the removed "
                                    "top-level `grove.enabled`, `nats.enabled`, `etcd.enabled`, "
                                    "`kai-scheduler.enabled` are refused)", json_schema_extra={"accepts": "a map"})

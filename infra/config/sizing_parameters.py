@@ -31,13 +31,10 @@ class MeasuredThroughput(_Model):
 
 
 class SizingParameters(_Model):
-    # Host RSS of a vLLM worker before any KV mirror: the limit that held for aggregated workers.
     vllm_base_memory: Bytes = Field(units.parse_memory("3584Mi"), description="host RSS of a vLLM worker without "
                                     "a KV mirror")
-    # Headroom over the KV host mirror for per-layer copy temporaries and NIXL/UCX internals.
     host_headroom_percent: float = Field(10, ge=0, le=100, description="headroom over the KV mirror for copy "
                                          "temporaries and NIXL/UCX")
-    # ESTIMATE: CUDA context, activations and runtime buffers of one vLLM worker beyond weights + KV.
     gpu_overhead_per_worker: Bytes = Field(units.parse_memory("1536Mi"), description="ESTIMATE: CUDA context, "
                                            "activations, runtime buffers per worker")
     # Same-node transfer throughput. None: SAME_NODE_BYTES_PER_SECOND for the stack's NIXL op (READ

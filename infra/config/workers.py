@@ -64,7 +64,6 @@ class WorkerGroup(_Model):
     replicas: int = Field(ge=0, description="workers in this group")
     gpu_class: str = Field(description="where the workers run", json_schema_extra={"accepts": "a key of `gpuClasses`"})
     kv_transfer: KvTransfer = Field(KvTransfer(), description="how the KV moves between prefill and decode workers")
-    # vLLM --kv-cache-memory-bytes. None: the GPU class's memory shared among its workers.
     kv_cache_bytes: Optional[Bytes] = Field(None, description="vLLM `--kv-cache-memory-bytes`", json_schema_extra={
         "accepts": "memory, at least one sequence of the worker's `--max-model-len` plus the null block "
                    "({derived.smallestPool})",
@@ -73,12 +72,10 @@ class WorkerGroup(_Model):
                              json_schema_extra={"accepts": "CPU, at most `cpuLimit`"})
     cpu_limit: Optional[Cpu] = Field(None, description="each worker's CPU limit", json_schema_extra={
         "accepts": "CPU, at least `cpuRequest`", "default_text": "none"})
-    # None: the host memory floor from the sizing, as request and limit (Guaranteed QoS).
     memory_limit: Optional[Bytes] = Field(None, description="each worker's memory limit; unset: the floor as "
                                           "request and limit (Guaranteed memory)", json_schema_extra={
                                               "accepts": "memory, at least the floor",
                                               "default_text": "the host memory floor (docs/sizing.md)"})
-    # None: equal to the limit.
     memory_request: Optional[Bytes] = Field(None, description="each worker's memory request", json_schema_extra={
         "accepts": "memory, at most the limit", "default_text": "= limit"})
     extra_args: list[str] = Field([], description="more `dynamo.vllm` flags, read as vLLM's and Dynamo's parsers "

@@ -22,13 +22,7 @@ class Workload(_Model):
     prefix_types: int = Field(24, gt=0, description="distinct prefixes the requests draw from; more means fewer "
                               "prefix-cache hits (24: the lab's hardest cell)")
     output_tokens: int = Field(64, gt=0, description="output tokens per request")
-    # The concurrency this variant is sized for; the lab ran 4 and 8.
     concurrency: int = Field(8, gt=0, description="the concurrency the variant is sized for (the lab ran 4 and 8)")
-    # The longest sequence (prompt + output) a worker serves, vLLM --max-model-len, written for every
-    # worker. vLLM refuses to start unless the KV pool holds one sequence this long, and without the
-    # flag it is the model's whole context (Qwen3-0.6B: 40,960 tokens, 4.375 GiB of KV, more than any
-    # pool here). None: inputTokens + outputTokens rounded up to a 16-token block. A worker's
-    # `--max-model-len` in extraArgs is honoured instead, and checked the same way.
     max_model_len: Optional[int] = Field(
         None, gt=0, description="every worker's `--max-model-len`; each worker's KV pool must hold one sequence "
         "this long plus vLLM's null block, or vLLM refuses to start (without the flag vLLM takes the model's "
