@@ -257,7 +257,7 @@ def test_ctrl_c_of_up_local_in_its_preview_then_in_its_creates_leaves_nothing_an
     assert re.fullmatch(rf"interrupted; pulumi preview of {STACK} cancelled by Pulumi itself in \d+ s \(it starts "
                         r"no new step and finishes those in flight\); the stack is not locked; "
                         + re.escape(cluster_kept.format("this command started it")), last), last
-    assert harness.status_of(local / "cluster").get("ready") and harness.leftovers(local / "cluster")
+    assert harness.status_of(local / "cluster").ready and harness.leftovers(local / "cluster")
 
     # 2. In the update, once a create has started: Pulumi finishes the creates in flight, saves
     # what it made and unlocks the stack.

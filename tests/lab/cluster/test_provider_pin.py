@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from infra.lab.cluster import pulumi_cli, pulumi_workspace
+from infra.lab.cluster.api import apply_crds
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import loaded, wait_for
@@ -31,7 +32,7 @@ def test_a_graph_created_before_its_crd_exists_waits_and_succeeds_once_the_crd_i
         (ns,) = plan(loaded(STACK, LOCAL)).of_kind("Namespace")
         wait_for(lambda: api.call("GET", object_path(ns.manifest))[0] == 200, 180)
         assert proc.poll() is None
-        api.apply_crds(api, dgd_crd_dir)  # what the platform chart's operator does in a real deploy
+        apply_crds(api, dgd_crd_dir)  # what the platform chart's operator does in a real deploy
         up = pulumi_cli.finish(proc, result, timeout=600)
     ok(up)
     assert set(on_cluster(api, STACK).values()) == {200}
@@ -40,7 +41,7 @@ def test_a_graph_created_before_its_crd_exists_waits_and_succeeds_once_the_crd_i
 
 def test_an_object_left_by_a_lost_state_is_adopted_not_refused(lab_cluster, engine_bins, dgd_crd_dir, tmp_path):
     api = lab_cluster.api()
-    api.apply_crds(api, dgd_crd_dir)
+    apply_crds(api, dgd_crd_dir)
     planned = plan(loaded(STACK, LOCAL))
     (ns,) = planned.of_kind("Namespace")
     assert api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
