@@ -103,7 +103,11 @@ class Plan:
 
     @classmethod
     def read(cls, path: Path) -> "Plan":
-        return cls(**json.loads(path.read_text()))
+        """The plan in `path`; of a cluster started before the plan had these fields (one left
+        running across an upgrade), the token, which is all a client of it reads."""
+        raw = json.loads(path.read_text())
+        return cls(token=raw["token"], bins=raw.get("bins") or {}, kwok_stages=raw.get("kwok_stages"),
+                   nodes=raw.get("nodes") or [], crd_dir=raw.get("crd_dir"))
 
 
 def _openssl(*args: str) -> None:

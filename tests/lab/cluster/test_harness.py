@@ -91,3 +91,9 @@ def test_warning_headers_are_read_as_the_api_server_writes_them():
     assert api.warning_texts(['299 - "unknown field \\"spec.backoffLimitt\\""',
                               '299 - "would violate PodSecurity \\"restricted:v1.34\\": a, b"', "odd"]) == [
         'unknown field "spec.backoffLimitt"', 'would violate PodSecurity "restricted:v1.34": a, b', "odd"]
+
+
+def test_the_plan_of_a_cluster_started_before_the_typed_plan_still_gives_its_token(tmp_path):
+    old = tmp_path / "plan.json"
+    old.write_text(json.dumps({"token": "t0k", "commands": [["etcd", ["/e/etcd"]]], "nodes": [], "crd_dir": None}))
+    assert state.Plan.read(old).token == "t0k"
