@@ -11,7 +11,7 @@ infra/manifests/ make the objects' bodies, and only this module calls them for a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Collection, Optional
+from typing import Any, Collection, Optional, Union
 
 from infra.config import StackConfig, load
 from infra.manifests import (
@@ -24,11 +24,11 @@ from infra.manifests import (
     security,
     transfer_probe,
 )
-from infra.manifests.platform import HELM_RELEASE
+from infra.manifests.platform import HELM_RELEASE, HelmRelease
 from infra.resolved import ResolvedStack
 from infra.sizing import StackSizing, size
 
-__all__ = ["HELM_RELEASE", "Component", "Planned", "Stack", "StackPlan", "load_stack", "plan"]
+__all__ = ["HELM_RELEASE", "Component", "HelmRelease", "Planned", "Stack", "StackPlan", "load_stack", "plan"]
 
 # Beyond a Job's activeDeadlineSeconds, for Pulumi to see the Job's final status.
 AWAIT_MARGIN_SECONDS = 120
@@ -74,7 +74,7 @@ class Planned:
 
     name: str  # its Pulumi resource name, unique in the stack ("graph-dgd")
     component: str  # the Component it belongs to ("graph", "graph-model-cache", ...)
-    manifest: dict[str, Any]  # the object; the Helm release as a HELM_RELEASE document
+    manifest: Union[dict[str, Any], HelmRelease]  # the Kubernetes object, or the Helm release
     after: tuple[str, ...] = ()  # the objects it waits for, by name
     # How long Pulumi waits for it to become ready (a Job's deadline and a margin); None: the default.
     await_seconds: Optional[int] = None
@@ -83,6 +83,9 @@ class Planned:
 
     @property
     def kind(self) -> tuple[str, str]:
+        """(apiVersion, kind); for the Helm release, the type pulumi-kubernetes installs it as."""
+        if isinstance(self.manifest, HelmRelease):
+            return HELM_RELEASE
         return self.manifest["apiVersion"], self.manifest["kind"]
 
 
@@ -93,8 +96,13 @@ class StackPlan:
     objects: tuple[Planned, ...]  # in an order where each comes after what it waits for
     outputs: dict[str, Any]
 
+    @property
+    def kubernetes(self) -> tuple[Planned, ...]:
+        """The planned Kubernetes objects, in order: every object but the Helm release."""
+        return tuple(o for o in self.objects if not isinstance(o.manifest, HelmRelease))
+
     def of_kind(self, kind: str) -> list[Planned]:
-        return [o for o in self.objects if o.manifest["kind"] == kind]
+        return [o for o in self.objects if o.kind[1] == kind]
 
     def named(self, name: str) -> Planned:
         return next(o for o in self.objects if o.name == name)

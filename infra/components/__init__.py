@@ -19,7 +19,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.plan import HELM_RELEASE, HF_TOKEN_KEY, Component, Planned, StackPlan
+from infra.plan import HF_TOKEN_KEY, Component, HelmRelease, Planned, StackPlan
 
 
 class _OnFirstUse(types.ModuleType):
@@ -85,42 +85,41 @@ def manifest_body(doc: dict[str, Any]) -> dict[str, Any]:
     return {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): v for k, v in doc.items() if k not in ("apiVersion", "kind")}
 
 
-def _release(name: str, doc: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+def _release(name: str, release: HelmRelease, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """helm.v3.Release (real Helm) rather than helm.v4.Chart: the chart uses hooks and `lookup`,
     which Chart drops or renders empty (docs/sources.md). Helm waits for readiness, so the release
     resolves only once the operator is Ready, has applied the CRDs and serves its webhooks."""
     return k8s.helm.v3.Release(name, k8s.helm.v3.ReleaseArgs(
-        name=doc["name"], chart=doc["chart"], version=doc["version"],
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=doc["repository"]), namespace=doc["namespace"],
-        values=doc["values"], timeout=doc["timeoutSeconds"], skip_await=False, wait_for_jobs=True,
+        name=release.name, chart=release.chart, version=release.version,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=release.repository), namespace=release.namespace,
+        values=release.values, timeout=release.timeout_seconds, skip_await=False, wait_for_jobs=True,
         cleanup_on_fail=True), opts=opts)
 
 
 def _resource(o: Planned, parent: PlanComponent, made: dict[str, pulumi.Resource],
-              hf_token: Optional[str]) -> pulumi.Resource:
+              hf_token: Optional[str]) -> tuple[pulumi.Resource, Any]:
+    """The planned object as a resource, and the output its component reports for it (its name, or
+    the release's status)."""
     opts = pulumi.ResourceOptions(parent=parent, depends_on=[made[n] for n in o.after])
     if o.await_seconds is not None:
         wait = f"{o.await_seconds}s"
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
             custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait)))
     doc = o.manifest
-    if o.kind == HELM_RELEASE:
-        return _release(o.name, doc, opts)
+    if isinstance(doc, HelmRelease):
+        release = _release(o.name, doc, opts)
+        return release, release.status
     body = manifest_body(doc)
     if o.kind == ("v1", "Secret") and HF_TOKEN_KEY in body.get("string_data", {}):
         if hf_token is None:
             raise ValueError(f"{o.name}: the plan has a token Secret but the stack has no hfToken")
         body["string_data"] = {**body["string_data"], HF_TOKEN_KEY: pulumi.Output.secret(hf_token)}
     if o.kind in TYPED:
-        return _typed(o.kind)(o.name, **body, opts=opts)
-    return k8s.apiextensions.CustomResource(o.name, api_version=doc["apiVersion"], kind=doc["kind"],
-                                            metadata=body["metadata"], spec=body.get("spec"), opts=opts)
-
-
-def _name_of(o: Planned, resource: pulumi.Resource) -> Any:
-    if o.kind == HELM_RELEASE:
-        return resource.status  # type: ignore[attr-defined]
-    return resource.metadata["name"]  # type: ignore[attr-defined]
+        made = _typed(o.kind)(o.name, **body, opts=opts)
+    else:
+        made = k8s.apiextensions.CustomResource(o.name, api_version=doc["apiVersion"], kind=doc["kind"],
+                                                metadata=body["metadata"], spec=body.get("spec"), opts=opts)
+    return made, made.metadata["name"]  # type: ignore[attr-defined]
 
 
 def deploy(plan: StackPlan, provider: pulumi.ProviderResource) -> dict[str, pulumi.Resource]:
@@ -141,10 +140,11 @@ def deploy(plan: StackPlan, provider: pulumi.ProviderResource) -> dict[str, pulu
             components[name] = PlanComponent(name, spec, opts)
         return components[name]
 
-    planned = {o.name: o for o in plan.objects}
+    reported: dict[str, Any] = {}
     for o in plan.objects:
         owner = component(o.component)
-        made[o.name] = owner.children[o.name] = _resource(o, owner, made, hf_token)
+        made[o.name], reported[o.name] = _resource(o, owner, made, hf_token)
+        owner.children[o.name] = made[o.name]
         if last[o.component] == o.name:
-            owner.register_outputs({n: _name_of(planned[n], r) for n, r in owner.children.items()})
+            owner.register_outputs({n: reported[n] for n in owner.children})
     return made

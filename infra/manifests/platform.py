@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 from infra.config.models import Platform
 
-# The Helm release is not a Kubernetes object: the plan holds it as a document of this kind, which
-# the components install with helm.v3.Release.
+# The Helm release is not a Kubernetes object: the plan holds it as a HelmRelease, which the
+# components install with pulumi-kubernetes' helm.v3.Release, whose type this is.
 HELM_RELEASE = ("helm.sh/v3", "Release")
+
+
+@dataclass(frozen=True)
+class HelmRelease:
+    """One Helm release: the chart at a pinned version from its repository, into a namespace, with
+    values, waited on for this long."""
+
+    name: str
+    chart: str
+    version: str
+    repository: str
+    namespace: str
+    timeout_seconds: int
+    values: dict[str, Any]
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -34,9 +49,8 @@ def chart_values(platform: Platform) -> dict[str, Any]:
     return _merge(platform.values, ours)
 
 
-def release(platform: Platform) -> dict[str, Any]:
-    """The release as a HELM_RELEASE document: chart, pinned version, repository, namespace, values."""
-    api_version, kind = HELM_RELEASE
-    return {"apiVersion": api_version, "kind": kind, "name": platform.release_name, "chart": platform.chart,
-            "version": platform.version, "repository": platform.chart_repo, "namespace": platform.namespace,
-            "timeoutSeconds": platform.timeout_seconds, "values": chart_values(platform)}
+def release(platform: Platform) -> HelmRelease:
+    """The platform's release: chart, pinned version, repository, namespace, values."""
+    return HelmRelease(name=platform.release_name, chart=platform.chart, version=platform.version,
+                       repository=platform.chart_repo, namespace=platform.namespace,
+                       timeout_seconds=platform.timeout_seconds, values=chart_values(platform))

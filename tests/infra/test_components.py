@@ -165,11 +165,11 @@ def test_the_helm_release_is_a_helm_release_with_the_plans_values(deployed):
     doc = deployed.plan.named("platform-release").manifest
     r = deployed.one("platform-release")
     assert r.type == "kubernetes:helm.sh/v3:Release"
-    assert r.inputs["values"] == doc["values"] and r.inputs["values"]["global"]["grove"]["enabled"] is False
+    assert r.inputs["values"] == doc.values and r.inputs["values"]["global"]["grove"]["enabled"] is False
     assert (r.inputs["name"], r.inputs["chart"], r.inputs["version"], r.inputs["namespace"]) == \
-        (doc["name"], doc["chart"], doc["version"], doc["namespace"])
-    assert r.inputs["repositoryOpts"] == {"repo": doc["repository"]}
-    assert r.inputs["timeout"] == doc["timeoutSeconds"]
+        (doc.name, doc.chart, doc.version, doc.namespace)
+    assert r.inputs["repositoryOpts"] == {"repo": doc.repository}
+    assert r.inputs["timeout"] == doc.timeout_seconds
     assert (r.inputs["skipAwait"], r.inputs["waitForJobs"], r.inputs["cleanupOnFail"]) == (False, True, True)
 
 

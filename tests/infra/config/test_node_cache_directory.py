@@ -43,7 +43,7 @@ def _node_directories(edit) -> set[str]:
     """Every node directory the stack's plan mounts: the PersistentVolumes' and the pods' hostPaths."""
     p = plan(loaded("cross-server", edit))
     found = set()
-    for o in p.objects:
+    for o in p.kubernetes:
         spec = o.manifest.get("spec", {})
         if o.manifest["kind"] == "PersistentVolume":
             found.add(spec["hostPath"]["path"])

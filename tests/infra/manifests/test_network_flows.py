@@ -117,7 +117,7 @@ def _pods(p) -> list[Endpoint]:
     them, the Jobs as their templates do."""
     graph, ns = p.stack.config.graph.name, p.stack.config.graph.namespace
     pods = []
-    for o in p.objects:
+    for o in p.kubernetes:
         m = o.manifest
         if m["kind"] == "DynamoGraphDeployment":
             pods += [Endpoint(c["name"], ns, {COMPONENT_TYPE_LABEL: c["type"], GRAPH_NAME_LABEL: graph})
