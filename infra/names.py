@@ -58,6 +58,11 @@ def model_pull_base(graph: str) -> str:
     return f"{graph}-model-pull"
 
 
+def benchmark_base(graph: str) -> str:
+    """The benchmark's ConfigMap and Job: `<graph>-bench-<digest>`."""
+    return f"{graph}-bench"
+
+
 def network_policy(graph: str, suffix: str) -> str:
     return f"{graph}-{suffix}"
 

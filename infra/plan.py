@@ -192,16 +192,16 @@ def plan(stack: Stack) -> StackPlan:
     if cfg.probe.enabled:
         m = transfer_probe.manifests(cfg, sizing)
         p = b.component("probe", "TransferProbe", after=[ns])
-        code = b.add(p, "probe-code", m["configmap"], [ns])
-        svc = b.add(p, "probe-target-svc", m["service"], [ns])
-        b.add(p, "probe-target", m["target"], [ns, code], title="probe target Job")
-        b.add(p, "probe-initiator", m["initiator"], [ns, code, svc], title="probe initiator Job")
-        outputs["probeLogs"] = transfer_probe.logs_command(cfg, m["initiator"]["metadata"]["name"])
+        code = b.add(p, "probe-code", m.configmap, [ns])
+        svc = b.add(p, "probe-target-svc", m.service, [ns])
+        b.add(p, "probe-target", m.target, [ns, code], title="probe target Job")
+        b.add(p, "probe-initiator", m.initiator, [ns, code, svc], title="probe initiator Job")
+        outputs["probeLogs"] = transfer_probe.logs_command(cfg, m.initiator["metadata"]["name"])
     if cfg.benchmark.enabled:
-        m = benchmark.manifests(cfg, stack.name)
+        bm = benchmark.manifests(cfg, stack.name)
         bench = b.component("bench", "BenchmarkJob", after=[dgd])
-        plan_cm = b.add(bench, "bench-plan", m["configmap"], [dgd])
-        b.add(bench, "bench-job", m["job"], [dgd, plan_cm], title="benchmark Job")
-        outputs["benchJob"] = m["job"]["metadata"]["name"]
+        plan_cm = b.add(bench, "bench-plan", bm.configmap, [dgd])
+        b.add(bench, "bench-job", bm.job, [dgd, plan_cm], title="benchmark Job")
+        outputs["benchJob"] = bm.job["metadata"]["name"]
         outputs["benchLogs"] = benchmark.logs_command(cfg, outputs["benchJob"])
     return StackPlan(stack=stack, components=tuple(b.components), objects=tuple(b.objects), outputs=outputs)

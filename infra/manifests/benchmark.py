@@ -8,9 +8,10 @@ named from a digest of that content, so a changed script or plan runs a new Job 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from infra import payloads
+from infra import names, payloads
 from infra.config.models import BENCH_READY_WAIT_SECONDS, Benchmark, StackConfig
 from infra.manifests import BENCHMARK_JOB, JOB_LABEL, digest_named, digest_suffix, kubectl, security
 from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
@@ -36,7 +37,7 @@ def sweep_plan(benchmark: Benchmark, model: str, stack: str, target: str, url: s
 
 def _build(cfg: StackConfig, stack: str, payload: str, requirements: str, digest: str) -> dict[str, dict[str, Any]]:
     b = cfg.benchmark
-    job = f"{cfg.graph.name}-bench{digest_suffix(digest)}"
+    job = f"{names.benchmark_base(cfg.graph.name)}{digest_suffix(digest)}"
     plan = sweep_plan(b, cfg.model.name, stack, "cluster", frontend_url(cfg), b.tokenizer or cfg.model.name,
                       "/tmp/aiperf")
     # AIPerf is installed at start, as the non-root user into a home of its own, from requirements
@@ -75,10 +76,18 @@ def _build(cfg: StackConfig, stack: str, payload: str, requirements: str, digest
     }
 
 
-def manifests(cfg: StackConfig, stack: str) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class BenchmarkObjects:
+    """What the benchmark deploys: its ConfigMap (the sweep's script, plan and requirements) and the Job."""
+
+    configmap: dict[str, Any]
+    job: dict[str, Any]
+
+
+def manifests(cfg: StackConfig, stack: str) -> BenchmarkObjects:
     """The ConfigMap (payload + plan) and the Job, both named `<graph>-bench-<digest>`."""
     payload, requirements = payloads.source(PAYLOAD), payloads.source(payloads.AIPERF_REQUIREMENTS)
-    return digest_named(lambda digest: _build(cfg, stack, payload, requirements, digest))
+    return BenchmarkObjects(**digest_named(lambda digest: _build(cfg, stack, payload, requirements, digest)))
 
 
 def logs_command(cfg: StackConfig, job: str) -> str:

@@ -157,10 +157,21 @@ def _build(cfg: StackConfig, plan: ProbePlan, payload: str, digest: str) -> dict
     }
 
 
-def manifests(cfg: StackConfig, sizing: StackSizing) -> dict[str, dict[str, Any]]:
-    """ConfigMap, Service and the two Jobs, all named `<graph>-kv-probe[-role]-<digest>`."""
+@dataclass(frozen=True)
+class ProbeObjects:
+    """What the in-cluster probe deploys: its code, the target's Service and the two Jobs."""
+
+    configmap: dict[str, Any]
+    service: dict[str, Any]
+    target: dict[str, Any]
+    initiator: dict[str, Any]
+
+
+def manifests(cfg: StackConfig, sizing: StackSizing) -> ProbeObjects:
+    """ConfigMap, Service and the two Jobs, all named `<graph>-kv-probe[-role]-<digest>` (the digest
+    of the four as JSON, so a changed probe is new Jobs)."""
     plan, payload = stack_plan(cfg, sizing), payloads.source(PAYLOAD)
-    return digest_named(lambda digest: _build(cfg, plan, payload, digest))
+    return ProbeObjects(**digest_named(lambda digest: _build(cfg, plan, payload, digest)))
 
 
 def logs_command(cfg: StackConfig, initiator_job: str) -> str:

@@ -20,7 +20,7 @@ INFRA = ROOT / "infra"
 NAMES, RESOLVED = "infra/names.py", "infra/resolved.py"
 
 # A graph-derived name's template: the text that follows the graph's (or the namespace's) name.
-NAME_SUFFIXES = ("-model-cache", "-kv-probe", "-model-pull", "-frontend")
+NAME_SUFFIXES = ("-model-cache", "-kv-probe", "-model-pull", "-frontend", "-bench")
 NAME_PREFIXES = ("dynamo-lab-",)  # the default graph namespace, `dynamo-lab-<stack>`
 # Where a group's own context length may be read from its extraArgs: where it is resolved, and the
 # check that refuses one that is not a token count (it quotes what the user wrote).
@@ -83,6 +83,7 @@ def test_no_module_builds_a_derived_fact_its_owner_builds():
     'claim = f"{cfg.graph.name}-model-cache-{cls}"',
     'job = f"{graph}-kv-probe-initiator-{digest}"',
     'svc = f"{name}-frontend"',
+    'job = f"{cfg.graph.name}-bench{tail}"',
     'ns = f"dynamo-lab-{stack}"',
     'active = [g for g in cfg.workers if g.replicas > 0]',
     'n = sum(1 for g in groups if g.replicas >= 1)',
