@@ -98,14 +98,14 @@ def test_a_running_clusters_admin_credentials_are_readable_by_their_owner_only(l
     token or a private key: 0600, in a 0700 state directory and pki/."""
     lay = lab_cluster.state_dir
     token = json.loads(lay.plan.read_text())["token"]
-    assert {d.name: oct(d.stat().st_mode & 0o777) for d in (lay.state, lay.pki)} == {
-        lay.state.name: "0o700", "pki": "0o700"}
+    assert {d.name: oct(d.stat().st_mode & 0o777) for d in (lay.path, lay.pki)} == {
+        lay.path.name: "0o700", "pki": "0o700"}
     secret = {}
-    for path in lay.state.rglob("*"):
+    for path in lay.path.rglob("*"):
         if path.is_file() and not path.is_socket():
             text = path.read_bytes()
             if token.encode() in text or b"PRIVATE KEY" in text:
-                secret[str(path.relative_to(lay.state))] = oct(path.stat().st_mode & 0o777)
+                secret[str(path.relative_to(lay.path))] = oct(path.stat().st_mode & 0o777)
     assert {"kubeconfig", "kubeconfig.inner", "plan.json", "pki/tokens.csv", "pki/sa.key",
             "pki/apiserver.key"} <= set(secret), secret
     assert set(secret.values()) == {"0o600"}, secret
