@@ -22,7 +22,7 @@ from infra import catalogue
 from infra.config import PROJECT
 from infra.config.models import StackConfig
 from infra.errors import ConfigError
-from infra.lab import cli, mockrun
+from infra.lab import cli, mockrun, stack_files
 from infra.plan import Stack, load_stack
 from infra.sizing import StackSizing
 
@@ -41,13 +41,13 @@ def raw_config(stack: str, edit: Optional[Callable[[dict[str, Any]], None]] = No
     Keys of the project's namespace appear without their `dynamo-lab:` prefix in `edit`; keys of
     other namespaces (`kubernetes:context`) keep theirs.
     """
-    raw, _ = mockrun.stack_config(stack, ROOT)
+    raw, _ = stack_files.stack_config(stack, ROOT)
     if edit is None:
         return raw
     prefix = PROJECT + ":"
     decoded = {k.removeprefix(prefix): json.loads(v) if v[:1] in "[{" else v for k, v in raw.items()}
     edit(decoded)
-    raw, _ = mockrun.config_from_doc(decoded)  # encoded again as the Pulumi CLI would
+    raw, _ = stack_files.config_from_doc(decoded)  # encoded again as the Pulumi CLI would
     return raw
 
 
@@ -69,7 +69,7 @@ def run_program(stack: str, program: Callable[[], Any]) -> mockrun.Run:
 
 def encoded(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """A stack file's `config:` map as the Pulumi CLI hands it to a program, and its secret keys."""
-    return mockrun.config_from_doc(config)
+    return stack_files.config_from_doc(config)
 
 
 _RUNS: dict[tuple, mockrun.Run] = {}

@@ -419,13 +419,13 @@ READ = ["get", "list", "watch"]
 def _declared() -> dict[tuple[str, str], set[str]]:
     """(apiVersion, kind) -> the namespaces its objects go in ("" for a cluster-wide kind), over
     every shipped stack as shipped and with every optional part on (the golden renders' variants)."""
-    from infra.lab import mockrun, review
+    from infra.lab import review, stack_files
     from infra.plan import HELM_RELEASE, load_stack, plan
 
     out: dict[tuple[str, str], set[str]] = {}
     for stack in STACKS:
         for variant in (None, *review.VARIANTS):
-            raw, secrets = (mockrun.stack_config(stack, ROOT) if variant is None
+            raw, secrets = (stack_files.stack_config(stack, ROOT) if variant is None
                             else review._everything_on(stack, ROOT, review.VARIANTS[variant]))
             for o in plan(load_stack(stack, raw, secrets)).objects:
                 if o.kind != HELM_RELEASE:  # Helm's, not a Kubernetes kind: previewed from its inputs and chart

@@ -22,9 +22,9 @@ from infra.lab import flags, procs
 
 def _stack(name: str):
     """The stack file, loaded and sized: a Stack (ConfigError when the stack file is wrong)."""
-    from infra.lab import mockrun
+    from infra.lab import stack_files
 
-    return mockrun.load(name)
+    return stack_files.load(name)
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -44,9 +44,9 @@ def _sizing(args: argparse.Namespace) -> int:
 
 
 def _golden(args: argparse.Namespace) -> int:
-    from infra.lab import mockrun, review
+    from infra.lab import review, stack_files
 
-    written = review.write_golden(mockrun.project_root(), args.stacks or None)
+    written = review.write_golden(stack_files.project_root(), args.stacks or None)
     for path, changed in written:
         if changed:
             print(f"wrote {path}")
@@ -56,9 +56,9 @@ def _golden(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from infra.lab import mockrun, review
+    from infra.lab import review, stack_files
 
-    return review.diff(mockrun.project_root(), args.base, args.stacks, sys.stdout)
+    return review.diff(stack_files.project_root(), args.base, args.stacks, sys.stdout)
 
 
 def _probe_local(args: argparse.Namespace) -> int:

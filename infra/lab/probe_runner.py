@@ -178,9 +178,9 @@ def plan_for(stack: Optional[str], nbytes: Optional[int], op: Optional[str], pat
     """`probe local`'s transfer, and the sizing parameters and UCX settings its prediction takes:
     Pulumi.<stack>.yaml's (plan_from_stack), or with no stack `nbytes` of the default model's."""
     if stack:
-        from infra.lab import mockrun
+        from infra.lab import stack_files
 
-        loaded = mockrun.load(stack)
+        loaded = stack_files.load(stack)
         cfg = loaded.config
         return plan_from_stack(cfg, loaded.sizing, op, pattern, tokens), cfg.sizing, stack_kv(cfg)
     if tokens is not None:

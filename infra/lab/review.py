@@ -17,7 +17,7 @@ import yaml
 
 from infra import catalogue
 from infra.errors import UserError
-from infra.lab import mockrun, render
+from infra.lab import mockrun, render, stack_files
 
 GOLDEN_DIR = Path("tests") / "golden"
 
@@ -34,9 +34,9 @@ VARIANTS = {"everything-on": "nodeVolume", "everything-on-hostpath": "hostPath",
 
 
 def _everything_on(stack: str, root: Optional[Path], cache_mode: str) -> tuple[dict[str, str], list[str]]:
-    raw, secrets = mockrun.stack_config(stack, root)
+    raw, secrets = stack_files.stack_config(stack, root)
     config = {k: json.loads(v) if v[:1] in "[{" else v for k, v in raw.items() if k not in secrets}
-    project = mockrun.PROJECT + ":"
+    project = stack_files.PROJECT + ":"
     graph = {**config.get(project + "graph", {}), "networkPolicy": True}
     config.update({project + "benchmark": {"enabled": True}, project + "graph": graph,
                    project + "modelCache": {"mode": cache_mode},
@@ -44,7 +44,7 @@ def _everything_on(stack: str, root: Optional[Path], cache_mode: str) -> tuple[d
     workers = config.get(project + "workers", [])
     if any(w.get("role") == "prefill" for w in workers):
         config[project + "probe"] = {"enabled": True}
-    return mockrun.config_from_doc(config)
+    return stack_files.config_from_doc(config)
 
 
 def render_yaml(stack: str, root: Optional[Path] = None, variant: Optional[str] = None) -> str:
@@ -158,7 +158,7 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
             tar.extractall(tmp, filter="data")
         # The shipped stacks either tree has (one a change adds or removes shows as such); a user's
         # own stack file only when named.
-        present = set(mockrun.stacks_in(root)) | set(mockrun.stacks_in(Path(tmp)))
+        present = set(stack_files.stacks_in(root)) | set(stack_files.stacks_in(Path(tmp)))
         stacks = stacks or [s for s in catalogue.SHIPPED_STACKS if s in present]
         before = _render_tree(Path(tmp), stacks)
     after = _render_tree(root, stacks)

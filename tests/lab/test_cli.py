@@ -115,9 +115,9 @@ def test_help_names_every_command_that_reads_a_cluster():
 
 def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_path, monkeypatch):
     # As `pip install .` installs it: the code in site-packages, no Pulumi.yaml beside it.
-    from infra.lab import mockrun
+    from infra.lab import stack_files
 
-    monkeypatch.setattr(mockrun, "ROOT", tmp_path / "site-packages")
+    monkeypatch.setattr(stack_files, "ROOT", tmp_path / "site-packages")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     proc = run_cli("sizing", "cross-server", cwd=elsewhere)

@@ -150,7 +150,7 @@ def test_golden_says_which_files_it_wrote(project_repo, rendered):
 def test_the_tests_shipped_stacks_are_named_not_found():
     # A user's stack file in the checkout (advise --write's) must not become a test case.
     from infra import catalogue
-    from infra.lab import mockrun
+    from infra.lab import stack_files
 
     assert STACKS == list(catalogue.SHIPPED_STACKS)
-    assert set(STACKS) <= set(mockrun.stacks_in(ROOT)), "a shipped stack's file is missing"
+    assert set(STACKS) <= set(stack_files.stacks_in(ROOT)), "a shipped stack's file is missing"

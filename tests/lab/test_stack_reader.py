@@ -1,7 +1,7 @@
 """Input that is not a stack file at all: a binary file, nesting thousands of levels deep, a YAML
 alias bomb, a control character, a file of megabytes. Every command that reads a stack file
 refuses each with one line naming the file (exit 2), after bounded work: the reader
-(mockrun.read_yaml) counts what the file's aliases would expand to on the composed node graph,
+(stack_files.read_yaml) counts what the file's aliases would expand to on the composed node graph,
 before anything is constructed."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.preflight import cluster_data
 from tests.helpers import ROOT, run_cli
 
@@ -81,27 +81,28 @@ def test_an_alias_bomb_is_refused_before_anything_is_constructed(monkeypatch):
         raise AssertionError("the reader constructed a document it should have refused")
 
     monkeypatch.setattr(yaml.constructor.BaseConstructor, "construct_document", constructed)
-    with pytest.raises(mockrun.StackFileError, match=r"^bomb: refused at line 5, column 7: its aliases \(\*name\) "
+    with pytest.raises(stack_files.StackFileError, match=r"^bomb: refused at line 5, column 7: its aliases \(\*name\) "
                                                      r"expand to more than 5,000 values"):
-        mockrun.parse_yaml(_bomb(12), "bomb")
+        stack_files.parse_yaml(_bomb(12), "bomb")
 
 
 def test_nested_lists_are_refused_at_the_same_depth():
     # Each `[` may begin a key, so PyYAML's scanner reads up to 1,024 characters ahead, checking every
     # open one at each step (a second for this file). The reader's scanner stops at the 65th `[`
     # (column 81) before it hands the composer a token; the composer alone stopped at the 63rd (79).
-    with pytest.raises(mockrun.StackFileError, match=r"^deep: refused at line 2, column 81: nested more than 64 "):
-        mockrun.parse_yaml("config:\n  dynamo-lab:x: " + "[" * 5000 + "]" * 5000 + "\n", "deep")
+    with pytest.raises(stack_files.StackFileError, match=r"^deep: refused at line 2, column 81: nested more than 64 "):
+        stack_files.parse_yaml("config:\n  dynamo-lab:x: " + "[" * 5000 + "]" * 5000 + "\n", "deep")
 
 
 def test_an_alias_chain_deeper_than_the_text_and_an_alias_inside_itself_are_refused():
     # Each line one level deeper than the one before through an alias: the text is 3 levels deep.
     chain = "config:\n  a0: &a0 [1]\n" + "".join(f"  a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 200))
-    with pytest.raises(mockrun.StackFileError, match="its aliases .* nest it more than 64 levels deep"):
-        mockrun.parse_yaml(chain, "chain")
-    with pytest.raises(mockrun.StackFileError, match=r"^loop: refused at line 2, column 17: an alias \(\*name\) inside "
-                                                     "the value it names, which would never end"):
-        mockrun.parse_yaml("config:\n  dynamo-lab:x: &a [1, *a]\n", "loop")
+    with pytest.raises(stack_files.StackFileError, match="its aliases .* nest it more than 64 levels deep"):
+        stack_files.parse_yaml(chain, "chain")
+    with pytest.raises(stack_files.StackFileError,
+                       match=r"^loop: refused at line 2, column 17: an alias \(\*name\) inside "
+                             "the value it names, which would never end"):
+        stack_files.parse_yaml("config:\n  dynamo-lab:x: &a [1, *a]\n", "loop")
 
 
 def test_aliases_within_the_bounds_read_as_written_out(project):
@@ -113,7 +114,7 @@ def test_aliases_within_the_bounds_read_as_written_out(project):
     assert aliased.count("*kv") == 1
     (project / "Pulumi.aliased.yaml").write_text(aliased)
     (project / "Pulumi.written.yaml").write_text(aliased.replace("&kv ", "").replace("*kv", "2Gi"))
-    assert mockrun.stack_doc("aliased", project) == mockrun.stack_doc("written", project)
+    assert stack_files.stack_doc("aliased", project) == stack_files.stack_doc("written", project)
 
 
 @pytest.mark.parametrize("text, line", [
@@ -128,22 +129,23 @@ def test_aliases_within_the_bounds_read_as_written_out(project):
 ])
 def test_what_yaml_refuses_is_one_line_naming_the_file(project, text, line):
     (project / "Pulumi.bad.yaml").write_text(text)
-    with pytest.raises(mockrun.StackFileError) as caught:
-        mockrun.stack_doc("bad", project)
+    with pytest.raises(stack_files.StackFileError) as caught:
+        stack_files.stack_doc("bad", project)
     assert str(caught.value) == line
 
 
 def test_a_file_of_megabytes_is_refused_unread(project):
-    (project / "Pulumi.bad.yaml").write_text("config: {}\n" + "#" * mockrun.MAX_YAML_BYTES)
+    (project / "Pulumi.bad.yaml").write_text("config: {}\n" + "#" * stack_files.MAX_YAML_BYTES)
     proc = run_cli("render", "bad", cwd=project)
     assert (proc.returncode, proc.stderr) == (2, "error: Pulumi.bad.yaml: more than 256 KiB, where a stack file is a "
                                                  "few kilobytes; is it the right file?\n")
 
 
 def test_a_file_of_many_values_is_refused_while_composing():
-    many = "config:\n  dynamo-lab:x:\n" + "".join(f"    - {i}\n" for i in range(mockrun.MAX_YAML_VALUES))
-    with pytest.raises(mockrun.StackFileError, match="more than 5,000 values, where a stack file has a few hundred"):
-        mockrun.parse_yaml(many, "many")
+    many = "config:\n  dynamo-lab:x:\n" + "".join(f"    - {i}\n" for i in range(stack_files.MAX_YAML_VALUES))
+    with pytest.raises(stack_files.StackFileError,
+                       match="more than 5,000 values, where a stack file has a few hundred"):
+        stack_files.parse_yaml(many, "many")
 
 
 def test_a_binary_pulumi_yaml_above_names_that_file(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from infra.errors import UserError
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.advise import inputs, search, uncertainty, write
 from infra.lab.advise.inputs import Base, Goal, Traffic
 from infra.lab.advise.search import Advice
@@ -39,7 +39,7 @@ def prepare(stack: str, write_to: Optional[str], force: bool, source: Optional[s
     if force and not write_to:
         raise UserError("--force replaces the file --write names: add --write Pulumi.NAME.yaml, or drop --force")
     name = write.stack_name(write_to) if write_to else stack
-    out = write.target(write_to, mockrun.project_root()) if write_to else None
+    out = write.target(write_to, stack_files.project_root()) if write_to else None
     if out is not None:
         write.refuse_existing(out, force, stack)
     base = inputs.read_base(stack)
@@ -51,7 +51,7 @@ def prepare(stack: str, write_to: Optional[str], force: bool, source: Optional[s
 def measured_error() -> uncertainty.Uncertainty:
     """The predictor's error against the lab's table, from the lab's own stacks as shipped."""
     def lab_stack(name: str):
-        stack = mockrun.load(name)
+        stack = stack_files.load(name)
         return stack.config, stack.sizing
 
     try:

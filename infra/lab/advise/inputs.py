@@ -19,7 +19,7 @@ from infra.config.load import load as load_config
 from infra.config.models import StackConfig
 from infra.config.models import Workload as SizedWorkload
 from infra.errors import ConfigError, UserError
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.advise.stack_file import StackDoc, with_traffic
 from infra.plan import Stack, load_stack
 
@@ -42,12 +42,12 @@ class Base:
 
     @classmethod
     def of(cls, name: str, doc: StackDoc) -> "Base":
-        return cls(name, doc, load_stack(name, *mockrun.config_from_doc(doc)))  # a ConfigError names its key
+        return cls(name, doc, load_stack(name, *stack_files.config_from_doc(doc)))  # a ConfigError names its key
 
 
 def read_base(name: str) -> Base:
     """Pulumi.<name>.yaml, read once."""
-    return Base.of(name, mockrun.stack_doc(name))
+    return Base.of(name, stack_files.stack_doc(name))
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def check_traffic(base: Base, traffic: Traffic) -> None:
                         f"ask for at most {MAX_CONCURRENCY}")
     if not traffic.given:
         return
-    raw, secrets = mockrun.config_from_doc(with_traffic(base.doc, traffic))
+    raw, secrets = stack_files.config_from_doc(with_traffic(base.doc, traffic))
     try:
         load_config(raw, base.name, secrets)
     except ConfigError as exc:

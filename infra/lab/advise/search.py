@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from infra import prefix_cache
 from infra.errors import ConfigError, UserError
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.advise import candidates
 from infra.lab.advise.candidates import ClassNode, Layout
 from infra.lab.advise.inputs import Base, Goal, Traffic
@@ -89,7 +89,7 @@ def _first(reasons: list[str]) -> str:
 
 
 def _accept(c: Candidate, stack_name: str, data: ClusterData) -> None:
-    raw, secrets = mockrun.config_from_doc(c.config)
+    raw, secrets = stack_files.config_from_doc(c.config)
     try:
         c.stack = load_stack(stack_name, raw, secrets)
     except ConfigError as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from infra.errors import UserError
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.advise.search import Advice, Candidate
 from infra.lab.advise.stack_file import StackDoc, secret_keys
 from infra.lab.predict.validate import TABLE_STACKS
@@ -85,8 +85,8 @@ def write(path: Path, a: Advice, c: Candidate, base: StackDoc, data: ClusterData
     """Write `c` as `path`, after its own text loads, sizes and passes preflight on `data`."""
     refuse_existing(path, force, a.base)  # again: the command checked before its search, which takes seconds
     body = header(a, c, secret_keys(base)) + yaml.safe_dump({"config": c.config}, sort_keys=False)
-    doc = mockrun.parse_yaml(body, path.name)  # read back as every command will read the file
-    raw, secrets = mockrun.config_from_doc(doc["config"])
+    doc = stack_files.parse_yaml(body, path.name)  # read back as every command will read the file
+    raw, secrets = stack_files.config_from_doc(doc["config"])
     stack = load_stack(a.stack, raw, secrets)  # a ConfigError here is a bug: say it, write nothing
     report = check(stack, data)
     if not report.fits:

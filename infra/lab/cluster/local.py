@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
-from infra.lab import mockrun, procs
+from infra.lab import procs, stack_files
 from infra.lab.cluster import harness, local_state, pulumi_cli, standin, tools
 from infra.lab.cluster.local_state import LocalError, check_stack, read_stack_file
 from infra.lab.cluster.pulumi_workspace import Workspace
@@ -127,7 +127,7 @@ def check_as_deployed(stack: str, doc: dict) -> None:
 
     planned = stack_document(doc, None, local_overrides(
         local_state.cluster_state().absolute() / "kubeconfig", CONTEXT))
-    raw, secret_keys = mockrun.config_from_doc(planned.get("config") or {})
+    raw, secret_keys = stack_files.config_from_doc(planned.get("config") or {})
     load_stack(stack, raw, secret_keys)
 
 
@@ -151,7 +151,7 @@ def _print_result(inv: pulumi_cli.Invocation, what: str, out: TextIO, outputs: b
 @accounts_for_ctrl_c("up")
 def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
-    source = mockrun.stack_file(check_stack(stack), ROOT)
+    source = stack_files.stack_file(check_stack(stack), ROOT)
     doc = read_stack_file(source)
     # Its paths, checked before anything starts.
     local_state.workspace(stack, local_state.cluster_state() / "kubeconfig")

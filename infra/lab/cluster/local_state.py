@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from infra.errors import UserError
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.cluster import harness, tool_trust, tools
 from infra.lab.cluster.pulumi_workspace import Workspace
 from infra.lab.cluster.stack_overrides import (
@@ -48,7 +48,7 @@ def check_stack(stack: str) -> str:
     problem = stack_name_problem(stack)
     if problem is not None:
         raise LocalError(f"{problem}; nothing was touched. Name one of this project's stacks "
-                         f"({', '.join(mockrun.stacks_in(ROOT))})")
+                         f"({', '.join(stack_files.stacks_in(ROOT))})")
     return stack
 
 
@@ -99,8 +99,8 @@ def workspace(stack: str, kubeconfig: Path) -> Workspace:
 def read_stack_file(source: Path) -> dict:
     """A stack file's document, or a one-line refusal naming it."""
     try:
-        doc = mockrun.read_yaml(source) or {}  # the commands' one bounded reader
-    except mockrun.StackFileError as exc:
+        doc = stack_files.read_yaml(source) or {}  # the commands' one bounded reader
+    except stack_files.StackFileError as exc:
         why = str(exc).removeprefix(f"{source.name}: ")
         raise LocalError(f"{source.name} cannot be read as a stack file ({why})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):

@@ -120,9 +120,9 @@ def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concu
 
 def predicted_point(stack: str, prefix_types: int, concurrency: int) -> tuple[float, float]:
     """TTFT p50 (ms) and requests/s of one cell of Pulumi.<stack>.yaml as configured (`report --predicted`)."""
-    from infra.lab import mockrun
+    from infra.lab import stack_files
 
-    s = mockrun.load(stack)
+    s = stack_files.load(stack)
     row = predict_cell(s.config, s.sizing, prefix_types, concurrency)
     return row.ttft_p50_ms, row.requests_per_s
 

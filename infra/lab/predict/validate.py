@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.config.models import StackConfig
-from infra.lab import mockrun, published
+from infra.lab import published, stack_files
 from infra.lab.predict import cells
 from infra.lab.predict.params import LAB, LabParams
 from infra.sizing import StackSizing
@@ -27,7 +27,7 @@ class Validation:
 
 def lab_stacks() -> dict[str, tuple[StackConfig, StackSizing]]:
     """The stacks the write-up published, as this project ships them: name -> (config, sizing)."""
-    return {name: (s.config, s.sizing) for name in sorted(published.TABLE) for s in [mockrun.load(name)]}
+    return {name: (s.config, s.sizing) for name in sorted(published.TABLE) for s in [stack_files.load(name)]}
 
 
 def validate(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams = LAB) -> Validation:

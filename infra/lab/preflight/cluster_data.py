@@ -25,7 +25,7 @@ from typing import Any, Optional
 from infra import manifests
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.units import parse_quantity
 
 # What `kubectl get` saves, and the kind of each resource's objects.
@@ -276,7 +276,7 @@ def _contexts_hint(path: str, context: str) -> str:
     names: list[str] = []
     for part in path.split(os.pathsep):
         try:
-            doc = mockrun.read_yaml(Path(part), part) or {}
+            doc = stack_files.read_yaml(Path(part), part) or {}
             names += [c["name"] for c in doc.get("contexts") or [] if isinstance(c, dict) and "name" in c]
         except (UserError, AttributeError):
             continue  # the kubeconfig's own problem is reported already

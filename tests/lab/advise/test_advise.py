@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infra.errors import ConfigError, UserError
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.advise import candidates, inputs, search, stack_file, text, uncertainty, write
 from infra.lab.predict.cells import Error
 from infra.lab.preflight.checks import check
@@ -24,7 +24,7 @@ ONE_NODE_24 = "prefill/decode on gpu-24gb's node"
 
 
 def _cfg(config=None):
-    return load_stack("kv-routing", *mockrun.config_from_doc(config or base())).config
+    return load_stack("kv-routing", *stack_files.config_from_doc(config or base())).config
 
 
 def test_the_lab_offers_both_classes_and_the_search_covers_every_family_within_their_units():
@@ -77,7 +77,7 @@ def test_each_refusal_names_the_check_and_the_key_and_every_kept_layout_passes_s
     assert memory_out.status == search.REFUSED_PREFLIGHT
     assert memory_out.reason.startswith("node gpu-laptop: memory: needs")
     for c in a.candidates:
-        raw, secrets = mockrun.config_from_doc(c.config)
+        raw, secrets = stack_files.config_from_doc(c.config)
         if c.status == search.REFUSED_CONFIG:
             with pytest.raises(ConfigError):
                 load_stack("advised", raw, secrets)
@@ -120,7 +120,7 @@ def test_a_given_workload_sets_the_workload_sized_for_and_the_benchmark_matrix()
                                           "prefixTypes": 4, "concurrency": 8}
     # The benchmark's own request shape is dropped: it follows the workload; its other keys stay.
     assert out["dynamo-lab:benchmark"] == {"runs": 5, "prefixTypes": [1, 4], "concurrency": [2, 8]}
-    cfg = load_stack("advised", *mockrun.config_from_doc(out)).config
+    cfg = load_stack("advised", *stack_files.config_from_doc(out)).config
     assert (cfg.benchmark.prefix_tokens, cfg.benchmark.unique_tokens, cfg.benchmark.output_tokens) == (
         1000, 15384, 128)
 
@@ -211,7 +211,7 @@ def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp
     written = path.read_text()
     assert written.startswith("# Written by `dynamo-lab advise kv-routing`")
     assert "ESTIMATES" in written and "hfToken" in written and "v1:abc" not in written
-    stack = mockrun.load("advised", tmp_path)
+    stack = stack_files.load("advised", tmp_path)
     assert stack.config.graph.namespace == "dynamo-lab-advised"
     assert [g.model_dump(by_alias=True, include={"name", "role", "replicas", "gpu_class"}) for g in
             stack.config.workers] == a.winner.layout.workers()

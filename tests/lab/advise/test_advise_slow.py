@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.advise import inputs, search, text, uncertainty, write
 from infra.lab.predict import cells, validate
 from infra.lab.preflight.checks import check
@@ -120,7 +120,7 @@ def test_no_recommended_layout_is_refused_by_the_sizing_or_preflight(tmp_path_fa
         return
     tmp = tmp_path_factory.mktemp("written")
     write.write(tmp / "Pulumi.advised.yaml", a, a.winner, base(), data)
-    stack = mockrun.load("advised", tmp)  # the written file, as `pulumi up` would load and size it
+    stack = stack_files.load("advised", tmp)  # the written file, as `pulumi up` would load and size it
     assert check(stack, data).fits
     assert not a.winner.over_bound
 
@@ -146,7 +146,7 @@ def test_the_command_line_writes_a_stack_file_that_loads_and_passes_preflight(tm
     out = json.loads(result.stdout)
     assert out["estimate"] is True and out["recommended"] and out["uncertainty"]["ttft_p50_ms"]["cells"] == 16
     assert "wrote Pulumi.advised.yaml" in result.stderr
-    written = mockrun.load("advised", tmp_path)
+    written = stack_files.load("advised", tmp_path)
     winner = next(c for c in out["candidates"] if c["layout"] == out["recommended"])
     assert [g.model_dump(by_alias=True, include={"name", "role", "replicas", "gpu_class"})
             for g in written.config.workers] == winner["workers"]

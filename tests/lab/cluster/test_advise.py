@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.lab import mockrun
+from infra.lab import stack_files
 from infra.lab.cluster import pulumi_cli, pulumi_workspace, stack_overrides
 from infra.lab.cluster.standin import GraphReady
 from infra.plan import load_stack, plan
@@ -44,7 +44,8 @@ def _cli(tree: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProces
 def _deployed_plan(stack_file: Path):
     """The plan of the file as the engine deploys it (with its local override)."""
     doc = yaml.safe_load(stack_file.read_text())
-    raw, secrets = mockrun.config_from_doc(stack_overrides.merge_config(doc["config"], stack_overrides.LOCAL_OVERRIDES))
+    merged = stack_overrides.merge_config(doc["config"], stack_overrides.LOCAL_OVERRIDES)
+    raw, secrets = stack_files.config_from_doc(merged)
     return plan(load_stack(NAME, raw, secrets))
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab import mockrun
+from infra.lab import stack_files
 from tests.helpers import ROOT, unavailable
 
 pytestmark = pytest.mark.lab
@@ -86,7 +86,7 @@ def test_quick_sweep_reproduces_the_labs_direction(run_env, tmp_path):
     kv = _bench("kv-routing", tmp_path / "kv", run_env)
     same = _bench("same-server", tmp_path / "same", run_env)
     for line in (kv, same):
-        requests = mockrun.load(line["stack"], ROOT).config.benchmark.requests_per_concurrency * 4
+        requests = stack_files.load(line["stack"], ROOT).config.benchmark.requests_per_concurrency * 4
         assert {"stack", "target", "prefix_types", "concurrency", "run", "ttft_p50_ms", "ttft_p99_ms",
                 "requests_per_s"} <= set(line)
         assert (line["target"], line["prefix_types"], line["concurrency"], line["run"]) == ("twin", 2, 4, 1)
