@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import Optional
 
 from infra import names
 from infra.config.fields import node_path, vllm_int
@@ -64,9 +63,10 @@ class ResolvedStack:
 
     name: str  # the stack's
     config: StackConfig  # the stack file, per-stack defaults filled in
-    # Each worker group's context, by group name; a group whose extraArgs length is not a token
-    # count has none (config.checks refuses the stack before anything reads it).
-    contexts: Mapping[str, Context]
+    # Each worker group's context, in the order of `config.workers` (by position, not name: two
+    # groups may share a name until config.checks refuses it, and each keeps its own); None for a
+    # group whose extraArgs length is not a token count (config.checks refuses that too).
+    contexts: tuple[Optional[Context], ...]
     # The groups that start workers (replicas > 0), in the file's order, and the GPU classes they
     # run on, each once in that order: one node each in this project.
     active: tuple[WorkerGroup, ...]
@@ -80,12 +80,20 @@ class ResolvedStack:
     def namespace(self) -> str:
         return self.config.graph.namespace
 
-    def context(self, group: WorkerGroup) -> Context:
-        return self.contexts[group.name]
+    def context(self, group: WorkerGroup) -> Optional[Context]:
+        """The context of `group`, one of `config.workers` (None: its extraArgs length is no count)."""
+        for g, context in zip(self.config.workers, self.contexts, strict=True):
+            if g is group:
+                return context
+        raise ValueError(f"worker group {group.name!r} is not one of this stack's")
 
     def active_on(self, gpu_class: str) -> tuple[WorkerGroup, ...]:
         """The groups that start workers on one GPU class."""
         return tuple(g for g in self.active if g.gpu_class == gpu_class)
+
+    def workers_on(self, gpu_class: str) -> int:
+        """The workers (replicas) that share one GPU class's node."""
+        return sum(g.replicas for g in self.active_on(gpu_class))
 
     def service(self, group: WorkerGroup) -> str:
         return names.service(self.graph, group.name)
@@ -139,7 +147,7 @@ def resolve(cfg: StackConfig, stack: str) -> ResolvedStack:
             "prefix_tokens": w.prefix_tokens if b.prefix_tokens is None else b.prefix_tokens,
             "unique_tokens": w.unique_tokens if b.unique_tokens is None else b.unique_tokens,
             "output_tokens": w.output_tokens if b.output_tokens is None else b.output_tokens})})
-    contexts = {g.name: c for g in cfg.workers if (c := _context(cfg, g)) is not None}
+    contexts = tuple(_context(cfg, g) for g in cfg.workers)
     active = tuple(g for g in cfg.workers if g.replicas > 0)
-    return ResolvedStack(name=stack, config=cfg, contexts=MappingProxyType(contexts), active=active,
+    return ResolvedStack(name=stack, config=cfg, contexts=contexts, active=active,
                          worker_classes=tuple(dict.fromkeys(g.gpu_class for g in active)))

@@ -47,6 +47,20 @@ def _names(r: ResolvedStack) -> Problems:
                           f"{len(service)} characters, more than the {names.LABEL_MAX} Kubernetes allows; "
                           f"shorten the group name to at most {names.component_name_max(r.graph)} "
                           "characters, or graph.name"))
+    # graph.name's own check covers a name written; one taken from the stack is judged here, where
+    # what derives from it is known (the stack name may be longer than a graph's).
+    unset = f"unset, the graph is named after the stack: {r.graph!r}, {len(r.graph)} characters"
+    set_it = f"pulumi config set --path graph.name <name> --stack {r.name}"
+    frontend = names.service(r.graph, "frontend")
+    if len(frontend) > names.LABEL_MAX:
+        found.append(("graph.name", f"{unset}; the operator would name the frontend's Service {frontend!r}, "
+                      f"more than the {names.LABEL_MAX} characters Kubernetes allows. Give the graph a name of at "
+                      f"most {names.GRAPH_NAME_MAX} characters: {set_it}"))
+    elif cfg.probe.enabled and len(r.graph) > names.GRAPH_NAME_MAX:
+        job = len(r.graph) + len(f"{names.probe_base('')}-initiator-") + names.DIGEST_CHARS
+        found.append(("graph.name", f"{unset}; the probe's Job `<graph>-kv-probe-initiator-<digest>` would be "
+                      f"{job} characters, more than the {names.LABEL_MAX} Kubernetes allows. Give the graph a name of "
+                      f"at most {names.GRAPH_NAME_MAX} characters: {set_it}"))
     return found
 
 
@@ -143,7 +157,7 @@ def _context(r: ResolvedStack) -> Problems:
         value = g.extra_arg("--max-model-len")
         if value is None:
             continue
-        if g.name not in r.contexts:  # resolve() found no token count in it
+        if r.context(g) is None:  # resolve() found no token count in it
             found.append((f"workers.{g.name}.extraArgs", f"--max-model-len {value!r} is not a token count; "
                           "dynamo-lab checks the KV pool against a fixed length (and vLLM's -1/auto would "
                           "change with the pool). Write e.g. --max-model-len 8192, or remove it to use "

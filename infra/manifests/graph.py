@@ -14,7 +14,7 @@ from typing import Any, Optional
 from infra import names, prefix_cache, units
 from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
 from infra.manifests import BENCHMARK_JOB, JOB_LABEL, MODEL_PULL_JOB, kubectl, match_expressions, model_cache, security
-from infra.resolved import ResolvedStack
+from infra.resolved import ContextSource, ResolvedStack
 from infra.sizing import GroupSizing, StackSizing
 
 API_VERSION = "nvidia.com/v1beta1"
@@ -66,7 +66,7 @@ def worker_args(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> lis
     # 40,960 tokens, 4.375 GiB of KV) and exits when the pool cannot hold it. A --max-model-len in
     # extraArgs is the group's own (the sizing checked it), so it is not written twice.
     args += ["--block-size", str(prefix_cache.BLOCK_TOKENS)]
-    if sized.max_model_len_source != "extraArgs":
+    if sized.max_model_len_source is not ContextSource.EXTRA_ARGS:
         args += ["--max-model-len", str(sized.max_model_len)]
     if cfg.model.revision is not None:
         args += ["--revision", cfg.model.revision]

@@ -70,7 +70,7 @@ def _pools(r: ResolvedStack, weights: int) -> dict[str, int]:
         groups = r.active_on(cls_name)
         cls = cfg.gpu_classes[cls_name]
         budget = gpu_budget(cls)
-        workers = sum(g.replicas for g in groups)
+        workers = r.workers_on(cls_name)
         fixed = sum(g.replicas * g.kv_cache_bytes for g in groups if g.kv_cache_bytes is not None)
         derived = [g for g in groups if g.kv_cache_bytes is None]
         if not derived:
@@ -165,13 +165,15 @@ def size(r: ResolvedStack) -> StackSizing:
         cls = cfg.gpu_classes[g.gpu_class]
         per_worker = weights + pool + overhead
         util = math.ceil(per_worker / cls.memory * 100) / 100
-        context, context_source = r.context(g).tokens, r.context(g).source
+        resolved_context = r.context(g)
+        context, context_source = resolved_context.tokens, resolved_context.source
         floor, limit, request, source = memory(cfg, g, pool, per_request, context, layout, problems)
         have, need = pool // layout.block_bytes, blocks_for_sequence(context)
         # A group with no replicas and no pool of its own starts no worker: nothing to hold.
         if (g.replicas or g.kv_cache_bytes is not None) and have < need:
             problems.append((f"workers.{g.name}.kvCacheBytes",
-                             short_pool(cfg, g, pool, layout.block_bytes, context, context_source)))
+                             short_pool(cfg, g, pool, layout.block_bytes, context, context_source,
+                                        r.workers_on(g.gpu_class))))
         groups.append(GroupSizing(
             name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas,
             kv_cache_bytes=pool, kv_cache_source="config" if g.kv_cache_bytes is not None else "derived",

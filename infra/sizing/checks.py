@@ -7,6 +7,7 @@ import math
 
 from infra import prefix_cache, units
 from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
+from infra.resolved import ContextSource
 from infra.sizing.formulas import (
     blocks_for_sequence,
     gpu_budget,
@@ -71,22 +72,23 @@ def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, contex
     return floor, limit, request, source
 
 
-def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: int, source: str) -> str:
-    """Why this group's pool cannot hold one sequence of its max_model_len, and the fixes."""
+def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: int, source: ContextSource,
+               workers: int) -> str:
+    """Why this group's pool cannot hold one sequence of its max_model_len, and the fixes; `workers`
+    share its GPU class's node (the resolved stack's count)."""
     w, need = cfg.workload, blocks_for_sequence(tokens)
     have = pool // block
     at_least = units.to_mi_quantity(need * block)
     longest = (have - 1) * prefix_cache.BLOCK_TOKENS  # what this pool can hold, null block aside
     sized = w.input_tokens + w.output_tokens
-    where = {"extraArgs": f"workers.{g.name}.extraArgs --max-model-len",
-             "workload.maxModelLen": "workload.maxModelLen",
-             "derived": "workload.maxModelLen (default: inputTokens + outputTokens, block-aligned)"}[source]
+    where = {ContextSource.EXTRA_ARGS: f"workers.{g.name}.extraArgs --max-model-len",
+             ContextSource.WORKLOAD: "workload.maxModelLen",
+             ContextSource.DERIVED: "workload.maxModelLen (default: inputTokens + outputTokens, block-aligned)"}[source]
     if g.kv_cache_bytes is not None:
         pool_is = f"the {units.human(pool)} KV pool"
         grow = f"raise workers.{g.name}.kvCacheBytes to at least {at_least}"
     else:
         cls = cfg.gpu_classes[g.gpu_class]
-        workers = sum(o.replicas for o in cfg.workers if o.gpu_class == g.gpu_class)
         pool_is = (f"the {g.gpu_class} GPU ({units.human(cls.memory)}, {units.human(gpu_budget(cls))} after "
                    f"its {cls.memory_reserve:.0%} reserve) leaves {units.human(pool)} of KV pool per worker for "
                    f"{workers} workers (each {units.human(cfg.model.parameters * cfg.model.dtype_bytes)} weights + "
