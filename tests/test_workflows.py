@@ -503,11 +503,13 @@ def _cache_steps(job: dict) -> dict[str, dict]:
 
 def test_the_cluster_job_keeps_its_tools_by_their_pins_and_hands_them_to_root_before_the_tier():
     # A cold build is about 21 minutes of every run; the tools' versions live in tools.py and the
-    # wrappers' go.mod/go.sum, so a key over them changes exactly when a tool would be rebuilt.
+    # wrappers' go.mod/go.sum, how they are built in tool_build.py, so a key over them changes
+    # exactly when a tool would be rebuilt.
     job = _workflow("ci.yml")["jobs"]["cluster"]
     caches = _cache_steps(job)
     tools = caches["~/.cache/dynamo-lab/cluster-tools"]
-    for pinned in ("tools/cluster/**/go.sum", "tools/cluster/**/go.mod", "infra/lab/cluster/tools.py"):
+    for pinned in ("tools/cluster/**/go.sum", "tools/cluster/**/go.mod", "infra/lab/cluster/tools.py",
+                   "infra/lab/cluster/tool_build.py"):
         assert pinned in tools["with"]["key"], pinned
     assert any("go/pkg/mod" in path and "go-build" in path for path in caches)
     assert "~/.cache/uv" in caches
