@@ -28,7 +28,6 @@ from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack
 from infra.sizing.checks import gpu_overplanned, memory, short_pool, small_claim
 from infra.sizing.formulas import (
-    SAME_NODE_DEFAULT,
     blocks_for_sequence,
     gpu_budget,
     host_memory_floor,
@@ -53,7 +52,7 @@ from infra.sizing.report import (
 )
 
 __all__ = [
-    "SAME_NODE_DEFAULT", "GpuFit", "GroupSizing", "KvLayout", "ModelCacheSizing", "StackSizing", "ThroughputBasis",
+    "GpuFit", "GroupSizing", "KvLayout", "ModelCacheSizing", "StackSizing", "ThroughputBasis",
     "TransferSizing",
     "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_bytes_per_token", "kv_layout",
     "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
