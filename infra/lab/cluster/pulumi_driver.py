@@ -43,10 +43,19 @@ if __package__:
         passphrase,
         prepare,
         reap_orphans,
+        repair_torn_attributes,
     )
     from infra.lab.cluster.stack_overrides import stack_name_problem
 else:
-    from pulumi_workspace import Workspace, cli_env, install_provider, passphrase, prepare, reap_orphans
+    from pulumi_workspace import (
+        Workspace,
+        cli_env,
+        install_provider,
+        passphrase,
+        prepare,
+        reap_orphans,
+        repair_torn_attributes,
+    )
     from stack_overrides import stack_name_problem
 
 # The checkout this file is in: the default program (a script cannot import infra.lab.paths).
@@ -112,6 +121,7 @@ def run(action: str, ws: Workspace, bins: Mapping[str, Path], source: Optional[P
     if source is not None:
         prepare(ws, source)
     reap_orphans(ws, echo)
+    repair_torn_attributes(ws, echo)
     cenv = cli_env(ws, passphrase(ws), os.environ if env is None else env)
     step()
     install_provider(ws, bins, cenv)

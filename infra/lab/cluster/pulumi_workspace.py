@@ -6,7 +6,8 @@
     passphrase the stack's secrets passphrase, readable by its owner only
 
 What is written there (`prepare`), the Pulumi CLI's environment for it (`cli_env`), the provider
-installed in its plugin cache, and the plugins a killed run of it left behind (`orphans`).
+installed in its plugin cache, and what a killed run of it left behind: its plugins (`orphans`)
+and torn attribute files in its state (`repair_torn_attributes`).
 
 Standard library and PyYAML, and nothing of the project but its sibling stack_overrides.py: the
 Pulumi driver (pulumi_driver.py) imports it as a script's sibling.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import secrets
 import signal
@@ -143,3 +145,39 @@ def reap_orphans(ws: Workspace, echo=None) -> list[int]:
         if echo:
             echo(f"engine: stopped a plugin a killed run left behind (pid {pid})")
     return pids
+
+
+def torn_attributes(ws: Workspace) -> list[Path]:
+    """Attribute files in this workspace's state that a killed CLI left unreadable. The file backend
+    writes each object atomically (a temporary file, then a rename) but the object's `<name>.attrs`
+    beside it in place: gocloud.dev blob/fileblob/attrs.go, setAttrs (at the version the Pulumi
+    CLI's go.sum pins, tools/cluster/pulumi), truncates it with os.Create and then writes it. A CLI
+    killed between the two leaves it empty, and every later read of the object fails on it
+    ("failed to load checkpoint: EOF", for the stack's own file). Only regular files under the
+    state directory count (links are not followed)."""
+    torn = []
+    for path in sorted(ws.state.rglob("*.attrs")) if ws.state.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if not path.is_symlink() and path.is_file() and not _json_object(path.read_bytes()):
+                torn.append(path)
+    return torn
+
+
+def _json_object(data: bytes) -> bool:
+    try:
+        return isinstance(json.loads(data), dict)
+    except ValueError:
+        return False
+
+
+def repair_torn_attributes(ws: Workspace, echo=None) -> list[Path]:
+    """Remove the torn attribute files, before the next action. Nothing is lost: an attribute file
+    holds only the object's content type and metadata, and fileblob reads a missing one as the
+    default (attrs.go, getAttrs), which is what the file backend wrote there."""
+    torn = torn_attributes(ws)
+    for path in torn:
+        path.unlink(missing_ok=True)
+        if echo:
+            echo(f"engine: removed {path.relative_to(ws.state)}, which a killed run left empty or torn "
+                 "(the file backend's object beside it is intact)")
+    return torn

@@ -176,3 +176,28 @@ def test_the_driver_refuses_a_stack_name_pulumi_would_not_take(tmp_path, name, c
                         "--kubeconfig", str(tmp_path / "k")])
     assert code == 2 and "is not a stack name" in capsys.readouterr().err
     assert not (tmp_path / "ws").exists()
+
+
+def test_a_torn_attribute_file_a_killed_run_left_is_removed_and_said_and_nothing_else_is(tmp_path):
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", "cross-server", tmp_path / "kubeconfig")
+    stacks = ws.state / ".pulumi" / "stacks" / "dynamo-lab"
+    stacks.mkdir(parents=True)
+    checkpoint = stacks / "cross-server.json"
+    checkpoint.write_text('{"version": 3}')
+    (stacks / "cross-server.json.attrs").write_bytes(b"")               # killed after os.Create
+    (stacks / "cross-server.json.bak.attrs").write_bytes(b'{"user.cont')  # killed mid-write
+    kept = stacks / "other.json.attrs"
+    kept.write_text('{"user.content_type": "application/octet-stream"}\n')
+    outside = tmp_path / "outside.attrs"
+    outside.write_bytes(b"")
+    (stacks / "linked.json.attrs").symlink_to(outside)
+    said = []
+    removed = pulumi_workspace.repair_torn_attributes(ws, said.append)
+    assert sorted(p.name for p in removed) == ["cross-server.json.attrs", "cross-server.json.bak.attrs"]
+    assert not (stacks / "cross-server.json.attrs").exists() and not (stacks / "cross-server.json.bak.attrs").exists()
+    assert checkpoint.read_text() == '{"version": 3}' and kept.exists() and outside.exists()
+    assert (stacks / "linked.json.attrs").is_symlink()
+    assert said == [f"engine: removed .pulumi/stacks/dynamo-lab/{name}, which a killed run left empty or torn "
+                    "(the file backend's object beside it is intact)"
+                    for name in ("cross-server.json.attrs", "cross-server.json.bak.attrs")]
+    assert pulumi_workspace.repair_torn_attributes(ws, said.append) == []
