@@ -12,6 +12,7 @@ file saved before StorageClasses were part of it is still read: its `storage_cla
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from infra import manifests
 from infra.config.models import ClusterTarget
 from infra.errors import UserError
 from infra.lab import stack_files
+from infra.lab.cluster import bounded_read
 from infra.units import parse_quantity
 
 # What `kubectl get` saves, and the kind of each resource's objects.
@@ -234,18 +236,17 @@ def from_saved(text: str, source: str) -> ClusterData:
 def read_file(path: str, limit: int = MAX_SAVED_BYTES) -> ClusterData:
     """Saved cluster data from a file ('-': stdin), at most `limit` bytes of UTF-8 JSON."""
     source = "stdin" if path == "-" else path
-    try:
+    try:  # the lab's one bounded reader (bounded_read.py), as for stack files and kubeconfigs
         if path == "-":
             stdin = getattr(sys.stdin, "buffer", None)
-            data = stdin.read(limit + 1) if stdin else sys.stdin.read(limit + 1).encode()
+            data = bounded_read.bounded_bytes(stdin or io.BytesIO(sys.stdin.read(limit + 1).encode()), limit)
         else:
-            with open(path, "rb") as f:
-                data = f.read(limit + 1)
+            data = bounded_read.bounded_bytes(path, limit)
     except OSError as exc:
         raise ClusterUnreadable(f"cannot read {path}: {exc}") from None
-    if len(data) > limit:
+    except bounded_read.TooLarge:
         raise ClusterUnreadable(f"{source}: more than {limit // 2**20} MiB, more than saved cluster data "
-                                f"is; is it the right file? {RESAVE[0].upper()}{RESAVE[1:]}")
+                                f"is; is it the right file? {RESAVE[0].upper()}{RESAVE[1:]}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
