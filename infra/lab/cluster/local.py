@@ -229,11 +229,27 @@ def stacks_of(tree: Path) -> list[str]:
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in tree.glob("Pulumi.*.yaml"))
 
 
+def _stack_files(stack: str, trees: dict[str, Path]) -> tuple[Optional[str], list[dict]]:
+    """The stack's file in each tree that has one (a pull request's, to be read as root), each read
+    by the bounded reader (read_stack_file), in the trees' order; or why one is refused, naming the ref."""
+    docs = []
+    for ref, tree in trees.items():
+        path = tree / f"Pulumi.{stack}.yaml"
+        if path.is_file():
+            try:
+                docs.append(read_stack_file(path))
+            except LocalError as exc:
+                return f"{ref}'s {exc}", []
+    return None, docs
+
+
 @accounts_for_ctrl_c("pr-preview")
 def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: TextIO = sys.stdout,
                repo: Path = ROOT, log=None) -> int:
     """Deploy BASE on a fresh local cluster, then print the real `pulumi preview --diff` of HEAD,
-    per stack. 0: every preview ran (whatever it shows); 1: one failed (its words are printed)."""
+    per stack. 0: every preview ran (whatever it shows); 1: one failed (its words are printed), or a
+    stack file was refused by the bounded reader (named, with why; that stack is neither deployed nor
+    previewed, so nothing reads the file further, as root)."""
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     for stack in stacks or []:
         check_stack(stack)
@@ -241,7 +257,7 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
         if ref.startswith("-"):  # git would read it as an option
             raise LocalError(f"pr-preview: {ref!r} is not a git ref (it starts with '-'); name a branch, tag or commit")
     bins = _bins(log)
-    failed = []
+    failed, refused_files = [], []
     with tempfile.TemporaryDirectory(prefix="dynamo-lab-pr-preview-") as tmp:
         tmp_path = _started["tmp"] = Path(tmp)
         with checkout(base, tmp_path / "base", repo) as (base_commit, base_tree), \
@@ -259,11 +275,13 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
                 for stack in names:
                     out.write(f"\n## {stack}\n")
                     ws = Workspace(tmp_path / "ws" / stack, stack, cluster.kubeconfig)
-                    shown = next((t / f"Pulumi.{stack}.yaml" for t in (head_tree, base_tree)
-                                  if (t / f"Pulumi.{stack}.yaml").is_file()), None)
-                    with contextlib.suppress(LocalError):  # an unreadable file: its preview says why
-                        if shown is not None:
-                            local_state.report_overrides(stack, read_stack_file(shown), ws, log)
+                    refused, docs = _stack_files(stack, {head: head_tree, base: base_tree})
+                    if refused:  # a pull request's file that is no stack file: nothing reads it on, as root
+                        out.write(f"STACK FILE REFUSED: {refused}; {stack} is neither deployed nor previewed\n")
+                        refused_files.append(stack)
+                        continue
+                    if docs:  # the head's file, else the base's
+                        local_state.report_overrides(stack, docs[0], ws, log)
                     if (base_tree / f"Pulumi.{stack}.yaml").is_file():
                         with standin.GraphReady(api):
                             deployed = pulumi_cli.invoke("up", ws, bins, program_root=base_tree)
@@ -281,10 +299,11 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
                     if preview.rc != 0:
                         failed.append(stack)
                 out.flush()
+    if refused_files:
+        log(f"pr-preview: a stack file was refused, so not previewed, for {', '.join(refused_files)}")
     if failed:
         log(f"pr-preview: the preview failed for {', '.join(failed)}")
-        return 1
-    return 0
+    return 1 if failed or refused_files else 0
 
 
 # ---- what a Ctrl-C left ----

@@ -11,8 +11,6 @@ import os
 import stat
 from pathlib import Path
 
-import yaml
-
 from infra.errors import UserError
 from infra.lab import stack_files
 from infra.lab.cluster import harness, tool_trust, tools
@@ -23,6 +21,7 @@ from infra.lab.cluster.stack_overrides import (
     kubeconfig_context,
     local_changes,
     local_overrides,
+    read_stack_document,
     stack_document,
     stack_name_problem,
 )
@@ -97,22 +96,22 @@ def workspace(stack: str, kubeconfig: Path) -> Workspace:
 
 
 def read_stack_file(source: Path) -> dict:
-    """A stack file's document, or a one-line refusal naming it."""
+    """A stack file's document, or a one-line refusal naming it: the driver's own reader
+    (stack_overrides.read_stack_document, the commands' one bounded reader, bounded_read.py)."""
     try:
-        doc = stack_files.read_yaml(source) or {}  # the commands' one bounded reader
-    except stack_files.StackFileError as exc:
-        why = str(exc).removeprefix(f"{source.name}: ")
-        raise LocalError(f"{source.name} cannot be read as a stack file ({why})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
-        raise LocalError(f"{source.name} is not a stack file: Pulumi writes a YAML map with `config:`, a map of keys")
-    return doc
+        return read_stack_document(source)
+    except RuntimeError as exc:
+        raise LocalError(str(exc)) from None
 
 
 def report_overrides(stack: str, doc: dict, ws: Workspace, log) -> None:
     """Say, in one line, which of the stack file's keys the local run sets otherwise or leaves out:
     what pulumi_workspace.prepare will write into the workspace (stack_document), against the file."""
-    existing = yaml.safe_load(ws.stack_file.read_text()) if ws.stack_file.is_file() else None
-    overrides = local_overrides(ws.kubeconfig, kubeconfig_context(ws.kubeconfig))
+    try:  # both within the stack reader's bounds, as the driver reads them (bounded_read.py)
+        existing = read_stack_document(ws.stack_file) if ws.stack_file.is_file() else None
+        overrides = local_overrides(ws.kubeconfig, kubeconfig_context(ws.kubeconfig))
+    except RuntimeError as exc:
+        raise LocalError(f"local: {stack}: {exc}") from None
     changed, left_out = local_changes(doc, stack_document(doc, existing, overrides))
     cluster = [k for k in changed if k in overrides and k not in LOCAL_OVERRIDES]
     local = [k for k in changed if k in LOCAL_OVERRIDES]

@@ -28,9 +28,14 @@ from typing import Any, Mapping, Optional
 import yaml
 
 if __package__:
-    from infra.lab.cluster.stack_overrides import kubeconfig_context, local_overrides, stack_document
+    from infra.lab.cluster.stack_overrides import (
+        kubeconfig_context,
+        local_overrides,
+        read_stack_document,
+        stack_document,
+    )
 else:  # imported by the driver run as a script: a sibling in its directory (pulumi_driver.py)
-    from stack_overrides import kubeconfig_context, local_overrides, stack_document
+    from stack_overrides import kubeconfig_context, local_overrides, read_stack_document, stack_document
 
 PROJECT = "dynamo-lab"
 # The provider release tools.py builds (tools.PROVIDER) and pyproject.toml pins; a test holds them equal.
@@ -87,6 +92,10 @@ def cli_env(ws: Workspace, passphrase: str, base: Mapping[str, str]) -> dict[str
 def prepare(ws: Workspace, source: Path, overrides: Optional[Mapping[str, Any]] = None) -> None:
     """Write the project copy (the stack's file from `source`, with `overrides`, by default
     local_overrides for the workspace's kubeconfig) and, once, the passphrase."""
+    # Both files read first, within the stack reader's bounds (as root, and `source` may be a pull
+    # request's): one they refuse stops here, a RuntimeError of one line, and nothing is written.
+    existing = read_stack_document(ws.stack_file) if ws.stack_file.exists() else None
+    source_doc = read_stack_document(source)
     if overrides is None:
         overrides = local_overrides(ws.kubeconfig, kubeconfig_context(ws.kubeconfig))
     ws.project.mkdir(parents=True, exist_ok=True)
@@ -95,8 +104,7 @@ def prepare(ws: Workspace, source: Path, overrides: Optional[Mapping[str, Any]] 
     (ws.project / "Pulumi.yaml").write_text(yaml.safe_dump(
         {"name": PROJECT, "runtime": "python",
          "description": "dynamo-lab, run by the Automation API (infra/lab/cluster/pulumi_driver.py)"}, sort_keys=False))
-    existing = yaml.safe_load(ws.stack_file.read_text()) if ws.stack_file.exists() else None
-    doc = stack_document(yaml.safe_load(source.read_text()) or {}, existing, overrides)
+    doc = stack_document(source_doc, existing, overrides)
     ws.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
     if not ws.passphrase_file.exists():
         fd = os.open(ws.passphrase_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -1,5 +1,5 @@
 """What a local deployment changes in a stack's file, and why; pure (no process, no file but a
-kubeconfig read).
+kubeconfig or stack file read, within bounds).
 
 The Dynamo platform chart cannot be downloaded here, so `platform.manage` is false (the graph CRD
 comes from the pinned upstream files, applied by the cluster harness). Every stack key that can
@@ -11,8 +11,8 @@ cannot decrypt is left out too: the source file's secrets provider state (`encry
 and its `secure:` values belong to another passphrase, and a workspace has its own (no worker runs
 locally, so the HF token is not missed).
 
-Standard library and PyYAML, and nothing of the project: the Pulumi driver (pulumi_driver.py)
-imports it as a script's sibling.
+Standard library and PyYAML, and nothing of the project but its sibling bounded_read.py: the Pulumi
+driver (pulumi_driver.py) imports it as a script's sibling.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import yaml
+if __package__:
+    from infra.lab.cluster import bounded_read
+else:  # imported by the driver run as a script: a sibling in its directory (pulumi_driver.py)
+    import bounded_read
 
 # What a local deployment changes in a stack's file, and why (module docstring); the cluster keys
 # are added by local_overrides, from the local cluster's kubeconfig.
@@ -58,14 +61,30 @@ def local_overrides(kubeconfig: Path, context: str) -> dict[str, Any]:
 
 
 def kubeconfig_context(kubeconfig: Path) -> str:
-    """The kubeconfig's current context: the local cluster's kubeconfig names only its own."""
+    """The kubeconfig's current context: the local cluster's kubeconfig names only its own. Read
+    with the stack reader's bounds (bounded_read.py): the commands run as root, and a kubeconfig
+    is a file anyone may have pointed them at."""
     try:
-        context = (yaml.safe_load(kubeconfig.read_text()) or {}).get("current-context")
-    except (OSError, yaml.YAMLError, AttributeError) as exc:
+        context = (bounded_read.read_yaml(kubeconfig, str(kubeconfig)) or {}).get("current-context")
+    except (bounded_read.Unreadable, AttributeError) as exc:
         raise RuntimeError(f"the local cluster's kubeconfig {kubeconfig} cannot be read ({exc})") from None
     if not isinstance(context, str) or not context:
         raise RuntimeError(f"the local cluster's kubeconfig {kubeconfig} names no current-context")
     return context
+
+
+def read_stack_document(path: Path) -> dict[str, Any]:
+    """A stack file's document, read within the stack reader's bounds (bounded_read.py), or a
+    RuntimeError of one line naming it, worded as local_state.read_stack_file words it (the driver
+    prints it as its refusal): the file may be a pull request's, read as root."""
+    try:
+        doc = bounded_read.read_yaml(path) or {}
+    except bounded_read.Unreadable as exc:
+        why = str(exc).removeprefix(f"{path.name}: ")
+        raise RuntimeError(f"{path.name} cannot be read as a stack file ({why})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
+        raise RuntimeError(f"{path.name} is not a stack file: Pulumi writes a YAML map with `config:`, a map of keys")
+    return doc
 
 
 def is_secure(value: Any) -> bool:

@@ -52,3 +52,39 @@ def test_pr_preview_prints_the_real_engines_diff_of_head_against_base_deployed(t
     assert "replicas: 2 => 1" in text, text[-4000:]
     assert "1 to update" in text, text[-4000:]
     assert "to create" not in text and "to delete" not in text, text[-4000:]
+
+
+def test_pr_preview_refuses_a_stack_file_over_the_bound_and_still_previews_the_others(two_commits, cluster_bins,
+                                                                                       engine_bins, dgd_crd_dir,
+                                                                                       monkeypatch):
+    # The pull request's Pulumi.huge.yaml is past the stack reader's 256 KiB. The engine would read it
+    # as root (pulumi_workspace.prepare) and the base would be deployed for it: neither happens.
+    repo, base, _ = two_commits
+    shipped = (repo / "Pulumi.cross-server.yaml").read_text()
+    _git(repo, "checkout", "-q", base)
+    (repo / "Pulumi.huge.yaml").write_text(shipped)  # in the base: a stack the preview would deploy first
+    _git(repo, "add", "Pulumi.huge.yaml")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base with huge")
+    base = _git(repo, "rev-parse", "HEAD")
+    (repo / "Pulumi.huge.yaml").write_text(shipped + "#" * (300 * 1024) + "\n")
+    (repo / "Pulumi.cross-server.yaml").write_text(shipped)  # the head's decode replicas, 2 -> 1
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "a huge stack file")
+    head = _git(repo, "rev-parse", "HEAD")
+    ran: list[tuple[str, str]] = []
+    real_invoke = local.pulumi_cli.invoke
+
+    def invoke(action, ws, bins, **kw):
+        ran.append((action, ws.stack))
+        return real_invoke(action, ws, bins, **kw)
+
+    monkeypatch.setattr(local.pulumi_cli, "invoke", invoke)
+    out = io.StringIO()
+    assert local.pr_preview(base, head, ["huge", "cross-server"], out=out, repo=repo, log=lambda m: None) == 1
+    text = out.getvalue()
+    huge = text.split("## huge\n")[1].split("\n## ")[0]
+    assert huge == (f"STACK FILE REFUSED: {head}'s Pulumi.huge.yaml cannot be read as a stack file (more than 256 KiB, "
+                    "where a stack file is a few kilobytes; is it the right file?); huge is neither deployed nor "
+                    "previewed\n")
+    assert ran == [("up", "cross-server"), ("preview", "cross-server")]  # nothing ran for huge
+    cross = text.split("## cross-server\n")[1]
+    assert "replicas: 2 => 1" in cross and "1 to update" in cross, cross[-4000:]
