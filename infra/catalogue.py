@@ -34,10 +34,23 @@ DEFAULT_GPU_CLASSES: dict[str, dict[str, Any]] = {
     # The memory a card reports (GPU feature discovery's nvidia.com/gpu.memory, MiB), not its name:
     # a plan that fits this fits the card. 24GB-class cards report 24,564-24,576 MiB (the lower one
     # here); nothing in the lab sits between 12 and 20 GB.
-    "gpu-24gb": {"memory": "24564Mi", "nodeSelector": _gfd_memory_rule("Gt", 20000), "effectiveTflops": 40},
+    # Card figures (the predictor's GPU costs) are the lab's own cards', as its nodes report them
+    # (nvidia.com/gpu.product, tests/data/preflight/lab.json): LAB_CARDS below.
+    "gpu-24gb": {"memory": "24564Mi", "nodeSelector": _gfd_memory_rule("Gt", 20000), "effectiveTflops": 40,
+                 "memoryBandwidth": "936G", "peakTflops": 71},
     # The lab's 8GB laptop GPU reports about 8,188 MiB.
-    "gpu-8gb": {"memory": "8188Mi", "nodeSelector": _gfd_memory_rule("Lt", 12000), "effectiveTflops": 15},
+    "gpu-8gb": {"memory": "8188Mi", "nodeSelector": _gfd_memory_rule("Lt", 12000), "effectiveTflops": 15,
+                "memoryBandwidth": "448G", "peakTflops": 33},
 }
+
+# The lab's cards behind the default classes' `memoryBandwidth` and `peakTflops` (bytes/s of DRAM;
+# dense BF16 tensor TFLOP/s with FP32 accumulate, the math vLLM's bfloat16 kernels use):
+# - GeForce RTX 3090 (GA102): 936 GB/s (384-bit GDDR6X at 19.5 Gbit/s); 71 TFLOP/s dense (328
+#   tensor cores x 1.695 GHz boost x 128 FLOPs/clock), NVIDIA Ampere GA102 whitepaper, table 9.
+# - GeForce RTX 3070 Laptop GPU (GA104): 448 GB/s (256-bit GDDR6 at 14 Gbit/s); 33 TFLOP/s dense at
+#   its highest boost, 1.62 GHz (160 tensor cores x 128 FLOPs/clock); laptops run it at 1.29-1.62 GHz
+#   by their power limit, so 26-33 TFLOP/s: an ESTIMATE within that range.
+LAB_CARDS = {"gpu-24gb": "NVIDIA GeForce RTX 3090", "gpu-8gb": "NVIDIA GeForce RTX 3070 Laptop GPU"}
 
 
 # Built-in model geometry (its config.json). head_dim is explicit: Qwen3 sets it to 128, NOT

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
 from infra.config.base import _Model
-from infra.config.fields import Bytes, LabelKey, ResourceName, label_value
+from infra.config.fields import Bytes, LabelKey, ResourceName, Throughput, label_value
 
 
 class NodeRequirement(_Model):
@@ -57,3 +57,12 @@ class GpuClass(_Model):
                                   "to use (driver, display, fragmentation)")
     effective_tflops: float = Field(gt=0, description="ESTIMATE: sustained prefill TFLOP/s of one worker; only the "
                                     "prefill-time estimate uses it")
+    # The predictor's GPU costs (docs/predictor.md): a decode step reads the weights and every running
+    # request's KV from DRAM; a prefill is matrix math at a fraction of the peak. The defaults' values
+    # are the lab's cards (infra/catalogue.py, LAB_CARDS).
+    memory_bandwidth: Optional[Throughput] = Field(None, description="the card's DRAM bandwidth, bytes/s (its "
+                                                   "datasheet); only `predict` and `advise` use it, and need it",
+                                                   json_schema_extra={"accepts": "a byte rate, e.g. `936G`"})
+    peak_tflops: Optional[float] = Field(None, gt=0, description="the card's dense BF16 tensor TFLOP/s (its "
+                                         "datasheet, without sparsity); only `predict` and `advise` use it, and "
+                                         "need it")

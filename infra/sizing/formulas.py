@@ -57,13 +57,25 @@ def path_throughput(s: SizingParameters, path: str, op: str,
     of scattered blocks is slower than a WRITE, docs/measurements.md); across a 1GbE link the link
     decides, whatever the op. `link` replaces `s.link` (the probe's shaped rate).
     """
+    software = tcp_software_path(s, op)
     if path == "same-node":
-        if s.same_node_bytes_per_second is not None:
-            return (float(s.same_node_bytes_per_second), "same-node (sizing.sameNodeBytesPerSecond)",
-                    ThroughputBasis.CONFIGURED)
-        return float(SAME_NODE_BYTES_PER_SECOND[op]), SAME_NODE_DEFAULT.format(op=op), ThroughputBasis.ESTIMATE
+        return software
     link = link or s.link
+    if link_bytes_per_second(link) > software[0]:
+        # UCX over TCP moves a flow no faster than the host's TCP software path, whatever the wire:
+        # a 100 Gbit/s link (11.5 GB/s of payload) still carries a READ at the same-node figure.
+        bps, source, basis = software
+        return bps, f"{source}, under the {link_basis(link)} (UCX over TCP)", basis
     return link_bytes_per_second(link), link_basis(link), ThroughputBasis.LINK
+
+
+def tcp_software_path(s: SizingParameters, op: str) -> tuple[float, str, ThroughputBasis]:
+    """What NIXL over UCX TCP moves through one host's TCP stack (measured on loopback): the
+    same-node throughput, and the cap of one flow on any link."""
+    if s.same_node_bytes_per_second is not None:
+        return (float(s.same_node_bytes_per_second), "same-node (sizing.sameNodeBytesPerSecond)",
+                ThroughputBasis.CONFIGURED)
+    return float(SAME_NODE_BYTES_PER_SECOND[op]), SAME_NODE_DEFAULT.format(op=op), ThroughputBasis.ESTIMATE
 
 
 def kv_block_bytes(m: Model) -> int:

@@ -16,11 +16,10 @@ from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.lab import published
 from infra.lab.predict.cells import predict_cell
-from infra.lab.predict.params import LabParams
+from infra.lab.predict.params import BOUNDS, LabParams
 from infra.sizing import StackSizing
 
-FITTED = ("frontend_s", "step_cpu_s", "decode_gpu_s", "decode_per_request_gpu_s", "prefill_scale",
-          "same_node_bytes_per_s", "transfer_s")
+FITTED = tuple(BOUNDS)
 WEIGHTS = {"ttft_p50_ms": 1.0, "requests_per_s": 1.0, "ttft_p99_ms": 0.5}
 CALIBRATION_CONCURRENCY = 4
 
@@ -88,7 +87,9 @@ def calibrate(stacks: dict[str, tuple[StackConfig, StackSizing]], start: LabPara
     scaled = sorted(stacks)
 
     def params(x: list[float]) -> LabParams:
-        fitted = {k: math.exp(v) for k, v in zip(FITTED, x[:len(FITTED)], strict=True)}
+        # Each constant stays inside what the hardware allows (params.BOUNDS), whatever the search tries.
+        fitted = {k: min(max(math.exp(v), BOUNDS[k][0]), BOUNDS[k][1]) for k, v in zip(FITTED, x[:len(FITTED)],
+                                                                                        strict=True)}
         scales = {name: math.exp(v) for name, v in zip(scaled, x[len(FITTED):], strict=True)}
         return dataclasses.replace(start, **fitted, pool_scale=scales)
 

@@ -16,9 +16,23 @@ from typing import Optional
 from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.lab import published
+from infra.lab.predict import costs
+from infra.lab.predict.kvcache import Cache
 from infra.lab.predict.params import LAB, LabParams
-from infra.lab.predict.sim import Graph, Load, Stats, Timing, WorkerSpec
+from infra.lab.predict.sim import Graph, Load, PathSpec, Stats, Timing, WorkerSpec
 from infra.sizing import StackSizing, link_bytes_per_second
+from infra.sizing.formulas import tcp_software_path
+
+
+@dataclass(frozen=True)
+class WorkerUse:
+    """One simulated worker over a cell's measured runs: its pool, the most blocks its requests
+    held at once (never above the pool: vLLM admits only what fits), and the requests it preempted."""
+
+    name: str
+    cache_blocks: int
+    kv_blocks_peak: int
+    preemptions: int
 
 
 @dataclass(frozen=True)
@@ -32,6 +46,14 @@ class Row:
     prefill_cache_ratio: float
     # Share of transfers whose decode worker already held the prefix (disaggregated only).
     decode_hit_ratio: Optional[float]
+    # The lowest and highest TTFT p50 of the cell's measured runs (their spread, from the jitter
+    # and routing's random ties; the cell reports their median).
+    ttft_p50_ms_range: tuple[float, float] = (0.0, 0.0)
+    workers: tuple[WorkerUse, ...] = ()
+
+    @property
+    def preemptions(self) -> int:
+        return sum(w.preemptions for w in self.workers)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -47,28 +69,34 @@ def topology(cfg: StackConfig, sizing: StackSizing, lab: LabParams,
              pool_scale: float = 1.0) -> tuple[list[WorkerSpec], dict]:
     """One simulated worker per replica on its class's GPU (one node per class), and the paths.
     `pool_scale` scales every worker's KV pool, decode included (params.LabParams.pool_scale)."""
-    tflops = {name: c.effective_tflops for name, c in cfg.gpu_classes.items()}
-    fastest = max(tflops[g.gpu_class] for g in cfg.workers)
+    cards = costs.cards(cfg)
     specs = []
     for g in cfg.workers:
-        rate = tflops[g.gpu_class] * 1e12 / (2 * cfg.model.parameters) * lab.prefill_scale
         pool = int(sizing.group(g.name).kv_cache_bytes * pool_scale)
         blocks = prefix_cache.pool_blocks(pool, sizing.kv_bytes_per_token)
-        specs += [WorkerSpec(f"{g.name}-{i}", g.role, g.gpu_class, g.gpu_class, rate,
-                             fastest / tflops[g.gpu_class], blocks) for i in range(g.replicas)]
-    measured = {(m.from_group, m.to_group): m.bytes_per_second for m in cfg.sizing.measured}
+        limits = costs.limits(g, cfg.gpu_classes[g.gpu_class])
+        specs += [WorkerSpec(f"{g.name}-{i}", g.role, g.gpu_class, g.gpu_class, cards[g.gpu_class], limits, blocks,
+                             g.cpu_buffers) for i in range(g.replicas)]
     paths = {}
-    for p in (g for g in cfg.workers if g.role == "prefill"):
-        for d in (g for g in cfg.workers if g.role == "decode"):
-            same = p.gpu_class == d.gpu_class
-            paths[(p.gpu_class, d.gpu_class)] = measured.get(
-                (p.name, d.name), lab.same_node_bytes_per_s if same else link_bytes_per_second(cfg.sizing.link))
+    for t in sizing.transfers:
+        p, d = (cfg.workers[[g.name for g in cfg.workers].index(n)].gpu_class for n in (t.from_group, t.to_group))
+        # One flow moves at most the sizing's figure for the path (the TCP software path, or the
+        # link where that is slower, or what was measured); across nodes all flows share the link.
+        software = tcp_software_path(cfg.sizing, t.op)[0]
+        if t.path == "cross-node" and t.throughput_basis != "measured":
+            paths[(p, d)] = PathSpec(capacity=link_bytes_per_second(cfg.sizing.link), per_flow=software)
+        else:
+            paths[(p, d)] = PathSpec(capacity=t.throughput_bytes_per_s, per_flow=t.throughput_bytes_per_s)
     return specs, paths
 
 
 def timing(lab: LabParams) -> Timing:
-    return Timing(frontend_s=lab.frontend_s, step_cpu_s=lab.step_cpu_s, decode_gpu_s=lab.decode_gpu_s,
-                  decode_per_request_gpu_s=lab.decode_per_request_gpu_s, transfer_s=lab.transfer_s)
+    return Timing(frontend_s=lab.frontend_s, step_cpu_s=lab.step_cpu_s,
+                  step_cpu_per_request_s=lab.step_cpu_per_request_s,
+                  efficiency=costs.Efficiency(lab.prefill_efficiency, lab.decode_efficiency),
+                  handoff_s=lab.handoff_s, handshake_s=lab.handshake_s,
+                  host_copy_bytes_per_s=lab.host_copy_bytes_per_s,
+                  frontend_jitter=lab.frontend_jitter, gpu_jitter=lab.gpu_jitter)
 
 
 # Simulated runs per cell: the write-up's medians over 3 runs of 32 or 64 requests are noisy, and a
@@ -85,7 +113,7 @@ STREAM = 2371
 def _load(cfg: StackConfig, sizing: StackSizing, prefix_types: int) -> Load:
     b = cfg.benchmark
     return Load(prefix_types, b.prefix_tokens, b.prefix_tokens + b.unique_tokens, b.output_tokens,
-                    sizing.kv_bytes_per_token)
+                costs.model_cost(cfg.model, sizing.kv_bytes_per_token))
 
 
 @dataclass(frozen=True)
@@ -127,13 +155,19 @@ def predicted_point(stack: str, prefix_types: int, concurrency: int) -> tuple[fl
     return row.ttft_p50_ms, row.requests_per_s
 
 
+# Requests per measured run of an open-loop cell (`rate`): enough for a p99 to rest on a few.
+OPEN_LOOP_REQUESTS = 128
+
+
 def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
-             pool_scale: float = 1.0, graphs: int = SIMULATED_GRAPHS, runs: int = RUNS_PER_GRAPH) -> tuple[Row, Usage]:
+             pool_scale: float = 1.0, graphs: int = SIMULATED_GRAPHS, runs: int = RUNS_PER_GRAPH,
+             rate: Optional[float] = None) -> tuple[Row, Usage]:
     """One cell: its Row (medians over `graphs` x `runs` measured runs) and its Usage. Fewer graphs
-    and runs are a coarser, cheaper estimate of the same cell (advise screens with one)."""
+    and runs are a coarser, cheaper estimate of the same cell (advise screens with one). With
+    `rate`, requests arrive open-loop (Poisson, `rate` per second; `concurrency` is then 0 in the Row)."""
     specs, paths = topology(cfg, sizing, lab, pool_scale)
     load = _load(cfg, sizing, prefix_types)
-    n = cfg.benchmark.requests_per_concurrency * concurrency
+    n = OPEN_LOOP_REQUESTS if rate else cfg.benchmark.requests_per_concurrency * concurrency
     p50s, p99s, rates = [], [], []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
     elapsed = 0.0
@@ -141,15 +175,20 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     path_busy: dict[tuple[str, str], float] = defaultdict(float)
     parts = {"prefill": 0.0, "transfer": 0.0, "first_token": 0.0}
     count = 0
+    peaks: dict[str, int] = defaultdict(int)
+    preempted: dict[str, int] = defaultdict(int)
     for g in range(graphs):
         graph = Graph(specs, paths, timing(lab), load, stream=STREAM + 1000 * prefix_types + 10 * concurrency + g)
-        graph.run(concurrency, n)  # warm-up: caches as a long-running lab has them
+        run = (lambda: graph.run_open(rate, n)) if rate else (lambda: graph.run(concurrency, n))  # noqa: B023
+        run()  # warm-up: caches as a long-running lab has them
         graph.stats = measured
+        for w in graph.workers:
+            w.cache.peak, w.preemptions = w.cache.in_use(), 0
         servers = [(gpu_busy, name, gpu) for name, gpu in graph.gpus.items()] + [
             (path_busy, key, path) for key, path in graph.paths.items()]
         for _ in range(runs):
             start, before = graph.sim.now, [server.busy_until_now() for _, _, server in servers]
-            done = graph.run(concurrency, n)
+            done = run()
             elapsed += graph.sim.now - start
             for (busy, name, server), was in zip(servers, before, strict=True):
                 busy[name] += server.busy_until_now() - was
@@ -163,21 +202,39 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
                 parts["transfer"] += arrived - r.prefilled
                 parts["first_token"] += r.first_token - arrived
             count += len(done)
+        for w in graph.workers:
+            peaks[w.name] = max(peaks[w.name], w.cache.peak)
+            preempted[w.name] += w.preemptions
+    uses = tuple(WorkerUse(s.name, s.cache_blocks, peaks[s.name], preempted[s.name]) for s in specs)
     row = Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
-              statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio)
+              statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio,
+              (min(p50s), max(p50s)), uses)
     return row, Usage({k: v / elapsed for k, v in gpu_busy.items()}, {k: v / elapsed for k, v in path_busy.items()},
                       TtftParts(**{k: v * 1000 / count for k, v in parts.items()}))
 
 
+# What the decode workers may have served before the write-up's first cross-server requests: its
+# prefill worker was OOMKilled and restarted (at concurrency 4, and after 4 requests at concurrency
+# 1), its decode workers were not, so whichever run came second met decode caches holding prefixes.
+EARLIER_REQUESTS = 4
+
+
 def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, count: int,
-                   lab: LabParams = LAB) -> list[float]:
-    """TTFT (ms) of the first `count` requests to complete on freshly started workers (cold caches),
-    median over simulated graphs: what the write-up saw of cross-server before its OOM."""
+                   lab: LabParams = LAB, after_earlier: bool = False) -> list[float]:
+    """TTFT (ms) of the first `count` requests to complete, median over simulated graphs: on freshly
+    started workers (cold caches), or `after_earlier`: once EARLIER_REQUESTS requests at concurrency 1
+    have run, with the prefill workers restarted (their caches and NIXL agents new) and the decode
+    workers keeping their caches."""
     specs, paths = topology(cfg, sizing, lab)
     load = _load(cfg, sizing, prefix_types)
     per_graph = []
     for g in range(SIMULATED_GRAPHS * RUNS_PER_GRAPH):
         graph = Graph(specs, paths, timing(lab), load, stream=STREAM + g)
+        if after_earlier:
+            graph.run(1, EARLIER_REQUESTS)
+            for w in (w for w in graph.workers if w.role == "prefill"):
+                w.cache = Cache(w.cache.capacity)
+                graph.shaken = {pair for pair in graph.shaken if w.name not in pair}
         done = graph.run(concurrency, cfg.benchmark.requests_per_concurrency * concurrency, stop_after=count)
         per_graph.append(sorted((r.first_token - r.sent) * 1000 for r in done))
     return [statistics.median(ttfts[i] for ttfts in per_graph) for i in range(count)]
@@ -193,7 +250,8 @@ def inputs(cfg: StackConfig, sizing: StackSizing, lab: LabParams = LAB) -> dict:
     """What the prediction rests on, for the JSON output."""
     specs, paths = topology(cfg, sizing, lab)
     return {"lab": asdict(lab), "workers": [asdict(s) for s in specs],
-            "paths_bytes_per_s": {f"{a}->{b}": bps for (a, b), bps in paths.items()},
+            "paths": {f"{a}->{b}": {"capacity_bytes_per_s": p.capacity, "per_flow_bytes_per_s": p.per_flow}
+                      for (a, b), p in paths.items()},
             "benchmark": {"prefix_tokens": cfg.benchmark.prefix_tokens, "unique_tokens": cfg.benchmark.unique_tokens,
                           "output_tokens": cfg.benchmark.output_tokens, "runs": cfg.benchmark.runs,
                           "requests_per_concurrency": cfg.benchmark.requests_per_concurrency}}

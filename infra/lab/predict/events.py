@@ -26,10 +26,11 @@ class Sim:
 
 
 class Sharing:
-    """A processor-sharing server: `capacity` units of work per second split evenly among its jobs."""
+    """A processor-sharing server: `capacity` units of work per second split evenly among its jobs,
+    none faster than `per_job` (a flow's own limit, e.g. one TCP stream's software path)."""
 
-    def __init__(self, sim: Sim, capacity: float) -> None:
-        self.sim, self.capacity = sim, capacity
+    def __init__(self, sim: Sim, capacity: float, per_job: float = float("inf")) -> None:
+        self.sim, self.capacity, self.per_job = sim, capacity, per_job
         self.jobs: dict[int, list] = {}
         self.last = 0.0
         self.version = 0
@@ -43,16 +44,20 @@ class Sharing:
     def _advance(self) -> None:
         if self.jobs:
             self.busy_s += self.sim.now - self.last
-            done = (self.sim.now - self.last) * self.capacity / len(self.jobs)
+            done = (self.sim.now - self.last) * self.rate()
             for job in self.jobs.values():
                 job[0] -= done
         self.last = self.sim.now
+
+    def rate(self) -> float:
+        """Work per second each job gets now."""
+        return min(self.capacity / len(self.jobs), self.per_job) if self.jobs else 0.0
 
     def _reschedule(self) -> None:
         self.version += 1
         if self.jobs:
             left = min(job[0] for job in self.jobs.values())
-            self.sim.at(self.sim.now + max(left, 0.0) * len(self.jobs) / self.capacity, self._complete, self.version)
+            self.sim.at(self.sim.now + max(left, 0.0) / self.rate(), self._complete, self.version)
 
     def submit(self, work: float, callback: Callable[[], None]) -> None:
         self._advance()

@@ -1,11 +1,13 @@
-"""The constants the predictor needs that no stack file holds, with where each comes from.
+"""The constants the predictor needs that no stack file holds, each with its mechanism, where its
+value comes from, and the range the hardware allows (`BOUNDS`: a fit never leaves it).
 
-Engine and system costs of the lab's hardware cannot be measured on a CPU-only machine; they are
-fitted to the write-up's concurrency-4 cells only (`dynamo-lab predict --calibrate`), and the
-concurrency-8 cells are the hold-out that judges them (docs/predictor.md). The values are pasted
-as the fit printed them, unrounded (those it left where they started, as they were): pools are
-whole blocks and routing breaks ties at random, so a prediction moves in steps, and rounding a
-constant to three figures moved a fitted cell by several percent.
+What is physics comes from elsewhere: the cards' bandwidth and peak (gpuClasses, the lab's cards in
+infra/catalogue.py), the model's geometry, the transfer paths' rates (the sizing's, one figure for
+both), vLLM's scheduler limits (costs.limits). What is here are the costs no datasheet gives. The
+FITTED ones are fitted to the write-up's concurrency-4 cells only (`dynamo-lab predict --calibrate`);
+the concurrency-8 cells are the hold-out that judges them (docs/predictor.md). Values are pasted as
+the fit printed them, unrounded: pools are whole blocks and routing breaks ties at random, so a
+prediction moves in steps, and rounding a constant to three figures can move a cell by percents.
 """
 
 from __future__ import annotations
@@ -16,21 +18,30 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class LabParams:
     # Frontend + router per request (HTTP, tokenization, routing), seconds. FITTED.
-    frontend_s: float = 0.02455019543901942
-    # Host-side cost of one vLLM engine step (scheduling, kernel launches), seconds: each worker
-    # process has its own CPU, so time-slicing does not stretch it. FITTED.
-    step_cpu_s: float = 0.00491
-    # GPU time of one decode step with one running request on a 24GB-class GPU, seconds, and what
-    # each further request in the batch adds; shared when workers time-slice the GPU. FITTED.
-    decode_gpu_s: float = 0.0003188595605706292
-    decode_per_request_gpu_s: float = 0.0010015952352213954
-    # Prefill throughput as a multiple of the GPU class's effectiveTflops estimate. FITTED.
-    prefill_scale: float = 1.8644096720213992
-    # Same-node KV transfer throughput of the lab's 24GB server, bytes/s. FITTED: the lab's host
-    # differs from the development machine, whose loopback measurement is in docs/measurements.md.
-    same_node_bytes_per_s: float = 1.2e9
-    # Fixed cost of one KV transfer (NIXL handshake, notification, decode scheduling), seconds. FITTED.
-    transfer_s: float = 0.14002603460091584
+    frontend_s: float = 0.0245
+    # Host-side cost of one vLLM engine step (scheduling, input preparation, kernel launches),
+    # seconds, and what each scheduled request adds to it (its output processing, detokenizing, and
+    # Dynamo's Python handler streaming its token); each worker has its own CPU. FITTED.
+    step_cpu_s: float = 0.0049
+    step_cpu_per_request_s: float = 0.0005
+    # The fraction of the card's dense peak a prefill's math reaches, and of its DRAM bandwidth a
+    # step's memory traffic reaches (model FLOPs / memory utilisation). FITTED, within (0, 1].
+    prefill_efficiency: float = 0.5
+    decode_efficiency: float = 0.7
+    # Disaggregated only: the prefill's answer back to the router and the decode request out
+    # (Dynamo's request plane), seconds. FITTED.
+    handoff_s: float = 0.01
+    # Copies between GPU blocks and the host KV buffers (kv_buffer_device cpu): the prefill worker's
+    # after its forward, the decode worker's at the step that notices the pull; bytes/s of a
+    # block-scattered copy over PCIe. FITTED.
+    host_copy_bytes_per_s: float = 6e9
+    # A NIXL agent pair's first transfer waits for their metadata exchange (vLLM's NixlConnector
+    # handshake, once per prefill/decode pair), seconds. ESTIMATE: no published cell isolates it.
+    handshake_s: float = 0.05
+    # Run-to-run spread: the sigma of a lognormal factor on each request's frontend time and on each
+    # step's GPU time. ESTIMATES (Python services' scheduling noise; kernels vary little).
+    frontend_jitter: float = 0.25
+    gpu_jitter: float = 0.05
     # The lab's KV pools as a multiple of a stack's, per stack, for comparing with the write-up: the
     # lab did not pin its pools, and ran its prefill and decode workers alike, so one factor per
     # stack, applied to every pool of it, decode included; its prefill-side cache token ratios and
@@ -39,5 +50,16 @@ class LabParams:
     pool_scale: dict[str, float] = field(default_factory=lambda: {
         "kv-routing": 0.6069865513504619, "same-server": 0.5256355481880121})
 
+
+# What the hardware allows each FITTED constant: the fit searches inside and reports one at a bound.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "frontend_s": (0.002, 0.06),          # an HTTP hop, tokenizing 2.4k tokens, a routing decision
+    "step_cpu_s": (0.001, 0.015),          # vLLM's scheduler and launch path on a desktop CPU
+    "step_cpu_per_request_s": (2e-5, 3e-3),
+    "prefill_efficiency": (0.05, 1.0),     # achieved/peak tensor FLOP/s cannot exceed 1
+    "decode_efficiency": (0.2, 1.0),       # achieved/peak DRAM bandwidth cannot exceed 1
+    "handoff_s": (0.001, 0.05),            # two request-plane messages on one LAN
+    "host_copy_bytes_per_s": (2e9, 25e9),  # PCIe 4.0 x16 carries at most ~25 GB/s; scattered copies less
+}
 
 LAB = LabParams()

@@ -1,34 +1,49 @@
-"""A discrete-event model of one serving graph under the benchmark's closed-loop load.
+"""A discrete-event model of one serving graph under the benchmark's load.
 
 What it models, because the lab's table shows it growing with load (docs/predictor.md):
-- GPUs shared by time-slicing: each GPU is a processor-sharing server; every worker on it runs
-  vLLM-like engine steps (prefill tokens up to a token budget, plus one token per running
-  request), and k workers with a step in flight each progress at 1/k speed.
-- Prefix caches: each worker keeps an LRU cache of KV blocks: a prefix's reusable blocks, and each
-  finished request's own tail until evicted. As in vLLM, a cached prefix's blocks are shared and
-  reference-counted: a request in flight that uses one holds a reference and pins only its own
-  tail, and a prefix is evictable only while no request references it. A prefill or aggregated
-  worker computes only what it lacks; a decode worker pulls only what it lacks (vLLM 0.31.0's
-  NixlPullConnector).
-- Routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV router's cost
-  (overlap-weighted blocks to compute + active blocks); a decode worker by load only (fewest active
-  blocks), since decode workers publish no KV events.
-- Transfers on a shared path: each same-node path and the cross-node link is a processor-sharing
-  server of the path's throughput, so concurrent transfers slow each other.
-- Closed-loop clients, as AIPerf drives them: `concurrency` requests in flight, each client sending
-  the next request when the last one completes; each request draws one of `prefix_types` prefixes.
+- vLLM 0.31.0's scheduler on every worker (vllm/v1/core/sched/scheduler.py, schedule): each step
+  first schedules the running requests in order (a decode token each, or the next chunk of a
+  prompt), then admits waiting ones first come first served, within the batched-token budget and
+  `max_num_seqs` (costs.Limits). A request is admitted only if its step's blocks can be allocated
+  (kvcache.Cache); a waiting request that cannot be stops admission (no overtaking). A running
+  request whose next block cannot be allocated preempts the last-admitted running request, which
+  frees its blocks and waits again to be recomputed from its first token (RECOMPUTE).
+- Disaggregation as vLLM's NixlConnector does it: the prefill worker keeps a request's blocks
+  until the decode worker has pulled them; the decode worker admits a request only with blocks
+  for its whole prompt, pulls only what its own prefix cache lacks, notices the pull at its next
+  step, and recomputes the prompt's last token to produce the first one.
+- GPUs shared by time-slicing: each GPU is a processor-sharing server of the steps in flight on it;
+  a step's GPU time is its roofline on the card (costs.step_seconds). The host side of a step
+  (scheduling, launches, per-request output handling, KV copies between GPU and host buffers) is
+  each worker's own and is not shared.
+- Prefix caches and routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV
+  router's cost (blocks to compute + active blocks), a decode worker by load (fewest active blocks).
+- Transfers as flows on a shared path (events.Sharing): each flow at most the TCP software path's
+  rate, all of a path's flows together at most its capacity (the link across nodes).
+- Jitter where the system has it: each request's frontend time and each step's GPU time vary
+  (params.py), so concurrent clients do not move in lockstep.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
-from collections import OrderedDict
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from infra import prefix_cache
+from infra.lab.predict.costs import Card, Limits, step_seconds
 from infra.lab.predict.events import EPS, Sharing, Sim
+from infra.lab.predict.kvcache import Cache
+from infra.lab.predict.specs import Load, PathSpec, Stats, Timing, WorkerSpec
+
+__all__ = ["Graph", "Load", "PathSpec", "Request", "Stalled", "Stats", "Timing", "Worker", "WorkerSpec"]
+
+
+class Stalled(RuntimeError):
+    """The graph cannot finish its requests: a worker's pool is smaller than one request needs."""
 
 
 @dataclass
@@ -42,69 +57,19 @@ class Request:
     done: Optional[float] = None
     prefilled: Optional[float] = None  # its prompt's prefill finished (the first worker's last chunk)
     joined: Optional[float] = None  # its KV arrived on the decode worker (disaggregated only)
-    to_compute: int = 0  # prompt tokens the current worker must prefill
     generated: int = 0
-    blocks: int = 0
+    computed: int = 0  # tokens whose KV its current worker holds
     pinned: int = 0  # blocks it holds privately on its current worker
     shares_prefix: bool = False  # holds a reference on its current worker's cached prefix
+    remote: bool = False  # on a decode worker, its prompt's KV comes from the prefill worker
+    pull_tokens: int = 0  # prompt tokens the decode worker pulls (what its prefix cache lacks)
+    source: Optional[tuple] = None  # (prefill worker, pinned, shares_prefix) held until pulled
+    client: Optional[Callable] = None
 
-
-class Cache:
-    """A worker's prefix cache in blocks: prefixes (reusable) and tails (never reused), LRU eviction.
-
-    As vLLM's block pool does it, a cached prefix's blocks are shared and reference-counted: every
-    request in flight that uses them holds a reference (`acquire`), and they count once however
-    many requests hold one; a prefix is evictable only while no request references it. `pinned` is
-    the blocks requests in flight hold privately (their own tails, and a prefix not yet cached).
-    """
-
-    def __init__(self, capacity_blocks: int) -> None:
-        self.capacity = capacity_blocks
-        self.items: OrderedDict = OrderedDict()
-        self.used = 0  # cached blocks, referenced or not
-        self.pinned = 0  # private blocks of requests in flight, not evictable
-        self.refs: dict = {}  # key -> requests in flight referencing it
-
-    def has(self, key) -> bool:
-        if key in self.items:
-            self.items.move_to_end(key)
-            return True
-        return False
-
-    def acquire(self, key) -> bool:
-        """A request takes a reference on a cached entry: True if it was cached (now unevictable)."""
-        if not self.has(key):
-            return False
-        self.refs[key] = self.refs.get(key, 0) + 1
-        return True
-
-    def release(self, key) -> None:
-        self.refs[key] -= 1
-        if not self.refs[key]:
-            del self.refs[key]
-
-    def insert(self, key, blocks: int) -> bool:
-        """Cache `blocks` under `key`, evicting unreferenced entries, least recent first; True if
-        `key` is cached afterwards."""
-        if key in self.items:
-            self.items.move_to_end(key)
-            return True
-        if self.used + blocks + self.pinned > self.capacity:
-            victims = []
-            free = self.capacity - self.used - self.pinned
-            for k, size in self.items.items():
-                if free >= blocks:
-                    break
-                if k not in self.refs:
-                    victims.append(k)
-                    free += size
-            for k in victims:
-                self.used -= self.items.pop(k)
-        if self.used + blocks + self.pinned <= self.capacity:
-            self.items[key] = blocks
-            self.used += blocks
-            return True
-        return False
+    @property
+    def known(self) -> int:
+        """Tokens whose KV a worker needs before sampling the next one."""
+        return self.input_tokens + self.generated
 
 
 @dataclass
@@ -113,84 +78,50 @@ class Worker:
     role: str  # agg | prefill | decode
     gpu: Sharing
     node: str
-    prefill_tokens_per_s: float
-    decode_scale: float
+    card: Card
+    limits: Limits
     cache: Cache
-    waiting: list = field(default_factory=list)
+    waiting: deque = field(default_factory=deque)
+    ready: deque = field(default_factory=deque)  # pulled KV landed; admitted before `waiting`
     running: list = field(default_factory=list)
     busy: bool = False
-    active_blocks: int = 0
-
-
-@dataclass(frozen=True)
-class Timing:
-    """The engine and system constants of one lab (see params.py for values and their sources)."""
-
-    frontend_s: float
-    step_cpu_s: float  # an engine step's host-side cost (scheduling, launches): each worker has its own CPU
-    decode_gpu_s: float  # a decode step's GPU time with one running request (shared when time-sliced)
-    decode_per_request_gpu_s: float  # what each further running request adds
-    transfer_s: float  # fixed cost of one KV transfer (handshake, notification, scheduling)
-    overlap_weight: float = 1.0  # the KV router's kv_overlap_score_weight
-    token_budget: int = 8192  # vLLM max_num_batched_tokens
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    name: str
-    role: str
-    gpu: str
-    node: str
-    prefill_tokens_per_s: float
-    decode_scale: float
-    cache_blocks: int
-
-
-@dataclass(frozen=True)
-class Load:
-    prefix_types: int
-    prefix_tokens: int
-    input_tokens: int
-    output_tokens: int
-    kv_bytes_per_token: int
-    block_tokens: int = prefix_cache.BLOCK_TOKENS
-
-
-@dataclass
-class Stats:
-    prompt_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    transfers: int = 0
-    warm_transfers: int = 0
-
-    @property
-    def prefill_cache_ratio(self) -> float:
-        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-    @property
-    def decode_hit_ratio(self) -> Optional[float]:
-        return self.warm_transfers / self.transfers if self.transfers else None
+    active_blocks: int = 0  # the router's view: blocks of the requests it sent here, not yet done
+    preemptions: int = 0
 
 
 class Graph:
-    """The workers, GPUs and transfer paths of one stack, under one closed-loop load."""
+    """The workers, GPUs and transfer paths of one stack, under one load."""
 
-    def __init__(self, specs: list[WorkerSpec], paths: dict[tuple[str, str], float], timing: Timing,
+    def __init__(self, specs: list[WorkerSpec], paths: dict[tuple[str, str], PathSpec], timing: Timing,
                  load: Load, stream: int) -> None:
         self.sim = Sim()
         self.timing, self.load = timing, load
         self.rng = random.Random(stream)  # one numbered random stream per simulated graph
         self.gpus = {s.gpu: Sharing(self.sim, 1.0) for s in specs}
-        self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.prefill_tokens_per_s, s.decode_scale,
-                               Cache(s.cache_blocks)) for s in specs]
-        # (prefill node, decode node) -> a shared path of that many bytes/s
-        self.paths = {k: Sharing(self.sim, bps) for k, bps in paths.items()}
-        reusable = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
-        self.prefix_blocks = reusable // load.block_tokens
-        self.request_blocks = prefix_cache.blocks(load.input_tokens + load.output_tokens, load.block_tokens)
+        self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.card, s.limits, Cache(s.cache_blocks))
+                        for s in specs]
+        self.cpu_buffers = {s.name: s.cpu_buffers for s in specs}
+        self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow) for k, p in paths.items()}
+        self.prefix_tokens = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
+        self.prefix_blocks = self.prefix_tokens // load.block_tokens
+        self.request_blocks = self.blocks(load.input_tokens + load.output_tokens)
         self.completed: list[Request] = []
         self.stats = Stats()
+        self.shaken: set = set()  # (prefill, decode) worker pairs whose NIXL agents have met
         self._ids = itertools.count()
+        for w in self.workers:
+            tokens = load.input_tokens + (0 if w.role == "prefill" else load.output_tokens)
+            if w.cache.capacity < self.blocks(tokens):
+                raise Stalled(f"worker {w.name}'s KV pool holds {w.cache.capacity} blocks, fewer than the "
+                              f"{self.blocks(tokens)} one request's {tokens:,} tokens need: vLLM could never run "
+                              "it (nor start, with its max_model_len above the pool)")
+
+    def blocks(self, tokens: int) -> int:
+        return math.ceil(tokens / self.load.block_tokens)
+
+    def _jitter(self, sigma: float) -> float:
+        """A lognormal factor of median 1 (a cost's run-to-run spread)."""
+        return math.exp(self.rng.gauss(0.0, sigma)) if sigma else 1.0
 
     # -- routing ---------------------------------------------------------------------------------
 
@@ -214,128 +145,213 @@ class Graph:
     def send(self, client: Callable[[Request], None]) -> None:
         load = self.load
         req = Request(next(self._ids), self.rng.randrange(load.prefix_types), load.input_tokens, load.output_tokens,
-                      self.sim.now, blocks=self.request_blocks)
-        req.client = client  # type: ignore[attr-defined]
-        self.sim.at(self.sim.now + self.timing.frontend_s, self._route, req)
+                      self.sim.now, client=client)
+        delay = self.timing.frontend_s * self._jitter(self.timing.frontend_jitter)
+        self.sim.at(self.sim.now + delay, self._route, req)
 
     def _route(self, req: Request) -> None:
-        first = [w for w in self.workers if w.role in ("agg", "prefill")]
-        self._admit(self._pick_by_kv(first, req), req)
-
-    def _admit(self, w: Worker, req: Request) -> None:
-        reusable = self.prefix_blocks * self.load.block_tokens if self._hold(w, req) else 0
-        req.to_compute = req.input_tokens - reusable
+        w = self._pick_by_kv([w for w in self.workers if w.role in ("agg", "prefill")], req)
         self.stats.prompt_tokens += req.input_tokens
-        self.stats.cached_prompt_tokens += reusable
-        w.active_blocks += req.blocks
+        if req.prefix in w.cache.items:
+            self.stats.cached_prompt_tokens += self.prefix_tokens
+        w.active_blocks += self.request_blocks
         w.waiting.append(req)
         self._step(w)
 
-    def _hold(self, w: Worker, req: Request) -> bool:
-        """A request arrives on a worker: it references the cached prefix if there is one and pins
-        only the rest of its blocks, or pins them all; True if the prefix was cached."""
-        req.shares_prefix = w.cache.acquire(req.prefix)
-        req.pinned = req.blocks - self.prefix_blocks if req.shares_prefix else req.blocks
-        w.cache.pinned += req.pinned
-        return req.shares_prefix
+    def _held(self, req: Request) -> int:
+        return req.pinned + (self.prefix_blocks if req.shares_prefix else 0)
+
+    def _take_prefix(self, w: Worker, req: Request) -> bool:
+        """A request starting on a worker takes a reference on its cached prefix, if there is one;
+        True if it took one now."""
+        if req.computed == 0 and not req.shares_prefix and w.cache.acquire(req.prefix):
+            req.shares_prefix = True
+            req.computed = self.prefix_tokens
+            return True
+        return False
+
+    def _untake_prefix(self, w: Worker, req: Request) -> None:
+        w.cache.release(req.prefix)
+        req.shares_prefix, req.computed = False, 0
+
+    def _drop(self, w: Worker, req: Request) -> None:
+        """Free what a request holds on a worker, its computed tail kept cached for nothing reuses it
+        (as vLLM's freed blocks stay in the free queue, evicted oldest first)."""
+        w.cache.unpin(req.pinned)
+        if req.pinned:
+            w.cache.insert(("tail", req.id, w.name), req.pinned)
+        if req.shares_prefix:
+            w.cache.release(req.prefix)
+        req.pinned, req.shares_prefix, req.computed = 0, False, 0
+
+    def _grow(self, w: Worker, req: Request, tokens: int) -> bool:
+        need = max(0, self.blocks(tokens) - self._held(req))
+        if w.cache.allocate(need):
+            req.pinned += need
+            return True
+        return False
+
+    def _preempt(self, w: Worker, victim: Request) -> None:
+        w.running.remove(victim)
+        self._drop(w, victim)
+        victim.remote = False  # its pulled KV is gone: this worker recomputes it (vLLM's RECOMPUTE)
+        w.preemptions += 1
+        w.waiting.appendleft(victim)
+
+    def _step(self, w: Worker) -> None:
+        if w.busy:
+            return
+        budget = w.limits.max_num_batched_tokens
+        scheduled: list[tuple[Request, int, int]] = []  # (request, tokens computed before, tokens now)
+        preempted = False
+        i = 0
+        while i < len(w.running) and budget > 0:
+            req = w.running[i]
+            n = min(req.known - req.computed, budget)
+            while not self._grow(w, req, req.computed + n):
+                preempted = True
+                victim = w.running[-1]
+                self._preempt(w, victim)
+                if victim is req:
+                    break
+            else:
+                scheduled.append((req, req.computed, n))
+                budget -= n
+                i += 1
+                continue
+            break
+        copied = 0
+        while not preempted and budget > 0 and len(w.running) < w.limits.max_num_seqs and (w.ready or w.waiting):
+            queue = w.ready or w.waiting
+            req = queue[0]
+            if req.remote and req.joined is None:
+                if not self._admit_pull(w, req):
+                    break
+                queue.popleft()
+                continue
+            took = not req.remote and self._take_prefix(w, req)
+            n = min(req.known - req.computed, budget)
+            if not self._grow(w, req, req.computed + n):
+                if took:
+                    self._untake_prefix(w, req)
+                break
+            if req.remote and self.cpu_buffers[w.name]:
+                copied += req.pull_tokens  # host buffer -> GPU blocks, at this step (sync_recved_kv_to_device)
+            queue.popleft()
+            w.running.append(req)
+            scheduled.append((req, req.computed, n))
+            budget -= n
+        if not scheduled:
+            return
+        t = self.timing
+        if w.role == "prefill" and self.cpu_buffers[w.name]:
+            copied += sum(n for _, _, n in scheduled)  # GPU blocks -> host buffer after the forward (save_kv_to_host)
+        host = (t.step_cpu_s + t.step_cpu_per_request_s * len(scheduled)
+                + copied * self.load.model.kv_bytes_per_token / t.host_copy_bytes_per_s)
+        gpu = step_seconds(w.card, t.efficiency, self.load.model, [(c, n) for _, c, n in scheduled])
+        gpu *= self._jitter(t.gpu_jitter)
+        w.busy = True
+        self.sim.at(self.sim.now + host, w.gpu.submit, gpu, lambda: self._stepped(w, scheduled))
+
+    def _stepped(self, w: Worker, scheduled: list[tuple[Request, int, int]]) -> None:
+        now = self.sim.now
+        w.busy = False
+        for req, _, n in scheduled:
+            if req not in w.running:
+                continue  # preempted since (it is recomputed from its first token)
+            req.computed += n
+            if req.computed >= self.prefix_tokens and not req.shares_prefix:
+                self._cache_prefix(w, req)
+            if req.computed < req.known:
+                continue
+            req.generated += 1  # the step that computes the last known token samples the next
+            if req.prefilled is None:
+                req.prefilled = now
+            if w.role == "prefill":
+                w.running.remove(req)
+                self._hand_off(w, req)
+                continue
+            if req.first_token is None:
+                req.first_token = now
+            if req.generated >= req.output_tokens:
+                w.running.remove(req)
+                self._finish(w, req)
+        self._step(w)
 
     def _cache_prefix(self, w: Worker, req: Request) -> None:
-        """The prefix's blocks are complete on this worker: they become its cached, shared prefix
-        (or, if another request cached it meanwhile, the request shares that one and frees its own)."""
-        if req.shares_prefix:
-            w.cache.has(req.prefix)
-            return
-        w.cache.pinned -= self.prefix_blocks
+        """The prefix's blocks are complete on this worker: they become its cached, shared prefix (or,
+        if another request cached it meanwhile, the request shares that one and frees its own)."""
+        w.cache.unpin(self.prefix_blocks)
         if w.cache.insert(req.prefix, self.prefix_blocks) and w.cache.acquire(req.prefix):
             req.pinned -= self.prefix_blocks
             req.shares_prefix = True
         else:
             w.cache.pinned += self.prefix_blocks  # no room to cache it: the request keeps them privately
 
-    def _release(self, w: Worker, req: Request) -> None:
-        w.active_blocks -= req.blocks
-        w.cache.pinned -= req.pinned
-        if req.shares_prefix:
-            w.cache.release(req.prefix)
-        req.pinned, req.shares_prefix = 0, False
-        w.cache.insert(("tail", req.id), req.blocks - self.prefix_blocks)
-
-    def _step(self, w: Worker) -> None:
-        if w.busy or not (w.waiting or w.running):
-            return
-        t = self.timing
-        budget = t.token_budget - len(w.running)
-        chunk: list[tuple[Request, int]] = []
-        for req in w.waiting:
-            if budget <= 0:
-                break
-            n = min(req.to_compute, budget)
-            chunk.append((req, n))
-            budget -= n
-        prefill_tokens = sum(n for _, n in chunk)
-        gpu = prefill_tokens / w.prefill_tokens_per_s
-        if w.running:
-            gpu += w.decode_scale * (t.decode_gpu_s + t.decode_per_request_gpu_s * (len(w.running) - 1))
-        w.busy = True
-        decoding = list(w.running)
-        done = lambda: self._stepped(w, chunk, decoding)  # noqa: E731
-        self.sim.at(self.sim.now + t.step_cpu_s, w.gpu.submit, gpu, done)
-
-    def _stepped(self, w: Worker, chunk: list[tuple[Request, int]], decoding: list[Request]) -> None:
-        now = self.sim.now
-        w.busy = False
-        for req in decoding:
-            req.generated += 1
-            if req.first_token is None:
-                req.first_token = now
-            if req.generated >= req.output_tokens:
-                w.running.remove(req)
-                self._finish(w, req)
-        for req, n in chunk:
-            req.to_compute -= n
-            if req.to_compute > 0:
-                continue
-            w.waiting.remove(req)
-            req.prefilled = now
-            self._cache_prefix(w, req)
-            if w.role == "agg":
-                req.first_token, req.generated = now, 1
-                w.running.append(req)
-            else:
-                self._release(w, req)
-                self._hand_off(w, req)
-        self._step(w)
-
     def _hand_off(self, prefill: Worker, req: Request) -> None:
+        """The prefill is done: its blocks stay held on the prefill worker until pulled (NIXL's
+        delayed free); the router sends the request on to a decode worker."""
+        req.source = (prefill, req.pinned, req.shares_prefix)
+        req.pinned, req.shares_prefix, req.computed, req.generated = 0, False, 0, 0
+        req.remote = True
+        prefill.active_blocks -= self.request_blocks  # the router's prefill request has returned
         decode = self._pick_by_load([w for w in self.workers if w.role == "decode"])
-        decode.active_blocks += req.blocks
-        cached = self.prefix_blocks * self.load.block_tokens if self._hold(decode, req) else 0
-        self.stats.transfers += 1
-        self.stats.warm_transfers += bool(cached)
-        nbytes = (req.input_tokens - cached) * self.load.kv_bytes_per_token
-        path = self.paths[(prefill.node, decode.node)]
+        decode.active_blocks += self.request_blocks
+        self.sim.at(self.sim.now + self.timing.handoff_s, self._arrive, decode, req)
 
-        def arrived() -> None:
-            self.sim.at(self.sim.now + self.timing.transfer_s, self._join, decode, req)
-        path.submit(nbytes, arrived)
-
-    def _join(self, decode: Worker, req: Request) -> None:
-        req.joined = self.sim.now
-        self._cache_prefix(decode, req)
-        decode.running.append(req)
+    def _arrive(self, decode: Worker, req: Request) -> None:
+        decode.waiting.append(req)
         self._step(decode)
+
+    def _admit_pull(self, decode: Worker, req: Request) -> bool:
+        """Blocks for the whole prompt, or it waits; then the pull of what the prefix cache lacks."""
+        took = self._take_prefix(decode, req)
+        if not self._grow(decode, req, req.input_tokens):
+            if took:
+                self._untake_prefix(decode, req)
+            return False
+        req.pull_tokens = req.input_tokens - req.computed
+        self.stats.transfers += 1
+        self.stats.warm_transfers += req.shares_prefix
+        prefill = req.source[0]
+        path = self.paths[(prefill.node, decode.node)]
+        pair = (prefill.name, decode.name)
+        delay = 0.0 if pair in self.shaken else self.timing.handshake_s  # the agents' first metadata exchange
+        self.shaken.add(pair)
+
+        def pulled() -> None:
+            self._release_source(req)
+            req.joined = self.sim.now
+            req.computed = req.input_tokens - 1  # vLLM recomputes the last prompt token for its logits
+            if not req.shares_prefix and req.computed >= self.prefix_tokens:
+                self._cache_prefix(decode, req)
+            decode.ready.append(req)
+            self._step(decode)
+        self.sim.at(self.sim.now + delay, path.submit, req.pull_tokens * self.load.model.kv_bytes_per_token, pulled)
+        return True
+
+    def _release_source(self, req: Request) -> None:
+        prefill, pinned, shares = req.source
+        req.source = None
+        prefill.cache.unpin(pinned)
+        if pinned:
+            prefill.cache.insert(("tail", req.id, prefill.name), pinned)
+        if shares:
+            prefill.cache.release(req.prefix)
+        self._step(prefill)
 
     def _finish(self, w: Worker, req: Request) -> None:
         req.done = self.sim.now
-        self._release(w, req)
+        w.active_blocks -= self.request_blocks
+        self._drop(w, req)
         self.completed.append(req)
-        req.client(req)  # type: ignore[attr-defined]
+        req.client(req)
 
     # -- load --------------------------------------------------------------------------------------
 
     def run(self, concurrency: int, requests: int, stop_after: Optional[int] = None) -> list[Request]:
-        """One benchmark run: `requests` requests, `concurrency` in flight; returns the completed ones
-        in completion order, all of them, or the first `stop_after`."""
+        """One closed-loop run, as AIPerf drives it: `requests` requests, `concurrency` in flight;
+        returns the completed ones in completion order, all of them, or the first `stop_after`."""
         sent = 0
         start = len(self.completed)
         wanted = requests if stop_after is None else min(stop_after, requests)
@@ -349,4 +365,20 @@ class Graph:
         for _ in range(min(concurrency, requests)):
             client()
         self.sim.run(until=lambda: len(self.completed) - start >= wanted)
+        if len(self.completed) - start < wanted:
+            raise Stalled(f"{len(self.completed) - start} of {wanted} requests finished; the rest never could")
         return self.completed[start:start + wanted]
+
+    def run_open(self, rate: float, requests: int) -> list[Request]:
+        """One open-loop run: `requests` requests arriving as a Poisson process of `rate` per second,
+        whatever the graph's progress (a closed loop lets a slower layout send fewer requests);
+        returns them all once completed, in completion order."""
+        start = len(self.completed)
+        t = self.sim.now
+        for _ in range(requests):
+            t += self.rng.expovariate(rate)
+            self.sim.at(t, self.send, lambda _done: None)
+        self.sim.run(until=lambda: len(self.completed) - start >= requests)
+        if len(self.completed) - start < requests:
+            raise Stalled(f"{len(self.completed) - start} of {requests} requests finished; the rest never could")
+        return self.completed[start:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 
@@ -29,13 +30,23 @@ def pools_note(stack: str, pool_scale: dict[str, float]) -> str:
 
 
 def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float]) -> str:
-    head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "req/s", "prefill cache", "decode hit"]
+    head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "req/s", "prefill cache", "decode hit",
+            "KV peak", "preempted"]
     body = [[str(r.prefix_types), str(r.concurrency), _fmt("ttft_p50_ms", r.ttft_p50_ms),
              _fmt("ttft_p99_ms", r.ttft_p99_ms), _fmt("requests_per_s", r.requests_per_s),
              f"{r.prefill_cache_ratio:.2f}",
-             "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}"] for r in rows]
+             "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}",
+             _kv_peak(r), f"{r.preemptions:,}"] for r in rows]
     return (f"Predicted for stack {stack} (model and constants: docs/predictor.md; an ESTIMATE):\n"
             + text_table(head, body) + "\n" + pools_note(stack, pool_scale))
+
+
+def _kv_peak(r: Row) -> str:
+    """The fullest worker: the most blocks its requests held at once, of its pool."""
+    if not r.workers:
+        return "-"
+    w = max(r.workers, key=lambda w: w.kv_blocks_peak / w.cache_blocks)
+    return f"{w.kv_blocks_peak / w.cache_blocks:.0%} ({w.name})"
 
 
 def _fmt(metric: str, value: float) -> str:
@@ -78,17 +89,20 @@ def validation(v, pool_scale: dict[str, float]) -> str:
         f"KV pools scaled to what the lab's unpinned pools held ({_scales(pool_scale)} of each configured "
         "pool), as fitted: `predict STACK` uses the pools as configured, so its figures for these cells differ.",
         error_table(v.errors, CALIBRATION_CONCURRENCY), "",
-        "cross-server, first requests on fresh workers (prefix types 2; the write-up's only figures of it):",
+        "cross-server, first requests (prefix types 2; the write-up's only figures of it), predicted on fresh "
+        "workers / once 4 earlier requests warmed the decode workers and the prefill worker restarted:",
         f"  concurrency 4, first 2 requests: published {_both(published.CROSS_SERVER_CONCURRENCY_4_MS)} ms;"
-        f" predicted {_both(v.first_c4)} ms",
+        f" predicted {_both(v.first_c4)} / {_both(v.after_c4)} ms",
         f"  concurrency 1, first 4 requests: published median {pub_c1['median']:,.0f} / max {pub_c1['max']:,.0f} ms;"
-        f" predicted median {statistics.median(v.first_c1):,.0f} / max {max(v.first_c1):,.0f} ms",
+        f" predicted median {statistics.median(v.first_c1):,.0f} / {statistics.median(v.after_c1):,.0f},"
+        f" max {max(v.first_c1):,.0f} / {max(v.after_c1):,.0f} ms",
     ])
 
 
 def to_json(stack: str, rows: list[Row], inputs: dict) -> str:
     """`predict STACK --json`: the rows and the inputs the prediction used (cells.inputs)."""
-    return json.dumps({"stack": stack, "rows": [r.__dict__ for r in rows], "inputs": inputs}, indent=2)
+    return json.dumps({"stack": stack, "rows": [dataclasses.asdict(r) for r in rows],
+                       "inputs": inputs}, indent=2)
 
 
 def validation_json(v, pool_scale: dict[str, float]) -> str:

@@ -19,10 +19,15 @@ class Validation:
     errors: list[cells.Error]
     first_c4: list[float]  # cross-server, concurrency 4: TTFT of the first 2 requests, ms
     first_c1: list[float]  # cross-server, concurrency 1: TTFT of the first 4 requests, ms
+    # The same, once earlier requests warmed the decode workers and the prefill worker restarted.
+    after_c4: list[float]
+    after_c1: list[float]
 
     def as_dict(self) -> dict:
         return {"cells": [{**e.__dict__, "relative": e.relative} for e in self.errors],
-                "cross_server_first_requests_ms": {"concurrency_4": self.first_c4, "concurrency_1": self.first_c1}}
+                "cross_server_first_requests_ms": {"concurrency_4": self.first_c4, "concurrency_1": self.first_c1},
+                "cross_server_first_requests_after_earlier_ms": {"concurrency_4": self.after_c4,
+                                                                 "concurrency_1": self.after_c1}}
 
 
 def lab_stacks() -> dict[str, tuple[StackConfig, StackSizing]]:
@@ -35,5 +40,6 @@ def validate(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams 
     errs = [e for name in TABLE_STACKS
             for e in cells.errors(name, cells.predict(*stacks[name], lab, lab.pool_scale.get(name, 1.0)))]
     cross = stacks["cross-server"]
-    return Validation(errs, cells.first_requests(*cross, prefix_types=2, concurrency=4, count=2, lab=lab),
-                      cells.first_requests(*cross, prefix_types=2, concurrency=1, count=4, lab=lab))
+    first = [cells.first_requests(*cross, prefix_types=2, concurrency=c, count=n, lab=lab, after_earlier=after)
+             for after in (False, True) for c, n in ((4, 2), (1, 4))]
+    return Validation(errs, *first)

@@ -27,7 +27,10 @@ def test_json_has_a_row_for_every_cell_of_the_matrix_and_the_inputs_it_used():
         assert {"ttft_p50_ms", "ttft_p99_ms", "requests_per_s"} <= set(r)
         assert 0 < r["ttft_p50_ms"] <= r["ttft_p99_ms"] and r["requests_per_s"] > 0
     inputs = data["inputs"]
-    assert set(inputs["lab"]) >= {"same_node_bytes_per_s", "transfer_s", "prefill_scale"}
+    assert set(inputs["lab"]) >= {"prefill_efficiency", "decode_efficiency", "handoff_s", "host_copy_bytes_per_s"}
+    assert {w["card"]["bandwidth"] for w in inputs["workers"]} == {936e9}  # the lab's RTX 3090
+    for r in data["rows"]:  # what vLLM admitted never exceeds a worker's pool
+        assert all(0 < w["kv_blocks_peak"] <= w["cache_blocks"] and w["preemptions"] >= 0 for w in r["workers"])
     assert [w["role"] for w in inputs["workers"]].count("prefill") == 2
     assert inputs["benchmark"]["prefix_tokens"] == 2000
 
@@ -45,7 +48,7 @@ def test_the_labs_direction_same_server_is_slower_than_kv_routing_in_every_cell(
 def test_cross_server_never_beats_its_shared_link():
     # Every request moves at least its 371-token tail over one 1GbE link shared by all transfers.
     data = _rows("cross-server")
-    link = data["inputs"]["paths_bytes_per_s"]["gpu-8gb->gpu-24gb"]
+    link = data["inputs"]["paths"]["gpu-8gb->gpu-24gb"]["capacity_bytes_per_s"]
     for r in data["rows"]:
         assert r["requests_per_s"] <= link / (371 * 114_688) * 1.01, r
 
@@ -71,7 +74,8 @@ def test_both_outputs_say_why_they_differ_for_the_same_cell(monkeypatch):
     assert ("KV pools: this stack's as configured; `predict --validate` scales them to what the lab's unpinned "
             f"pools held (kv-routing x {LAB.pool_scale['kv-routing']:g}, same-server x {scale:g}), so its figures "
             "for the same cell differ from these") in out
-    v = validate.Validation([cells.Error("same-server", 24, 8, "ttft_p50_ms", 896, scaled.ttft_p50_ms)], [1, 2], [1])
+    v = validate.Validation([cells.Error("same-server", 24, 8, "ttft_p50_ms", 896, scaled.ttft_p50_ms)], [1, 2], [1],
+                            [1, 2], [1])
     assert text.validation(v, LAB.pool_scale).startswith(
         f"KV pools scaled to what the lab's unpinned pools held (kv-routing x {LAB.pool_scale['kv-routing']:g}, "
         f"same-server x {scale:g} of each configured pool), as fitted: `predict STACK` uses the pools as "

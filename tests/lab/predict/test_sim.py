@@ -1,12 +1,43 @@
-"""The predictor's parts, each doing what its model claims."""
+"""The predictor's parts, each doing what its model claims: vLLM's admission and preemption, the
+prefix cache, routing, and transfers bounded by the link and the transport's software path."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from infra import prefix_cache
+from infra.lab.predict.costs import Card, Efficiency, Limits, ModelCost
 from infra.lab.predict.events import Sharing, Sim
-from infra.lab.predict.sim import Cache, Graph, Load, Timing, WorkerSpec
+from infra.lab.predict.kvcache import Cache
+from infra.lab.predict.sim import Graph, Load, PathSpec, Stalled, Timing, WorkerSpec
+
+KV = 114_688  # Qwen3-0.6B's KV bytes per token
+# A card so fast and a host so quick that only what a test looks at takes time.
+FAST = Card(bandwidth=1e18, peak_flops=1e24)
+MODEL = ModelCost(weight_bytes=1.19e9, flops_per_token=1.2e9, attention_flops_per_pair=229_376, kv_bytes_per_token=KV)
+WIDE = Limits(max_num_batched_tokens=8192, max_num_seqs=256)
+BLOCKS = prefix_cache.blocks(2371 + 64)  # one request's blocks: 153
+
+
+def timing(**kw) -> Timing:
+    t = dict(frontend_s=0.0, step_cpu_s=0.0, step_cpu_per_request_s=0.0, efficiency=Efficiency(1.0, 1.0),
+             handoff_s=0.0, handshake_s=0.0, host_copy_bytes_per_s=1e18, frontend_jitter=0.0, gpu_jitter=0.0)
+    t.update(kw)
+    return Timing(**t)
+
+
+def spec(name, role, node="n", blocks=10_000, card=FAST, limits=WIDE, cpu_buffers=True) -> WorkerSpec:
+    return WorkerSpec(name, role, node, node, card, limits, blocks, cpu_buffers)
+
+
+def load(prefix_types=2, output=4) -> Load:
+    return Load(prefix_types, 2000, 2371, output, MODEL)
+
+
+def graph(specs, paths=None, t=None, ld=None) -> Graph:
+    return Graph(specs, paths or {}, t or timing(), ld or load(), stream=1)
 
 
 def test_processor_sharing_splits_capacity_among_jobs():
@@ -21,93 +52,162 @@ def test_processor_sharing_splits_capacity_among_jobs():
     assert done == {"a": pytest.approx(1.25), "b": pytest.approx(1.0)}
 
 
-def test_a_cache_evicts_the_least_recently_used_and_never_pinned_blocks():
-    cache = Cache(capacity_blocks=300)
-    cache.insert("p1", 125)
-    cache.insert("p2", 125)
-    assert cache.has("p1")  # p1 is now the most recent
-    cache.pinned = 50
-    cache.insert("p3", 125)  # needs room: p2 (least recent) goes
-    assert list(cache.items) == ["p1", "p3"]
-    cache.pinned = 300
-    cache.insert("p4", 10)  # no room even after evicting everything: not cached
-    assert "p4" not in cache.items and cache.used == 0
-
-
-def _graph(specs, paths, **timing):
-    t = dict(frontend_s=0.0, step_cpu_s=0.0, decode_gpu_s=0.001, decode_per_request_gpu_s=0.0, transfer_s=0.0)
-    t.update(timing)
-    return Graph(specs, paths, Timing(**t), Load(2, 2000, 2371, 4, 114_688), stream=1)
+def test_a_flow_never_moves_faster_than_its_own_cap_however_wide_the_path():
+    sim = Sim()
+    path = Sharing(sim, capacity=1000.0, per_job=100.0)
+    done = {}
+    for name in "ab":
+        path.submit(100, lambda name=name: done.setdefault(name, sim.now))
+    sim.run(until=lambda: len(done) == 2)
+    assert done == {"a": pytest.approx(1.0), "b": pytest.approx(1.0)}  # each at its cap, not 500/s
 
 
 def test_disaggregated_transfers_on_a_shared_link_slow_each_other():
-    specs = [WorkerSpec("p", "prefill", "g8", "n8", 1e9, 1.0, 10_000),
-             WorkerSpec("d", "decode", "g24", "n24", 1e9, 1.0, 10_000)]
+    specs = [spec("p", "prefill", "n8"), spec("d", "decode", "n24")]
+    link = {("n8", "n24"): PathSpec(capacity=115e6, per_flow=0.94e9)}
     # 2,371 tokens x 114,688 B at 115 MB/s is 2.36 s alone; two at once share the link.
-    one = _graph(specs, {("n8", "n24"): 115e6}).run(concurrency=1, requests=1)
-    two = _graph(specs, {("n8", "n24"): 115e6}).run(concurrency=2, requests=2)
+    one = graph(specs, link).run(concurrency=1, requests=1)
+    two = graph(specs, link).run(concurrency=2, requests=2)
     alone = one[0].first_token - one[0].sent
-    assert alone == pytest.approx(2371 * 114_688 / 115e6, rel=0.02)
+    assert alone == pytest.approx(2371 * KV / 115e6, rel=0.02)
     assert max(r.first_token - r.sent for r in two) == pytest.approx(2 * alone, rel=0.05)
 
 
-def test_a_warm_decode_worker_pulls_only_the_tail():
-    specs = [WorkerSpec("p", "prefill", "g", "n", 1e9, 1.0, 10_000),
-             WorkerSpec("d", "decode", "g", "n", 1e9, 1.0, 10_000)]
-    graph = _graph(specs, {("n", "n"): 115e6})
-    cold = graph.run(concurrency=1, requests=1)[0]
-    graph.load = Load(1, 2000, 2371, 4, 114_688)  # the same prefix every time from here on
-    graph.run(concurrency=1, requests=1)
-    warm = graph.run(concurrency=1, requests=1)[0]
-    assert (cold.first_token - cold.sent) / (warm.first_token - warm.sent) == pytest.approx(2371 / 371, rel=0.05)
-    assert graph.stats.warm_transfers >= 1
+def test_a_link_faster_than_the_transport_moves_a_pull_at_the_transports_rate():
+    # A 100 Gbit/s link carries 11.5 GB/s, but one UCX TCP flow moves at the host's software path.
+    specs = [spec("p", "prefill", "a"), spec("d", "decode", "b")]
+    capped = graph(specs, {("a", "b"): PathSpec(capacity=11.5e9, per_flow=0.94e9)}).run(1, 1)[0]
+    assert capped.first_token - capped.sent == pytest.approx(2371 * KV / 0.94e9, rel=0.02)
+
+
+def test_a_warm_decode_worker_pulls_only_what_its_prefix_cache_lacks():
+    specs = [spec("p", "prefill"), spec("d", "decode")]
+    g = graph(specs, {("n", "n"): PathSpec(115e6, 115e6)}, ld=load(prefix_types=1))
+    cold = g.run(concurrency=1, requests=1)[0]
+    warm = g.run(concurrency=1, requests=1)[0]
+    lacking = 2371 - prefix_cache.reusable_prefix_tokens(2000)
+    assert (cold.first_token - cold.sent) / (warm.first_token - warm.sent) == pytest.approx(2371 / lacking, rel=0.02)
+    assert g.stats.warm_transfers == 1
+
+
+def test_the_prefill_worker_holds_a_requests_blocks_until_the_decode_worker_has_pulled_them():
+    specs = [spec("p", "prefill", "a"), spec("d", "decode", "b")]
+    g = graph(specs, {("a", "b"): PathSpec(115e6, 115e6)})
+    g.send(lambda r: None)
+    p, d = g.workers
+    g.sim.run(until=lambda: d.cache.in_use() > 0)  # the decode worker has admitted it: the pull starts
+    assert p.cache.in_use() == prefix_cache.blocks(2371)
+    pulling_since = g.sim.now
+    g.sim.run(until=lambda: p.cache.in_use() == 0)
+    assert g.sim.now - pulling_since == pytest.approx(2371 * KV / 115e6, rel=0.01)  # freed once pulled
 
 
 def test_the_kv_router_sends_a_prefix_back_to_the_worker_that_holds_it():
-    specs = [WorkerSpec(f"w{i}", "agg", "g", "n", 1e6, 1.0, 10_000) for i in range(3)]
-    graph = _graph(specs, {})
-    graph.load = Load(1, 2000, 2371, 2, 114_688)
-    graph.run(concurrency=1, requests=5)
-    holders = [w.name for w in graph.workers if 0 in w.cache.items]
+    g = graph([spec(f"w{i}", "agg") for i in range(3)], ld=load(prefix_types=1, output=2))
+    g.run(concurrency=1, requests=5)
+    holders = [w.name for w in g.workers if 0 in w.cache.items]
     assert len(holders) == 1  # one worker computed the prefix; every later request went back to it
-    assert graph.stats.cached_prompt_tokens == 4 * 2000
+    assert g.stats.cached_prompt_tokens == 4 * prefix_cache.reusable_prefix_tokens(2000)
 
 
-def test_requests_sharing_a_cached_prefix_reference_its_blocks_once_and_pin_only_their_tails():
-    # vLLM's prefix blocks are reference-counted: 8 requests in flight on one cached prefix hold it
-    # once, plus 8 private tails. A pool that holds the prefix and 8 tails, but not 8 whole
-    # requests, keeps the prefix cached under that load.
-    load = Load(1, 2000, 2371, 64, 114_688)
+def test_requests_sharing_a_cached_prefix_reference_its_blocks_once_and_hold_only_their_tails():
     prefix = prefix_cache.reusable_prefix_tokens(2000) // prefix_cache.BLOCK_TOKENS
-    whole = prefix_cache.blocks(2371 + 64)
-    tail = whole - prefix
+    tail = BLOCKS - prefix
     capacity = prefix + 8 * tail + 2 * tail  # room for two finished tails besides
-    assert capacity < 8 * whole  # the old model pinned 8 whole requests: no room left for the prefix
-    graph = Graph([WorkerSpec("w", "agg", "g", "n", 1e6, 1.0, capacity)], {},
-                  Timing(frontend_s=0.0, step_cpu_s=0.0, decode_gpu_s=0.001, decode_per_request_gpu_s=0.0,
-                         transfer_s=0.0), load, stream=1)
-    graph.run(concurrency=1, requests=1)  # the prefix is cached
-    (w,) = graph.workers
+    assert capacity < 8 * BLOCKS  # 8 whole private requests would not fit, the prefix shared does
+    g = graph([spec("w", "agg", blocks=capacity)], ld=load(prefix_types=1, output=64))
+    g.run(concurrency=1, requests=1)  # the prefix is cached
+    (w,) = g.workers
     for _ in range(8):
-        graph.send(lambda req: None)
-    graph.sim.run(until=lambda: len(w.running) == 8)  # all 8 decoding at once
+        g.send(lambda req: None)
+    g.sim.run(until=lambda: len(w.running) == 8 and all(r.generated >= 2 for r in w.running))
     assert w.cache.refs == {0: 8} and w.cache.items[0] == prefix  # the prefix counted once
-    assert w.cache.pinned == 8 * tail
-    assert w.cache.used + w.cache.pinned <= capacity
-    graph.stats = type(graph.stats)()
-    graph.run(concurrency=8, requests=64)
-    assert graph.stats.prefill_cache_ratio == pytest.approx(prefix * prefix_cache.BLOCK_TOKENS / 2371)  # all hit
+    assert w.cache.pinned <= 8 * tail and w.cache.in_use() <= capacity
+    g.stats = type(g.stats)()
+    g.run(concurrency=8, requests=64)
+    assert g.stats.prefill_cache_ratio == pytest.approx(prefix * prefix_cache.BLOCK_TOKENS / 2371)  # all hit
 
 
-def test_a_referenced_prefix_is_never_evicted_and_an_unreferenced_one_is():
+def test_a_pool_smaller_than_one_request_is_refused_with_the_numbers():
+    with pytest.raises(Stalled, match=r"worker w's KV pool holds 100 blocks, fewer than the 153 one request's "
+                                      r"2,435 tokens need"):
+        graph([spec("w", "agg", blocks=100)], ld=load(output=64))
+
+
+def test_admission_holds_requests_that_do_not_fit_and_never_uses_more_than_the_pool():
+    # Room for two whole requests (distinct prefixes: nothing shared): at concurrency 4, two wait.
+    t = timing(step_cpu_s=0.001)
+    ld = load(prefix_types=100_000, output=64)
+    small = graph([spec("w", "agg", blocks=2 * BLOCKS)], t=t, ld=ld)
+    big = graph([spec("w", "agg", blocks=8 * BLOCKS)], t=t, ld=ld)
+    small_done, big_done = small.run(4, 16), big.run(4, 16)
+    assert small.workers[0].cache.peak <= 2 * BLOCKS < big.workers[0].cache.peak
+    ttft = lambda done: sorted(r.first_token - r.sent for r in done)[len(done) // 2]  # noqa: E731
+    assert ttft(small_done) > 2 * ttft(big_done)
+
+
+def test_a_running_request_that_cannot_grow_preempts_the_last_admitted_and_all_finish():
+    # Two prompts fit (149 blocks each) but not two whole requests (153 each): decode runs out, the
+    # later request is preempted (its blocks freed) and recomputed once the first is done.
+    ld = load(prefix_types=100_000, output=64)
+    g = graph([spec("w", "agg", blocks=2 * prefix_cache.blocks(2371) + 2)], t=timing(step_cpu_s=0.001), ld=ld)
+    done = g.run(2, 8)
+    (w,) = g.workers
+    assert len(done) == 8 and w.preemptions > 0
+    assert w.cache.peak <= w.cache.capacity
+
+
+def test_max_num_seqs_caps_the_requests_running_at_once():
+    one = dataclasses.replace(WIDE, max_num_seqs=1)
+    g = graph([spec("w", "agg", limits=one)], t=timing(step_cpu_s=0.001), ld=load(prefix_types=100_000, output=8))
+    (w,) = g.workers
+    done, running = [], []
+    for _ in range(4):
+        g.send(done.append)
+    g.sim.run(until=lambda: running.append(len(w.running)) or False)  # every event, to the end
+    assert len(done) == 4 and max(running) == 1
+    assert [r.first_token for r in done] == sorted(r.first_token for r in done)  # one after another
+
+
+def test_a_prompt_longer_than_the_token_budget_takes_a_step_per_chunk():
+    # Dynamo's vLLM on a 24GB card gets max_num_batched_tokens 2,048: a 2,371-token prompt is two steps.
+    t = timing(step_cpu_s=0.1)
+    narrow = graph([spec("w", "agg", limits=Limits(2048, 256))], t=t).run(1, 1)[0]
+    wide = graph([spec("w", "agg")], t=t).run(1, 1)[0]
+    assert narrow.first_token - narrow.sent == pytest.approx(0.2)
+    assert wide.first_token - wide.sent == pytest.approx(0.1)
+
+
+def test_a_card_twice_as_fast_halves_the_gpu_time():
+    card = Card(bandwidth=936e9, peak_flops=71e12)
+    twice = Card(bandwidth=2 * 936e9, peak_flops=2 * 71e12)
+    slow = graph([spec("w", "agg", card=card)], ld=load(prefix_types=100_000, output=64)).run(1, 4)
+    fast = graph([spec("w", "agg", card=twice)], ld=load(prefix_types=100_000, output=64)).run(1, 4)
+    for a, b in zip(slow, fast, strict=True):
+        assert a.first_token - a.sent == pytest.approx(2 * (b.first_token - b.sent), rel=1e-6)
+        assert a.done - a.first_token == pytest.approx(2 * (b.done - b.first_token), rel=1e-6)
+
+
+def test_cache_allocation_evicts_only_unreferenced_blocks_and_refuses_beyond_the_pool():
     cache = Cache(capacity_blocks=300)
     cache.insert("p1", 125)
     cache.insert("p2", 125)
-    assert cache.acquire("p1") and cache.acquire("p1") and not cache.acquire("p9")
-    assert cache.insert("p3", 125)  # p1 is referenced, so p2 goes although p1 is older
-    assert list(cache.items) == ["p1", "p3"]
+    assert cache.acquire("p1") and not cache.acquire("p9")
+    assert cache.allocate(150)  # p2 (unreferenced) is evicted for it; p1 stays
+    assert list(cache.items) == ["p1"] and cache.in_use() == 275
+    assert not cache.allocate(26)  # 25 free: refused, nothing changed
+    assert cache.in_use() == 275 and cache.peak == 275
     cache.release("p1")
-    cache.acquire("p3")
-    assert not cache.insert("p4", 100)  # p1 still referenced once, p3 referenced: no room
-    cache.release("p1")
-    assert cache.insert("p4", 100) and list(cache.items) == ["p3", "p4"]
+    assert cache.allocate(150) and "p1" not in cache.items
+
+
+def test_an_open_loop_keeps_sending_at_its_rate_so_an_overloaded_graph_queues():
+    # A step of 50 ms per request served one at a time: 10 requests/s arriving is below capacity
+    # (20/s), 80/s far above it. A closed loop would slow its clients down instead; an open loop queues.
+    one = dataclasses.replace(WIDE, max_num_seqs=1)
+    t = timing(step_cpu_s=0.05)
+    light = graph([spec("w", "agg", limits=one)], t=t, ld=load(prefix_types=100_000, output=1)).run_open(10, 60)
+    heavy = graph([spec("w", "agg", limits=one)], t=t, ld=load(prefix_types=100_000, output=1)).run_open(80, 60)
+    wait = lambda done: sorted(r.first_token - r.sent for r in done)[len(done) // 2]  # noqa: E731
+    assert wait(light) < 0.2 < 0.8 < wait(heavy)
+    assert max(r.sent for r in heavy) < 60 / 80 * 1.6 < max(r.done for r in heavy)  # arrivals kept their pace

@@ -1,0 +1,124 @@
+"""What an engine step costs on a card, and what a worker's scheduler may put in one step: the
+physics the serving model (sim.py) runs on, from the card's datasheet, the model's geometry and
+vLLM 0.31.0's defaults, with the two efficiencies fitted within (0, 1] (params.py).
+
+A step's GPU time is the roofline of its work (the slower of the two, not their sum: the kernels
+overlap memory traffic with math):
+- memory: the weights, read once per step whatever the batch (2 bytes per parameter in bfloat16),
+  plus the KV each scheduled token's attention reads (its context) and writes (itself);
+- math: 2 FLOPs per parameter per token (each weight multiplies and adds once), plus attention's
+  4 x layers x attention heads x head_dim FLOPs per token per context token (Q.K and the
+  weighted sum over V, 2 FLOPs per multiply-add each): for a chunk of n prompt tokens after c
+  already computed, n x c + n (n - 1) / 2 token pairs.
+At Qwen3-0.6B's 2,371-token prompts attention is about a fifth of a prefill's math; at 16k tokens
+more than the rest. A decode step of a few requests is memory-bound: 1.19 GB of weights at a
+24GB-class card's 936 GB/s is 1.27 ms before efficiency, each running request's KV (2,400
+tokens x 114,688 bytes = 275 MB) another 0.29 ms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from infra.config import engine_flags
+from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
+from infra.units import GI
+
+
+class PredictError(ValueError):
+    """A stack the predictor cannot model, with the key to write."""
+
+
+@dataclass(frozen=True)
+class Card:
+    """One GPU class's figures: DRAM bytes/s and dense BF16 FLOP/s (gpuClasses.*)."""
+
+    bandwidth: float
+    peak_flops: float
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    weight_bytes: float
+    flops_per_token: float  # 2 x parameters
+    attention_flops_per_pair: float  # 4 x layers x attention heads x head_dim
+    kv_bytes_per_token: int
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The fraction of the card's peak a step's math gets, and of its bandwidth its memory traffic."""
+
+    math: float
+    memory: float
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What vLLM's scheduler puts in one step (SchedulerConfig): the batched-token budget and the
+    most requests running at once."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def card(name: str, cls: GpuClass) -> Card:
+    missing = [key for key, value in (("memoryBandwidth", cls.memory_bandwidth), ("peakTflops", cls.peak_tflops))
+               if value is None]
+    if missing:
+        raise PredictError(
+            f"gpuClasses.{name}: the predictor needs the card's {' and '.join(missing)} (a decode step is bounded "
+            f"by reading the weights at the DRAM bandwidth, a prefill by the tensor peak); write the card's "
+            f"datasheet figures, e.g. memoryBandwidth: 936G and peakTflops: 71 for an RTX 3090")
+    return Card(float(cls.memory_bandwidth), float(cls.peak_tflops) * 1e12)
+
+
+def model_cost(m: Model, kv_bytes_per_token: int) -> ModelCost:
+    if m.attention_heads is None:
+        raise PredictError(f"model.attentionHeads: the predictor needs {m.name}'s attention heads for attention's "
+                           "cost (config.json `num_attention_heads`); write model.attentionHeads")
+    return ModelCost(weight_bytes=m.parameters * m.dtype_bytes, flops_per_token=2.0 * m.parameters,
+                     attention_flops_per_pair=4.0 * m.layers * m.attention_heads * m.head_dim,
+                     kv_bytes_per_token=kv_bytes_per_token)
+
+
+def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tuple[int, int]]) -> float:
+    """GPU seconds of one step: each scheduled request as (tokens already computed, tokens now); a
+    decoding request is (its context, 1)."""
+    tokens = sum(n for _, n in scheduled)
+    pairs = sum(n * c + n * (n - 1) / 2 for c, n in scheduled)
+    kv_touched = sum(c + n for c, n in scheduled)
+    flops = tokens * m.flops_per_token + pairs * m.attention_flops_per_pair
+    nbytes = m.weight_bytes + kv_touched * m.kv_bytes_per_token
+    return max(flops / (card.peak_flops * eff.math), nbytes / (card.bandwidth * eff.memory))
+
+
+def _given_int(args: list[str], option: str) -> Optional[int]:
+    """The last value `option` is given in a worker's extraArgs (as vLLM's parser reads the spelling)."""
+    values = [g.value for g in engine_flags.read(args) if g.name == option and g.value is not None]
+    try:
+        return int(values[-1]) if values else None
+    except ValueError:
+        return None
+
+
+def limits(group: WorkerGroup, cls: GpuClass) -> Limits:
+    """vLLM 0.31.0's scheduler limits for a worker: its extraArgs' `--max-num-batched-tokens` and
+    `--max-num-seqs`, else the defaults EngineArgs picks for Dynamo's OPENAI_API_SERVER usage context
+    by the card's memory (vllm/engine/arg_utils.py, _set_default_max_num_seqs_and_batched_tokens_args;
+    dynamo/vllm/main.py passes that context): 16,384 / 1,024 from 160 GiB, 8,192 / 1,024 from 70 GiB
+    (not A100), else 2,048 / 256. The lab's cards get 2,048 / 256: a 2,371-token prompt takes two steps."""
+    if cls.memory >= 160 * GI:
+        tokens, seqs = 16384, 1024
+    elif cls.memory >= 70 * GI:
+        tokens, seqs = 8192, 1024
+    else:
+        tokens, seqs = 2048, 256
+    return Limits(_given_int(group.extra_args, "--max-num-batched-tokens") or tokens,
+                  _given_int(group.extra_args, "--max-num-seqs") or seqs)
+
+
+def cards(cfg: StackConfig) -> dict[str, Card]:
+    """The card of every class a worker runs on."""
+    return {g.gpu_class: card(g.gpu_class, cfg.gpu_classes[g.gpu_class]) for g in cfg.workers}
