@@ -66,7 +66,7 @@ def _probe_local(args: argparse.Namespace) -> int:
 
     plan, params, kv = probe_runner.plan_for(args.stack, args.bytes, args.op, args.pattern, args.tokens)
     result = probe_runner.measure_against_sizing(args.link, plan, args.repeats, args.timeout, params, kv,
-                                                 args.stack)
+                                                 args.stack, args.flows)
     print(json.dumps(result, indent=2) if args.json else probe_runner.text(result))
     return 0 if result["intact"] else 1
 
@@ -123,6 +123,7 @@ def _preflight(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     from infra.lab.predict import calibrate, cells, text, validate
+    from infra.lab.predict.envelope import envelope
     from infra.lab.predict.params import LAB
 
     if args.calibrate or args.validate:
@@ -139,8 +140,9 @@ def _predict(args: argparse.Namespace) -> int:
         raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
     stack = _stack(args.stack)
     rows = cells.predict(stack.config, stack.sizing)
-    print(text.to_json(args.stack, rows, cells.inputs(stack.config, stack.sizing)) if args.json
-          else text.matrix(args.stack, rows, LAB.pool_scale))
+    marks = [envelope(stack.config, r.prefix_types, r.concurrency) for r in rows]
+    print(text.to_json(args.stack, rows, cells.inputs(stack.config, stack.sizing), marks) if args.json
+          else text.matrix(args.stack, rows, LAB.pool_scale, marks))
     return 0
 
 
@@ -242,6 +244,9 @@ def parser() -> argparse.ArgumentParser:
                      "workers' (default); contiguous: one descriptor")
     loc.add_argument("--repeats", type=flags.positive_int, default=5,
                      help="timed transfers after the warm-up (default 5)")
+    loc.add_argument("--flows", type=flags.positive_int, default=1,
+                     help="transfers of one request's KV each, started together between the two endpoints, "
+                     "as N decode pulls from one prefill worker (default 1); reports per-flow and aggregate")
     loc.add_argument("--timeout", type=flags.positive_seconds, default=120,
                      help="seconds before giving up (default 120)")
     loc.add_argument("--json", action="store_true")

@@ -27,6 +27,7 @@ from typing import Iterator, Optional
 from infra import payloads, units
 from infra.config.models import KvTransfer, Model, SizingParameters, StackConfig
 from infra.errors import UserError
+from infra.lab import probe_flows
 from infra.lab import procs as _procs
 from infra.lab.procs import free_port, signals_as_interrupt, signals_held
 from infra.manifests.graph import ucx_env
@@ -152,8 +153,8 @@ def _wait_link_up(links: list[tuple[str, str]], seconds: float = 10) -> None:
             time.sleep(0.05)
 
 
-def _python() -> list[str]:
-    return [sys.executable, str(PROBE)]
+def _python(script=PROBE) -> list[str]:
+    return [sys.executable, str(script)]
 
 
 def plan_from_stack(cfg: StackConfig, sizing: StackSizing, op: Optional[str], pattern: str,
@@ -194,20 +195,24 @@ def stack_kv(cfg: StackConfig) -> KvTransfer:
     return groups(cfg)[0].kv_transfer
 
 
-def measure(link: str, plan: ProbePlan, repeats: int, timeout: float, kv: KvTransfer) -> dict:
-    """Run target and initiator as separate processes; return the initiator's result."""
+def measure(link: str, plan: ProbePlan, repeats: int, timeout: float, kv: KvTransfer, flows: int = 1) -> dict:
+    """Run target and initiator as separate processes; return the initiator's result. With `flows` > 1
+    the initiator is kv_probe_flows.py, moving that many transfers at once (probe_flows)."""
     env = {**os.environ, **ucx_env(kv)}
     args = {role: plan.args(side) + ["--timeout", str(timeout)]
             for role, side in (("target", plan.target), ("initiator", plan.initiator))}
+    initiator = _python()
+    if flows > 1:
+        args, initiator = probe_flows.args(plan, flows, args), _python(probe_flows.PROBE)
     if link == "loopback":
         port = free_port()
         return _pair(_python() + ["target", "--bind", "127.0.0.1"],
-                     _python() + ["initiator", "--connect", f"127.0.0.1:{port}"],
+                     initiator + ["initiator", "--connect", f"127.0.0.1:{port}"],
                      port, args, repeats, timeout, env)
     rate = units.parse_rate_bits(link)
     with signals_as_interrupt(), shaped_pair(rate) as (ns_i, ns_t):
         return _pair(["ip", "netns", "exec", ns_t] + _python() + ["target", "--bind", TARGET_ADDR],
-                     ["ip", "netns", "exec", ns_i] + _python() + ["initiator", "--connect", f"{TARGET_ADDR}:5555"],
+                     ["ip", "netns", "exec", ns_i] + initiator + ["initiator", "--connect", f"{TARGET_ADDR}:5555"],
                      5555, args, repeats, timeout, env)
 
 
@@ -273,14 +278,16 @@ def prediction(link: str, sizing: SizingParameters, op: str) -> tuple[float, str
 
 
 def measure_against_sizing(link: str, plan: ProbePlan, repeats: int, timeout: float, sizing: SizingParameters,
-                           kv: KvTransfer, stack: Optional[str]) -> dict:
-    """Measure the transfer, and put the sizing's prediction for the same bytes, path and op beside it."""
+                           kv: KvTransfer, stack: Optional[str], flows: int = 1) -> dict:
+    """Measure the transfer, and put the sizing's prediction for the same bytes, path and op beside it
+    (with `flows` > 1: all the flows' bytes, and the flows' own figures after the rest)."""
     if link != "loopback":
         try:
             units.parse_rate_bits(link)
         except ValueError as exc:
             raise ProbeError(f"--link: {exc}, or loopback") from None
-    result = measure(link, plan, repeats, timeout, kv)
+    probe_flows.check(plan, flows)
+    result = measure(link, plan, repeats, timeout, kv, flows)
     bps, basis = prediction(link, sizing, plan.op)
     moved = result["bytes"]
     predicted = moved / bps
@@ -298,6 +305,7 @@ def measure_against_sizing(link: str, plan: ProbePlan, repeats: int, timeout: fl
         "prediction_basis": basis, "measured_over_predicted": result["seconds_median"] / predicted,
         "nixl_module": result["nixl_module"], "ucx_tls": result["ucx_tls"],
         "ucx_rndv_thresh": result["ucx_rndv_thresh"], "cpus": result["cpus"],
+        **(probe_flows.fields(result) if flows > 1 else {}),
     }
 
 
@@ -322,6 +330,7 @@ def text(r: dict) -> str:
         f"  measured : median {r['seconds_median']:.3f} s (min {r['seconds_min']:.3f}, max "
         f"{r['seconds_max']:.3f}), {units.human_si(r['throughput_bytes_per_s'])}/s, "
         f"bytes intact: {'yes' if r['intact'] else 'NO'}",
+        *probe_flows.lines(r),
         f"  predicted: {r['predicted_seconds']:.3f} s at "
         f"{units.human_si(r['predicted_throughput_bytes_per_s'])}/s; {r['prediction_basis']}",
         f"  measured / predicted = {r['measured_over_predicted']:.2f}",

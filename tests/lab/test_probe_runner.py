@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
-from infra.lab import cli, probe_runner
+from infra.lab import cli, probe_flows, probe_runner
 from tests.helpers import ROOT, sized, unavailable
 
 RATE_1GBIT = 125e6  # bytes/s
@@ -86,6 +86,58 @@ def test_1gbit_shaped_probe_matches_the_rate_and_the_sizing(nixl, no_leftover_na
     assert 0.5 * RATE_1GBIT <= r["throughput_bytes_per_s"] <= 1.05 * RATE_1GBIT
     assert r["predicted_throughput_bytes_per_s"] == pytest.approx(0.92 * RATE_1GBIT)
 
+
+
+@pytest.mark.lab
+def test_two_flows_at_once_move_twice_the_bytes_each_flow_complete_and_the_aggregate_reported(
+        nixl, no_leftover_namespaces):
+    one = _probe("--link", "loopback", "--stack", "same-server", "--repeats", "3")
+    two = _probe("--link", "loopback", "--stack", "same-server", "--repeats", "3", "--flows", "2")
+    assert "flows" not in one  # the default is the probe as it was
+    # Two requests' KV, each its own 149 blocks and its own NIXL transfer, both intact (the CRC covers
+    # both flows' blocks, so a flow that did not move its own fails it).
+    assert (two["flows"], two["flow_bytes"], two["bytes"]) == (2, one["bytes"], 2 * one["bytes"])
+    assert (two["descriptors"], two["blocks"], two["intact"]) == (one["descriptors"], 149, True)
+    # Every flow of every timed round finished, and the round lasted until its last flow was done.
+    assert [len(r) for r in two["flow_seconds"]] == [2, 2, 2]
+    assert all(s > 0 for r in two["flow_seconds"] for s in r)
+    assert two["seconds"] == [max(r) for r in two["flow_seconds"]]
+    # The aggregate is all the bytes over the time until the last flow is done; each flow's own rate
+    # is its bytes over its own time, so no flow is faster than the aggregate allows it alone.
+    assert two["throughput_bytes_per_s"] == pytest.approx(two["bytes"] / two["seconds_median"])
+    assert two["flow_throughput_bytes_per_s_min"] <= two["flow_throughput_bytes_per_s"] \
+        <= two["flow_throughput_bytes_per_s_max"]
+    assert two["flow_throughput_bytes_per_s_min"] == pytest.approx(two["flow_bytes"] / two["flow_seconds_max"])
+    assert two["predicted_seconds"] == pytest.approx(two["bytes"] / SAME_NODE_BYTES_PER_SECOND["READ"])
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
+def test_two_flows_share_a_shaped_link(nixl, no_leftover_namespaces):
+    r = _probe("--link", "1gbit", "--stack", "cross-server", "--repeats", "3", "--flows", "2")
+    assert (r["flows"], r["bytes"], r["intact"]) == (2, 2 * r["flow_bytes"], True)
+    # Together they cross no faster than the link's rate (a little over for timing); each flow gets
+    # at most the link less what the other one took.
+    assert 0.5 * RATE_1GBIT <= r["throughput_bytes_per_s"] <= 1.05 * RATE_1GBIT
+    assert r["flow_throughput_bytes_per_s"] <= 1.05 * RATE_1GBIT
+
+
+def test_flows_share_out_blocks_and_refuse_what_the_pools_cannot_hold(capsys):
+    plan = probe_runner.plan_from_stack(*sized("same-server"), None, "blocks", None)
+    assert cli.parser().parse_args(["probe", "local", "--stack", "same-server"]).flows == 1
+    base = {role: plan.args(side) for role, side in (("target", plan.target), ("initiator", plan.initiator))}
+    four = probe_flows.args(plan, 4, base)
+    # The target serves four transfers' whole blocks (4 x 149 x 28 x 64 KiB); the initiator moves one per flow.
+    assert four["target"][four["target"].index("--bytes") + 1] == str(4 * 149 * 28 * 65536)
+    assert four["initiator"] == base["initiator"] + ["--flows", "4"]
+    # The source pool (prefill's, 1,170 blocks) holds 7 transfers of 149 blocks, not 8.
+    probe_flows.check(plan, 7)
+    assert cli.main(["probe", "local", "--stack", "same-server", "--flows", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "8 transfers of 149 blocks need 1192 blocks" in err and "source pool holds 1170" in err
+    assert "at most 7 flows" in err
+    assert cli.main(["probe", "local", "--stack", "same-server", "--flows", "2", "--pattern", "contiguous"]) == 2
+    assert "--flows 2 needs --pattern blocks" in capsys.readouterr().err
 
 def test_the_probe_reads_blocks_as_nixl_connector_does_unless_told_to_write():
     args = cli.parser().parse_args(["probe", "local", "--stack", "same-server"])
