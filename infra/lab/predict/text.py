@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
+from typing import Optional
 
 from infra.lab import published
 from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
 from infra.lab.predict.cells import Error, Row
+from infra.lab.predict.envelope import Envelope, outside_lines
 from infra.lab.predict.params import LabParams
 from infra.lab.sizing_text import text_table
 
@@ -29,16 +31,26 @@ def pools_note(stack: str, pool_scale: dict[str, float]) -> str:
     return f"KV pools: this stack's as configured; {scaled} (docs/predictor.md)."
 
 
-def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float]) -> str:
+def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float],
+           envelopes: Optional[list[Envelope]] = None) -> str:
+    """`envelopes`: each row's (envelope.envelope), shown as a column and what is outside below."""
     head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "req/s", "prefill cache", "decode hit",
-            "KV peak", "preempted"]
+            "KV peak", "preempted"] + (["envelope"] if envelopes is not None else [])
     body = [[str(r.prefix_types), str(r.concurrency), _fmt("ttft_p50_ms", r.ttft_p50_ms),
              _fmt("ttft_p99_ms", r.ttft_p99_ms), _fmt("requests_per_s", r.requests_per_s),
              f"{r.prefill_cache_ratio:.2f}",
              "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}",
              _kv_peak(r), f"{r.preemptions:,}"] for r in rows]
-    return (f"Predicted for stack {stack} (model and constants: docs/predictor.md; an ESTIMATE):\n"
-            + text_table(head, body) + "\n" + pools_note(stack, pool_scale))
+    said = []
+    if envelopes is not None:
+        for line, env in zip(body, envelopes, strict=True):
+            line.append("outside" if env.extrapolated else "inside")
+        said = outside_lines([(f"{r.prefix_types}x{r.concurrency}", env)
+                              for r, env in zip(rows, envelopes, strict=True)],
+                             every="every cell") or ["Every cell is inside what the validation covered "
+                                                     "(docs/predictor.md, Envelope)."]
+    return "\n".join([f"Predicted for stack {stack} (model and constants: docs/predictor.md; an ESTIMATE):",
+                      text_table(head, body), *said, pools_note(stack, pool_scale)])
 
 
 def _kv_peak(r: Row) -> str:
@@ -99,10 +111,12 @@ def validation(v, pool_scale: dict[str, float]) -> str:
     ])
 
 
-def to_json(stack: str, rows: list[Row], inputs: dict) -> str:
-    """`predict STACK --json`: the rows and the inputs the prediction used (cells.inputs)."""
-    return json.dumps({"stack": stack, "rows": [dataclasses.asdict(r) for r in rows],
-                       "inputs": inputs}, indent=2)
+def to_json(stack: str, rows: list[Row], inputs: dict, envelopes: Optional[list[Envelope]] = None) -> str:
+    """`predict STACK --json`: the rows, each with its envelope (`extrapolated`, `outside`) where
+    given, and the inputs the prediction used (cells.inputs)."""
+    marks = [e.as_dict() for e in envelopes] if envelopes is not None else [{} for _ in rows]
+    out = [{**dataclasses.asdict(r), **m} for r, m in zip(rows, marks, strict=True)]
+    return json.dumps({"stack": stack, "rows": out, "inputs": inputs}, indent=2)
 
 
 def validation_json(v, pool_scale: dict[str, float]) -> str:

@@ -65,7 +65,10 @@ def test_both_outputs_say_why_they_differ_for_the_same_cell(monkeypatch):
     # predict STACK: the pools as configured; --validate: scaled to what the lab's pools held.
     cfg, sizing = sized("same-server")
     scale = LAB.pool_scale["same-server"]
-    rows = [cells.Row(**r) for r in _rows("same-server")["rows"]]
+    # Each JSON row is a Row (its workers as objects) with its envelope beside it (predict/envelope.py).
+    rows = [cells.Row(**{k: v for k, v in r.items() if k not in ("extrapolated", "outside", "workers")},
+                      workers=tuple(cells.WorkerUse(**w) for w in r["workers"]))
+            for r in _rows("same-server")["rows"]]
     (own,) = [r for r in rows if (r.prefix_types, r.concurrency) == (24, 8)]
     scaled = cells.predict_cell(cfg, sizing, 24, 8, pool_scale=scale)
     assert abs(own.ttft_p50_ms - scaled.ttft_p50_ms) > 0.2 * scaled.ttft_p50_ms  # a difference worth a word

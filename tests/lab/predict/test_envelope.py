@@ -1,0 +1,115 @@
+"""The envelope: which inputs of a figure are outside what the predictor's validation covered."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from infra.catalogue import DEFAULT_GPU_CLASSES
+from infra.lab import published
+from infra.lab.predict import cells
+from infra.lab.predict import envelope as env
+from tests.helpers import ROOT, loaded, run_cli, sized
+
+
+@pytest.mark.parametrize("stack", sorted(published.TABLE))
+def test_the_labs_own_points_on_the_labs_stacks_are_inside(stack):
+    cfg, _ = sized(stack)
+    for p in (2, 7, 12, 24):
+        for c in (4, 8):
+            assert env.envelope(cfg, p, c) == env.INSIDE, (stack, p, c)
+    # The cross-server first requests were published at concurrency 1 and 4.
+    assert not env.envelope(cfg, 2, 1).extrapolated
+
+
+def test_concurrency_past_8_prefix_types_past_24_and_an_open_loop_are_named():
+    cfg, _ = sized("kv-routing")
+    assert env.envelope(cfg, 2, 16).outside == ("concurrency 16 > 8 (validated up to 8)",)
+    assert env.envelope(cfg, 32, 4).outside == ("prefix types 32 (validated: 2 to 24)",)
+    assert env.envelope(cfg, 2, 4, rate=5.0).outside == (
+        "open loop at 5 requests/s (validated: closed loop, concurrency 1 to 8)",)
+
+
+def test_a_faster_link_is_outside_only_where_a_transfer_crosses_it():
+    def fast(c):
+        c["sizing"] = {"link": {"rate": "100gbit"}}
+
+    cross, _ = sized("cross-server", fast)
+    assert env.envelope(cross, 2, 4).outside == ("link 100 Gbit/s (validated: 1 Gbit/s)",)
+    # Same-node P/D and aggregated workers move nothing over the link: their figures do not rest on it.
+    assert not env.envelope(sized("same-server", fast)[0], 2, 4).extrapolated
+    assert not env.envelope(sized("kv-routing", fast)[0], 2, 4).extrapolated
+
+
+def test_rdma_or_gpu_buffers_are_outside_the_labs_tcp_transport():
+    def rdma(c):
+        for w in c["workers"]:
+            w["kvTransfer"] = {"ucxTls": "rc,cuda_copy", "bufferDevice": "cuda"}
+
+    (first, *_) = env.envelope(sized("same-server", rdma)[0], 2, 4).outside
+    assert first == ("KV transport of prefill: UCX rc,cuda_copy, cuda buffers (validated: tcp,self, cpu buffers: "
+                     "TCP, no RDMA)")
+
+
+def test_a_16k_prompt_with_no_shared_prefix_is_named_and_its_prefix_types_are_not():
+    def long(c):
+        c["workload"] = {"inputTokens": 16371, "prefixTokens": 0}
+        c["benchmark"] = {"prefixTokens": 0, "uniqueTokens": 16371}
+
+    cfg, _ = sized("same-server", long)
+    assert env.envelope(cfg, 1, 4).outside == ("prompt 16,371 tokens (validated: 2,371)",
+                                               "shared prefix 0 tokens (validated: 2,000)")
+
+
+def test_another_model_is_named():
+    def other(c):
+        c["model"] = {"name": "Qwen/Qwen3-1.7B", "layers": 28, "kvHeads": 8, "headDim": 128,
+                      "parameters": 1_720_000_000}
+        for w in c["workers"]:
+            w["replicas"] = 1
+
+    cfg = loaded("kv-routing", other).config
+    assert env.envelope(cfg, 2, 4).outside == ("model Qwen/Qwen3-1.7B (validated: Qwen/Qwen3-0.6B)",)
+
+
+def test_a_gpu_class_not_the_labs_is_named_by_what_differs_and_a_renamed_lab_class_is_inside():
+    def classes(c, big, small):
+        c["gpuClasses"] = {"gpu-24gb": big, "gpu-8gb": small}
+
+    a100 = {**DEFAULT_GPU_CLASSES["gpu-24gb"], "memory": "80Gi", "effectiveTflops": 200}
+    faster = {**DEFAULT_GPU_CLASSES["gpu-8gb"], "effectiveTflops": 30}
+    cfg, _ = sized("kv-routing", lambda c: classes(c, a100, faster))
+    assert env.envelope(cfg, 2, 4).outside == (
+        "GPU class gpu-24gb: 80GB (validated: the lab's 24GB and 8GB classes)",
+        "GPU class gpu-8gb: effectiveTflops 30 (validated: the lab's 8GB class: 15)")
+
+    def renamed(c):
+        c["gpuClasses"] = {"big": DEFAULT_GPU_CLASSES["gpu-24gb"]}
+        c["workers"] = [{"name": "w", "role": "agg", "replicas": 2, "gpuClass": "big"}]
+
+    assert not env.envelope(sized("kv-routing", renamed)[0], 2, 4).extrapolated
+
+
+def test_predict_json_and_text_carry_each_rows_envelope(tmp_path, monkeypatch):
+    # One stack file of two cells, one inside and one outside, predicted once for both outputs.
+    doc = yaml.safe_load((ROOT / "Pulumi.kv-routing.yaml").read_text())
+    doc["config"]["dynamo-lab:benchmark"] = {"prefixTypes": [2], "concurrency": [4, 16]}
+    (tmp_path / "Pulumi.yaml").write_bytes((ROOT / "Pulumi.yaml").read_bytes())
+    (tmp_path / "Pulumi.mine.yaml").write_text(yaml.safe_dump(doc))
+    made: list = []
+    real = cells.predict
+    monkeypatch.setattr(cells, "predict", lambda *a, **k: made or made.extend(real(*a, **k)) or made)
+    proc = run_cli("predict", "mine", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["concurrency"]: r for r in json.loads(proc.stdout)["rows"]}
+    assert (rows[4]["extrapolated"], rows[4]["outside"]) == (False, [])
+    assert (rows[16]["extrapolated"], rows[16]["outside"]) == (True, ["concurrency 16 > 8 (validated up to 8)"])
+    assert rows[16]["ttft_p50_ms"] > 0  # the figure is there, beside its envelope
+    words = run_cli("predict", "mine", cwd=tmp_path).stdout.splitlines()
+    table = [ln.split() for ln in words if ln[:1].isdigit()]
+    assert [(r[1], r[-1]) for r in table] == [("4", "inside"), ("16", "outside")]
+    assert ("Outside what the validation covered, physics only, no validated error applies (docs/predictor.md, "
+            "Envelope):") in words
+    assert "  2x16: concurrency 16 > 8 (validated up to 8)" in words
