@@ -140,7 +140,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
     stack = _stack(args.stack)
     rows = cells.predict(stack.config, stack.sizing)
-    marks = [envelope(stack.config, r.prefix_types, r.concurrency) for r in rows]
+    marks = [envelope(stack.resolved, r.prefix_types, r.concurrency) for r in rows]
     print(text.to_json(args.stack, rows, cells.inputs(stack.config, stack.sizing), marks) if args.json
           else text.matrix(args.stack, rows, LAB.pool_scale, marks))
     return 0

@@ -12,7 +12,9 @@ TTFT p99 stays within the goal's bound, and those over it are kept apart, unrank
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -27,6 +29,7 @@ from infra.lab.advise.stack_file import StackDoc, candidate_config
 from infra.lab.advise.uncertainty import Uncertainty
 from infra.lab.predict import cells
 from infra.lab.predict.cells import Row, TtftParts, Usage
+from infra.lab.predict.envelope import INSIDE, Envelope, envelope
 from infra.lab.predict.params import LAB, LabParams
 from infra.lab.preflight.checks import check
 from infra.lab.preflight.cluster_data import ClusterData
@@ -68,6 +71,12 @@ class Candidate:
     worst_p99_ms: float = math.nan
     over_bound: bool = False
     binding: Optional[Binding] = None
+    envelopes: list[Envelope] = field(default_factory=list)  # each point's (predict/envelope.py)
+
+    @property
+    def envelope(self) -> Envelope:
+        """Every point's inputs: what any of them has outside what the validation covered."""
+        return functools.reduce(operator.or_, self.envelopes, INSIDE)
 
     def mean(self, metric: str) -> float:
         return geomean([getattr(r, metric) for r in self.rows])
@@ -107,6 +116,7 @@ def _accept(c: Candidate, stack_name: str, data: ClusterData) -> None:
 def _predict(c: Candidate, traffic: Traffic, goal: Goal, lab: LabParams, graphs: int, runs: int) -> None:
     cfg, sizing = c.stack.config, c.stack.sizing
     c.rows, c.usage = [], []
+    c.envelopes = [envelope(c.stack.resolved, p, conc) for p, conc in traffic.points]
     for p, conc in traffic.points:
         row, usage = cells.simulate(cfg, sizing, p, conc, lab, graphs=graphs, runs=runs)
         c.rows.append(row)
@@ -193,10 +203,16 @@ class Advice:
         return a.score / b.score - 1 if self.goal.higher_is_better else b.score / a.score - 1
 
     @property
+    def compared(self) -> Envelope:
+        """The best two's inputs: outside what the validation covered, no validated error applies to
+        their comparison, and it is physics only (never "too close to call" nor "beyond the error")."""
+        return functools.reduce(operator.or_, (c.envelope for c in self.ranked[:2]), INSIDE)
+
+    @property
     def close_call(self) -> Optional[tuple[Candidate, float, float]]:
         """The runner-up, its gap and the threshold, when the best two are within the predictor's
-        held-out median error of the goal's metric."""
-        if len(self.ranked) < 2:
+        held-out median error of the goal's metric; None outside the envelope (`compared`)."""
+        if len(self.ranked) < 2 or self.compared.extrapolated:
             return None
         gap = self.relative_gap(self.ranked[0], self.ranked[1])
         threshold = self.uncertainty.metrics[self.goal.metric].holdout_median

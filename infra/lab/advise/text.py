@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from infra.lab.advise.candidates import ACROSS, AGGREGATED, MAX_REPLICAS_PER_CLASS, ONE_NODE
 from infra.lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family
+from infra.lab.predict.envelope import outside_lines
 from infra.lab.sizing_text import text_table
 
 ESTIMATE = ("ESTIMATES, not measurements: every figure here is the predictor's, a simulation of the serving graph "
@@ -132,8 +133,9 @@ def _family(a: Advice, fam: Family) -> str:
     else:
         close = a.close_call
         within = close is not None and close[0] is best
-        verdict = (f"{'kept, too close to call with the recommendation' if within else 'dropped'} "
-                   f"(rank {a.ranked.index(best) + 1}): {_gap(a, winner, best)}")
+        fate = ("kept, too close to call with the recommendation" if within else "dropped"
+                if not (best.envelope | winner.envelope).extrapolated else "not recommended, physics only")
+        verdict = f"{fate} (rank {a.ranked.index(best) + 1}): {_gap(a, winner, best)}"
     return f"{head}. Best: {best.layout.label} ({_figures(best)}); {verdict}. Why: {_why(best, winner)}."
 
 
@@ -172,10 +174,15 @@ def text(a: Advice, top: int = 3) -> str:
             shown = a.ranked[:top]
             body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
                      f"{c.mean('requests_per_s'):.1f}", _binds(c)] for i, c in enumerate(shown)]
+            head = ["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"]
+            outside = outside_lines([(f"rank {i + 1}", c.envelope) for i, c in enumerate(shown)], every="each")
+            if outside:  # the column only where some figure is outside: inside, the table is as it was
+                head.append("envelope")
+                for row, c in zip(body, shown, strict=True):
+                    row.append("outside" if c.envelope.extrapolated else "inside")
             mean = " (geometric means over the points)" if len(a.traffic.points) > 1 else ""
             within = " within the TTFT p99 bound" if a.goal.ttft_p99_max_ms is not None else ""
-            lines += [f"Top {len(shown)}{within}, estimates{mean}:",
-                      text_table(["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"], body), ""]
+            lines += [f"Top {len(shown)}{within}, estimates{mean}:", text_table(head, body), *outside, ""]
             if len(a.traffic.points) > 1:
                 lines += _by_point(a, shown)
         if a.over:
@@ -230,17 +237,34 @@ def _verdict(a: Advice) -> str:
         kind = w.layout.kind
         rival = next((c for c in a.ranked if c.layout.kind != kind), None)
         apart = ""
-        if other.layout.kind == kind and rival is not None and a.relative_gap(w, rival) >= threshold:
+        if other.layout.kind == kind and rival is not None and rival.envelope.extrapolated:
+            apart = (f" Both are {KINDS[kind]} layouts: the best of another kind, {rival.layout.label}, has "
+                     f"{_gap(a, w, rival)}, physics only (outside what the validation covered: "
+                     f"{'; '.join(rival.envelope.outside)}).")
+        elif other.layout.kind == kind and rival is not None and a.relative_gap(w, rival) >= threshold:
             apart = (f" Both are {KINDS[kind]} layouts: the best of another kind, "
                      f"{rival.layout.label}, has {_gap(a, w, rival)}, beyond that error.")
         return (f"Too close to call: {w.layout.label} and {other.layout.label} differ by {_percent(gap)} on "
                 f"{LABELS[a.goal.metric]}, within the predictor's held-out median error of {threshold:.0%}. Either "
                 f"may be the better one on the cluster: measure both (docs/benchmark.md).{apart}")
     runner = a.ranked[1] if len(a.ranked) > 1 else None
+    if a.compared.extrapolated:
+        return _physics_only(a, w, runner)
     beyond = (f", {a.relative_gap(w, runner):.0%} better on {LABELS[a.goal.metric]} than the runner-up "
               f"({runner.layout.label}), beyond the predictor's held-out median error of "
               f"{a.uncertainty.metrics[a.goal.metric].holdout_median:.0%}") if runner else ""
     return f"Recommended (an estimate): {w.layout.label}: {_figures(w)}{beyond}. Why: {_why(w, None)}."
+
+
+def _physics_only(a: Advice, w: Candidate, runner: Optional[Candidate]) -> str:
+    """The verdict where the compared figures' inputs are outside what the validation covered: the
+    predictor's measured error does not apply, so no claim is made against it."""
+    gap = (f", {_percent(a.relative_gap(w, runner))} better on {LABELS[a.goal.metric]} than the runner-up "
+           f"({runner.layout.label})") if runner else ""
+    compared = "the comparison, whose inputs are" if runner else "its figures, whose inputs are"
+    return (f"Recommended (an estimate, physics only): {w.layout.label}: {_figures(w)}{gap}. No validated error "
+            f"applies to {compared} outside what the validation covered: {'; '.join(a.compared.outside)}. Measure "
+            f"before relying on it (docs/benchmark.md). Why: {_why(w, None)}.")
 
 
 def _candidate(c: Candidate) -> dict[str, Any]:
@@ -252,11 +276,13 @@ def _candidate(c: Candidate) -> dict[str, Any]:
         out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
                     "score": c.score, "over_bound": c.over_bound,
                     "means": {m: c.mean(m) for m in LABELS},
-                    "points": [{**r.__dict__, "gpu_busy": u.gpu_busy,
+                    "points": [{**asdict(r), "gpu_busy": u.gpu_busy,
                                 "path_busy": {f"{a}->{b}": share for (a, b), share in u.path_busy.items()},
                                 "ttft_parts_ms": asdict(u.ttft_parts_ms)}
                                for r, u in zip(c.rows, c.usage, strict=True)],
-                    "binds": c.binding.__dict__})
+                    "binds": c.binding.__dict__, **c.envelope.as_dict()})
+        for point, env in zip(out["points"], c.envelopes, strict=True):
+            point.update(env.as_dict())
     return out
 
 
@@ -271,6 +297,8 @@ def to_json(a: Advice) -> str:
         "recommended": a.winner.layout.label if a.winner else None,
         "too_close_to_call": None if close is None else {"with": close[0].layout.label, "gap": close[1],
                                                          "threshold": close[2]},
+        # The best two's inputs (search.Advice.compared): extrapolated, their comparison is physics only.
+        "comparison": a.compared.as_dict(),
         "ranked": [c.layout.label for c in a.ranked],
         "over_bound": [c.layout.label for c in a.over],
         "families": [{"name": f.name, "looked_at": f.looked_at, "refused_by_sizing": len(f.refused_config),

@@ -72,7 +72,9 @@ def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
     text = (f"Written by `dynamo-lab advise {a.base}` from {a.source}: the layout it predicted best for "
             f"{a.goal.describe()} over {points} workload point{'s' * (points > 1)}. ESTIMATES, from a simulation "
             f"fitted to one lab's table (docs/advise.md, docs/predictor.md): TTFT p50 {c.mean('ttft_p50_ms'):,.0f} "
-            f"ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, {c.mean('requests_per_s'):.1f} requests/s. Measure it "
+            f"ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, {c.mean('requests_per_s'):.1f} requests/s"
+            + (f" (physics only, outside what the validation covered: {'; '.join(c.envelope.outside)})"
+               if c.envelope.extrapolated else "") + ". Measure it "
             f"(docs/benchmark.md). Everything but `workers`{' and the workload' if a.traffic.given else ''} is "
             f"{a.base}'s as it was.")
     if secrets:

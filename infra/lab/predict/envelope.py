@@ -49,6 +49,7 @@ from infra.catalogue import BUILTIN_MODELS, DEFAULT_GPU_CLASSES, DEFAULT_MODEL, 
 from infra.config.fields import GPU_CAPABLE_TLS, expand_tls
 from infra.config.gpu_classes import GpuClass
 from infra.config.models import StackConfig
+from infra.resolved import ResolvedStack
 
 # The validated request shape (published.py, docs/lab.md "The workload").
 PREFIX_TOKENS, UNIQUE_TOKENS, OUTPUT_TOKENS = 2000, 371, 64
@@ -164,10 +165,10 @@ def _shape(cfg: StackConfig) -> list[str]:
     return out
 
 
-def _transfers(cfg: StackConfig) -> list[str]:
+def _transfers(stack: ResolvedStack) -> list[str]:
     """The link (when a prefill/decode pair crosses nodes), the transport, the configured rates."""
-    running = [g for g in cfg.workers if g.replicas > 0]
-    disaggregated = [g for g in running if g.role != "agg"]
+    cfg = stack.config
+    disaggregated = [g for g in stack.active if g.role != "agg"]
     if not disaggregated:
         return []
     out = []
@@ -204,13 +205,13 @@ def _rate(bits_per_s: float) -> str:
     return f"{bits_per_s:g} bit/s"
 
 
-def envelope(cfg: StackConfig, prefix_types: int, concurrency: int, *, rate: Optional[float] = None) -> Envelope:
+def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
+             rate: Optional[float] = None) -> Envelope:
     """What of one figure's inputs (the stack, at prefix types x concurrency, or at an open-loop
     `rate` of requests/s) is outside what the validation covered (this module's docstring)."""
-    out: list[str] = []
-    classes = dict.fromkeys(g.gpu_class for g in cfg.workers if g.replicas > 0)
-    out += [why for name in classes if (why := gpu_class(name, cfg.gpu_classes[name])) is not None]
-    out += _transfers(cfg) + _model(cfg) + _shape(cfg)
+    cfg = stack.config
+    out = [why for name in stack.worker_classes if (why := gpu_class(name, cfg.gpu_classes[name])) is not None]
+    out += _transfers(stack) + _model(cfg) + _shape(cfg)
     prefix = cfg.benchmark.prefix_tokens if cfg.benchmark.prefix_tokens is not None else cfg.workload.prefix_tokens
     low, high = PREFIX_TYPES
     if prefix and not low <= prefix_types <= high:

@@ -11,12 +11,12 @@ from infra.catalogue import DEFAULT_GPU_CLASSES
 from infra.lab import published
 from infra.lab.predict import cells
 from infra.lab.predict import envelope as env
-from tests.helpers import ROOT, loaded, run_cli, sized
+from tests.helpers import ROOT, loaded, run_cli
 
 
 @pytest.mark.parametrize("stack", sorted(published.TABLE))
 def test_the_labs_own_points_on_the_labs_stacks_are_inside(stack):
-    cfg, _ = sized(stack)
+    cfg = loaded(stack).resolved
     for p in (2, 7, 12, 24):
         for c in (4, 8):
             assert env.envelope(cfg, p, c) == env.INSIDE, (stack, p, c)
@@ -25,7 +25,7 @@ def test_the_labs_own_points_on_the_labs_stacks_are_inside(stack):
 
 
 def test_concurrency_past_8_prefix_types_past_24_and_an_open_loop_are_named():
-    cfg, _ = sized("kv-routing")
+    cfg = loaded("kv-routing").resolved
     assert env.envelope(cfg, 2, 16).outside == ("concurrency 16 > 8 (validated up to 8)",)
     assert env.envelope(cfg, 32, 4).outside == ("prefix types 32 (validated: 2 to 24)",)
     assert env.envelope(cfg, 2, 4, rate=5.0).outside == (
@@ -36,11 +36,11 @@ def test_a_faster_link_is_outside_only_where_a_transfer_crosses_it():
     def fast(c):
         c["sizing"] = {"link": {"rate": "100gbit"}}
 
-    cross, _ = sized("cross-server", fast)
+    cross = loaded("cross-server", fast).resolved
     assert env.envelope(cross, 2, 4).outside == ("link 100 Gbit/s (validated: 1 Gbit/s)",)
     # Same-node P/D and aggregated workers move nothing over the link: their figures do not rest on it.
-    assert not env.envelope(sized("same-server", fast)[0], 2, 4).extrapolated
-    assert not env.envelope(sized("kv-routing", fast)[0], 2, 4).extrapolated
+    assert not env.envelope(loaded("same-server", fast).resolved, 2, 4).extrapolated
+    assert not env.envelope(loaded("kv-routing", fast).resolved, 2, 4).extrapolated
 
 
 def test_rdma_or_gpu_buffers_are_outside_the_labs_tcp_transport():
@@ -48,7 +48,7 @@ def test_rdma_or_gpu_buffers_are_outside_the_labs_tcp_transport():
         for w in c["workers"]:
             w["kvTransfer"] = {"ucxTls": "rc,cuda_copy", "bufferDevice": "cuda"}
 
-    (first, *_) = env.envelope(sized("same-server", rdma)[0], 2, 4).outside
+    (first, *_) = env.envelope(loaded("same-server", rdma).resolved, 2, 4).outside
     assert first == ("KV transport of prefill: UCX rc,cuda_copy, cuda buffers (validated: tcp,self, cpu buffers: "
                      "TCP, no RDMA)")
 
@@ -58,7 +58,7 @@ def test_a_16k_prompt_with_no_shared_prefix_is_named_and_its_prefix_types_are_no
         c["workload"] = {"inputTokens": 16371, "prefixTokens": 0}
         c["benchmark"] = {"prefixTokens": 0, "uniqueTokens": 16371}
 
-    cfg, _ = sized("same-server", long)
+    cfg = loaded("same-server", long).resolved
     assert env.envelope(cfg, 1, 4).outside == ("prompt 16,371 tokens (validated: 2,371)",
                                                "shared prefix 0 tokens (validated: 2,000)")
 
@@ -70,7 +70,7 @@ def test_another_model_is_named():
         for w in c["workers"]:
             w["replicas"] = 1
 
-    cfg = loaded("kv-routing", other).config
+    cfg = loaded("kv-routing", other).resolved
     assert env.envelope(cfg, 2, 4).outside == ("model Qwen/Qwen3-1.7B (validated: Qwen/Qwen3-0.6B)",)
 
 
@@ -80,7 +80,7 @@ def test_a_gpu_class_not_the_labs_is_named_by_what_differs_and_a_renamed_lab_cla
 
     a100 = {**DEFAULT_GPU_CLASSES["gpu-24gb"], "memory": "80Gi", "effectiveTflops": 200}
     faster = {**DEFAULT_GPU_CLASSES["gpu-8gb"], "effectiveTflops": 30}
-    cfg, _ = sized("kv-routing", lambda c: classes(c, a100, faster))
+    cfg = loaded("kv-routing", lambda c: classes(c, a100, faster)).resolved
     assert env.envelope(cfg, 2, 4).outside == (
         "GPU class gpu-24gb: 80GB (validated: the lab's 24GB and 8GB classes)",
         "GPU class gpu-8gb: effectiveTflops 30 (validated: the lab's 8GB class: 15)")
@@ -89,7 +89,7 @@ def test_a_gpu_class_not_the_labs_is_named_by_what_differs_and_a_renamed_lab_cla
         c["gpuClasses"] = {"big": DEFAULT_GPU_CLASSES["gpu-24gb"]}
         c["workers"] = [{"name": "w", "role": "agg", "replicas": 2, "gpuClass": "big"}]
 
-    assert not env.envelope(sized("kv-routing", renamed)[0], 2, 4).extrapolated
+    assert not env.envelope(loaded("kv-routing", renamed).resolved, 2, 4).extrapolated
 
 
 def test_predict_json_and_text_carry_each_rows_envelope(tmp_path, monkeypatch):

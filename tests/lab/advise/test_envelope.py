@@ -1,0 +1,74 @@
+"""advise and the envelope: no claim against the predictor's error where its inputs were never validated."""
+
+from __future__ import annotations
+
+import yaml
+
+from infra.lab.advise import candidates, inputs, search, text, write
+from infra.lab.advise.uncertainty import MetricError, Uncertainty
+from infra.lab.predict.envelope import Envelope
+from tests.lab.advise.common import CHEAP, FIXED, advise, base, gpu_node, point, with_nodes
+
+# The lab's 24GB node alone, with 2 GPU units: 3 layouts, cheap enough to search at concurrency 16.
+ONE_NODE = with_nodes(gpu_node("gpu-server", 24576, 2, 62.6))
+SIXTEEN = "concurrency 16 > 8 (validated up to 8)"
+
+
+def test_at_concurrency_16_advise_says_physics_only_and_names_what_is_outside():
+    a = advise(data=ONE_NODE, traffic=point(2, 16))
+    words = text.text(a)
+    assert "too close to call" not in words.lower() and "beyond" not in words
+    (verdict,) = [ln for ln in words.splitlines() if ln.startswith("Recommended")]
+    assert verdict.startswith("Recommended (an estimate, physics only): ")
+    assert f"No validated error applies to the comparison, whose inputs are outside what the validation covered: " \
+           f"{SIXTEEN}." in verdict
+    assert f"  each: {SIXTEEN}" in words.splitlines()  # under the table, whose rows each say "outside"
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["too_close_to_call"] is None
+    assert as_json["comparison"] == {"extrapolated": True, "outside": [SIXTEEN]}
+    predicted = [c for c in as_json["candidates"] if "means" in c]
+    assert predicted and all(c["extrapolated"] and c["outside"] == [SIXTEEN] for c in predicted)
+    assert all(p["extrapolated"] and p["outside"] == [SIXTEEN] for c in predicted for p in c["points"])
+    assert f"(physics only, outside what the validation covered: {SIXTEEN})" in " ".join(
+        ln.lstrip("# ") for ln in write.header(a, a.winner, []).splitlines())
+
+
+def test_at_the_labs_points_every_figure_is_inside_and_the_output_is_as_before():
+    a = advise(data=ONE_NODE, traffic=inputs.Traffic(2371, 2000, 64, (24,), (4, 8), given=True))
+    assert a.ranked and all(not c.envelope.extrapolated for c in a.ranked)
+    words = text.text(a)
+    assert "envelope" not in words and "physics only" not in words
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["comparison"] == {"extrapolated": False, "outside": []}
+    assert all(c["extrapolated"] is False for c in as_json["candidates"] if "means" in c)
+
+
+def _fake(label: str, score: float, outside: tuple[str, ...] = ()) -> search.Candidate:
+    c = search.Candidate(candidates.Layout(candidates.AGGREGATED, (candidates.Group(label, "agg", "gpu-24gb", 1),)), {})
+    c.score, c.envelopes = score, [Envelope(outside)]
+    return c
+
+
+def test_two_figures_within_the_error_are_too_close_to_call_only_inside():
+    def advice(*ranked):
+        return search.Advice("s", "s", "x", [], [], point(2, 4), inputs.Goal("ttft-p50"), FIXED, list(ranked),
+                             list(ranked), [], [], (1, 1), 2, 0.0)
+
+    assert advice(_fake("a", 100.0), _fake("b", 110.0)).close_call is not None
+    outside = advice(_fake("a", 100.0), _fake("b", 110.0, (SIXTEEN,)))
+    assert outside.close_call is None and outside.compared.outside == (SIXTEEN,)
+
+
+def test_a_close_call_does_not_put_an_outside_rival_beyond_the_error():
+    # A 100 Gbit/s link: the aggregated layouts move nothing over it (inside), the cross-node one does.
+    config = base()
+    config["dynamo-lab:sizing"] = {"link": {"rate": "100gbit"}}
+    wide = Uncertainty({m: MetricError(0.5, 0.9, 0.99, 0.99, 16) for m in ("ttft_p50_ms", "ttft_p99_ms",
+                                                                            "requests_per_s")})
+    one_unit_each = with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4))
+    a = search.search(inputs.Base.of("kv-routing", config), "advised", one_unit_each, point(2, 4),
+                      inputs.Goal("ttft-p50"), wide, full=CHEAP)
+    assert [c.layout.kind for c in a.ranked[:2]] == [candidates.AGGREGATED] * 2 and a.close_call is not None
+    (verdict,) = [ln for ln in text.text(a).splitlines() if ln.startswith("Too close to call")]
+    assert "physics only (outside what the validation covered: link 100 Gbit/s (validated: 1 Gbit/s))" in verdict
+    assert "beyond that error" not in verdict
