@@ -78,6 +78,15 @@ def test_cross_node_throughput_is_the_links():
     assert pull.throughput_basis is ThroughputBasis.LINK
 
 
+def test_a_link_faster_than_the_tcp_software_path_moves_a_transfer_at_the_software_paths_rate():
+    # 100 Gbit/s x 0.92 is 11.5 GB/s of wire, but UCX over TCP moves a READ at the host's 0.94 GB/s.
+    (pull,) = _report("cross-server", lambda c: c.update(sizing={"link": {"rate": "100gbit"}})).transfers
+    assert pull.throughput_bytes_per_s == SAME_NODE_BYTES_PER_SECOND["READ"]
+    assert pull.throughput_source == ("same-node NIXL READ of KV blocks (dev-machine estimate), under the link "
+                                      "100 Gbit/s x 0.92 efficiency (UCX over TCP)")
+    assert pull.cold_seconds == pytest.approx(LAB_REQUEST / SAME_NODE_BYTES_PER_SECOND["READ"])
+
+
 def test_measured_throughput_replaces_the_default():
     def edit(c):
         c["sizing"] = {"measured": [{"fromGroup": "prefill", "toGroup": "decode", "bytesPerSecond": "100M"}]}

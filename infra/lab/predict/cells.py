@@ -9,7 +9,7 @@ interpolation), and the cell reports the median over the runs, as the write-up d
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from typing import Optional
 
@@ -86,7 +86,8 @@ def topology(cfg: StackConfig, sizing: StackSizing, lab: LabParams,
         if t.path == "cross-node" and t.throughput_basis != "measured":
             paths[(p, d)] = PathSpec(capacity=link_bytes_per_second(cfg.sizing.link), per_flow=software)
         else:
-            paths[(p, d)] = PathSpec(capacity=t.throughput_bytes_per_s, per_flow=t.throughput_bytes_per_s)
+            paths[(p, d)] = PathSpec(capacity=t.throughput_bytes_per_s, per_flow=t.throughput_bytes_per_s,
+                                     per_pair=t.path == "same-node")
     return specs, paths
 
 
@@ -185,7 +186,8 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
         for w in graph.workers:
             w.cache.peak, w.preemptions = w.cache.in_use(), 0
         servers = [(gpu_busy, name, gpu) for name, gpu in graph.gpus.items()] + [
-            (path_busy, key, path) for key, path in graph.paths.items()]
+            (path_busy, key[:2], path) for key, path in graph.paths.items()]  # a pair's path counts as its nodes'
+        pairs = Counter(key[:2] for key in graph.paths)
         for _ in range(runs):
             start, before = graph.sim.now, [server.busy_until_now() for _, _, server in servers]
             done = run()
@@ -209,7 +211,8 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     row = Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
               statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio,
               (min(p50s), max(p50s)), uses)
-    return row, Usage({k: v / elapsed for k, v in gpu_busy.items()}, {k: v / elapsed for k, v in path_busy.items()},
+    return row, Usage({k: v / elapsed for k, v in gpu_busy.items()},
+                      {k: v / elapsed / pairs[k] for k, v in path_busy.items()},
                       TtftParts(**{k: v * 1000 / count for k, v in parts.items()}))
 
 

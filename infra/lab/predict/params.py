@@ -18,23 +18,23 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class LabParams:
     # Frontend + router per request (HTTP, tokenization, routing), seconds. FITTED.
-    frontend_s: float = 0.0245
+    frontend_s: float = 0.013445885084303647
     # Host-side cost of one vLLM engine step (scheduling, input preparation, kernel launches),
     # seconds, and what each scheduled request adds to it (its output processing, detokenizing, and
     # Dynamo's Python handler streaming its token); each worker has its own CPU. FITTED.
-    step_cpu_s: float = 0.0049
-    step_cpu_per_request_s: float = 0.0005
+    step_cpu_s: float = 0.002201711924174385
+    step_cpu_per_request_s: float = 0.00033516002301781957
     # The fraction of the card's dense peak a prefill's math reaches, and of its DRAM bandwidth a
     # step's memory traffic reaches (model FLOPs / memory utilisation). FITTED, within (0, 1].
-    prefill_efficiency: float = 0.5
-    decode_efficiency: float = 0.7
+    prefill_efficiency: float = 0.951229424500714
+    decode_efficiency: float = 1.0
     # Disaggregated only: the prefill's answer back to the router and the decode request out
     # (Dynamo's request plane), seconds. FITTED.
-    handoff_s: float = 0.01
+    handoff_s: float = 0.05
     # Copies between GPU blocks and the host KV buffers (kv_buffer_device cpu): the prefill worker's
     # after its forward, the decode worker's at the step that notices the pull; bytes/s of a
     # block-scattered copy over PCIe. FITTED.
-    host_copy_bytes_per_s: float = 6e9
+    host_copy_bytes_per_s: float = 2979511822.748466
     # A NIXL agent pair's first transfer waits for their metadata exchange (vLLM's NixlConnector
     # handshake, once per prefill/decode pair), seconds. ESTIMATE: no published cell isolates it.
     handshake_s: float = 0.05

@@ -101,7 +101,13 @@ class Graph:
         self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.card, s.limits, Cache(s.cache_blocks))
                         for s in specs]
         self.cpu_buffers = {s.name: s.cpu_buffers for s in specs}
-        self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow) for k, p in paths.items()}
+        # (prefill node, decode node) -> its shared path; or, per pair, (.., prefill, decode) -> its own
+        self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow) for k, p in paths.items() if not p.per_pair}
+        for (pn, dn), p in paths.items():
+            if p.per_pair:
+                for a, b in ((a, b) for a in specs for b in specs if a.role == "prefill" and b.role == "decode"
+                             and (a.node, b.node) == (pn, dn)):
+                    self.paths[(pn, dn, a.name, b.name)] = Sharing(self.sim, p.capacity, p.per_flow)
         self.prefix_tokens = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
         self.prefix_blocks = self.prefix_tokens // load.block_tokens
         self.request_blocks = self.blocks(load.input_tokens + load.output_tokens)
@@ -314,7 +320,8 @@ class Graph:
         self.stats.transfers += 1
         self.stats.warm_transfers += req.shares_prefix
         prefill = req.source[0]
-        path = self.paths[(prefill.node, decode.node)]
+        path = self.paths.get((prefill.node, decode.node)) or self.paths[(prefill.node, decode.node, prefill.name,
+                                                                          decode.name)]
         pair = (prefill.name, decode.name)
         delay = 0.0 if pair in self.shaken else self.timing.handshake_s  # the agents' first metadata exchange
         self.shaken.add(pair)

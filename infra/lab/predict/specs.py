@@ -42,6 +42,11 @@ class WorkerSpec:
 class PathSpec:
     capacity: float  # bytes/s all of its flows share
     per_flow: float  # bytes/s one flow moves at most
+    # One such path per (prefill worker, decode worker) pair, not one for all: on one node each
+    # pair's NIXL agents move their flows through their own TCP connection and processes, which a
+    # many-core host runs side by side; one pair's flows share its rate (the probe's --flows:
+    # docs/measurements.md, "Several flows at once"). Across nodes every pair shares the link.
+    per_pair: bool = False
 
 
 @dataclass(frozen=True)

@@ -393,17 +393,17 @@ def test_with_no_shared_prefix_each_concurrency_is_one_point_and_the_output_says
 
 def test_layouts_over_the_p99_bound_are_listed_apart_from_the_ranking_with_either_goal():
     # The TTFT p50 goal with a tail bound: separated layouts' first tokens wait for a KV transfer
-    # (over 250 ms of p99 here), aggregated ones' do not (under 50 ms).
-    a = advise(data=small_lab(), traffic=point(2, 2), goal=inputs.Goal("ttft-p50", 200))
+    # (over 150 ms of p99 here), aggregated ones' do not (under 100 ms).
+    a = advise(data=small_lab(), traffic=point(2, 2), goal=inputs.Goal("ttft-p50", 120))
     assert a.ranked and a.over
-    assert all(c.worst_p99_ms <= 200 for c in a.ranked) and all(c.worst_p99_ms > 200 for c in a.over)
+    assert all(c.worst_p99_ms <= 120 for c in a.ranked) and all(c.worst_p99_ms > 120 for c in a.over)
     assert a.winner is a.ranked[0]  # exit 0: a layout within the bound is recommended
     lines = text.text(a).splitlines()
     top = lines.index("Top 2 within the TTFT p99 bound, estimates:")
     table = lines[top + 1:lines.index("", top)]
     assert [row.split("  ")[0] for row in table[2:]] == ["1", "2"]
     assert not any(c.layout.label in row for c in a.over for row in table)
-    apart = next(ln for ln in lines if ln.startswith("Over the TTFT p99 bound of 200 ms, not ranked: "))
+    apart = next(ln for ln in lines if ln.startswith("Over the TTFT p99 bound of 120 ms, not ranked: "))
     assert f"{len(a.over)} of the {len(a.ranked) + len(a.over)} predicted in full" in apart
     assert f"{a.over[0].layout.label} (TTFT p99 up to {a.over[0].worst_p99_ms:,.0f} ms)" in apart
     # Over the bound by less than a millisecond shows the decimals that say so.
