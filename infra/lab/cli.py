@@ -139,8 +139,8 @@ def _predict(args: argparse.Namespace) -> int:
     if not args.stack:
         raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
     stack = _stack(args.stack)
-    rows = cells.predict(stack.config, stack.sizing)
-    marks = [envelope(stack.resolved, r.prefix_types, r.concurrency) for r in rows]
+    rows = cells.predict(stack.config, stack.sizing, rates=args.rate)
+    marks = [envelope(stack.resolved, r.prefix_types, r.concurrency, rate=r.rate) for r in rows]
     print(text.to_json(args.stack, rows, cells.inputs(stack.config, stack.sizing), marks) if args.json
           else text.matrix(args.stack, rows, LAB.pool_scale, marks))
     return 0
@@ -278,6 +278,9 @@ def parser() -> argparse.ArgumentParser:
                     help="the prediction's error against every cell the write-up published")
     pd.add_argument("--calibrate", action="store_true",
                     help="refit the lab's constants to the concurrency-4 cells (prints them; minutes)")
+    pd.add_argument("--rate", type=flags.rate_list, metavar="R[,R...]",
+                    help="open loop: requests arriving at R per second (Poisson) instead of the benchmark's "
+                    "closed-loop concurrency, for each of its prefix types")
     pd.set_defaults(func=_predict)
     ad = sub.add_parser("advise", help="which layout this cluster should run for a workload: every layout the "
                         "sizing and preflight accept, ranked by the predictor (estimates); exit 0 recommended, "

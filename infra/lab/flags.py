@@ -38,6 +38,12 @@ positive_seconds = positive_number("seconds")
 positive_ms = positive_number("milliseconds")
 
 
+def rate_list(text: str) -> list[float]:
+    """Requests per second, one or more, separated by commas (an open-loop load)."""
+    parse = positive_number("requests per second")
+    return [parse(v) for v in text.split(",")]
+
+
 def int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",")]

@@ -50,6 +50,7 @@ class Row:
     # and routing's random ties; the cell reports their median).
     ttft_p50_ms_range: tuple[float, float] = (0.0, 0.0)
     workers: tuple[WorkerUse, ...] = ()
+    rate: Optional[float] = None  # open loop: requests/s arriving (concurrency is then 0)
 
     @property
     def preemptions(self) -> int:
@@ -179,7 +180,8 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     peaks: dict[str, int] = defaultdict(int)
     preempted: dict[str, int] = defaultdict(int)
     for g in range(graphs):
-        graph = Graph(specs, paths, timing(lab), load, stream=STREAM + 1000 * prefix_types + 10 * concurrency + g)
+        stream = STREAM + 1000 * prefix_types + 10 * concurrency + g + (round(rate * 1000) * 100 if rate else 0)
+        graph = Graph(specs, paths, timing(lab), load, stream=stream)
         run = (lambda: graph.run_open(rate, n)) if rate else (lambda: graph.run(concurrency, n))  # noqa: B023
         run()  # warm-up: caches as a long-running lab has them
         graph.stats = measured
@@ -210,7 +212,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     uses = tuple(WorkerUse(s.name, s.cache_blocks, peaks[s.name], preempted[s.name]) for s in specs)
     row = Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
               statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio,
-              (min(p50s), max(p50s)), uses)
+              (min(p50s), max(p50s)), uses, rate)
     return row, Usage({k: v / elapsed for k, v in gpu_busy.items()},
                       {k: v / elapsed / pairs[k] for k, v in path_busy.items()},
                       TtftParts(**{k: v * 1000 / count for k, v in parts.items()}))
@@ -243,9 +245,12 @@ def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, con
     return [statistics.median(ttfts[i] for ttfts in per_graph) for i in range(count)]
 
 
-def predict(cfg: StackConfig, sizing: StackSizing, lab: LabParams = LAB, pool_scale: float = 1.0) -> list[Row]:
-    """Every cell of the stack's benchmark matrix."""
+def predict(cfg: StackConfig, sizing: StackSizing, lab: LabParams = LAB, pool_scale: float = 1.0,
+            rates: Optional[list[float]] = None) -> list[Row]:
+    """Every cell of the stack's benchmark matrix; with `rates`, each prefix type open-loop at each rate."""
     b = cfg.benchmark
+    if rates:
+        return [simulate(cfg, sizing, p, 0, lab, pool_scale, rate=r)[0] for r in rates for p in b.prefix_types]
     return [predict_cell(cfg, sizing, p, c, lab, pool_scale=pool_scale) for c in b.concurrency for p in b.prefix_types]
 
 

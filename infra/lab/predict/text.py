@@ -36,7 +36,8 @@ def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float],
     """`envelopes`: each row's (envelope.envelope), shown as a column and what is outside below."""
     head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "req/s", "prefill cache", "decode hit",
             "KV peak", "preempted"] + (["envelope"] if envelopes is not None else [])
-    body = [[str(r.prefix_types), str(r.concurrency), _fmt("ttft_p50_ms", r.ttft_p50_ms),
+    body = [[str(r.prefix_types), f"open, {r.rate:g}/s" if r.rate else str(r.concurrency),
+             _fmt("ttft_p50_ms", r.ttft_p50_ms),
              _fmt("ttft_p99_ms", r.ttft_p99_ms), _fmt("requests_per_s", r.requests_per_s),
              f"{r.prefill_cache_ratio:.2f}",
              "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}",
@@ -45,7 +46,7 @@ def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float],
     if envelopes is not None:
         for line, env in zip(body, envelopes, strict=True):
             line.append("outside" if env.extrapolated else "inside")
-        said = outside_lines([(f"{r.prefix_types}x{r.concurrency}", env)
+        said = outside_lines([(f"{r.prefix_types}x{f'{r.rate:g}/s' if r.rate else r.concurrency}", env)
                               for r, env in zip(rows, envelopes, strict=True)],
                              every="every cell") or ["Every cell is inside what the validation covered "
                                                      "(docs/predictor.md, Envelope)."]

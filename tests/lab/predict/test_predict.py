@@ -102,3 +102,21 @@ def test_the_matrix_writes_thousands_as_the_other_tables_do():
                     prefill_cache_ratio=0.2, decode_hit_ratio=None)
     shown = text.matrix("same-server", [row], LAB.pool_scale)
     assert "16,595" in shown and "20,100" in shown and "16595" not in shown
+
+
+@pytest.mark.slow  # eight open-loop cells at full fidelity: about 10 s
+def test_an_open_loop_rate_predicts_each_prefix_type_at_that_rate_and_says_it_is_outside():
+    # `predict STACK --rate R`: requests arrive at R/s whatever the graph does; more arriving than it
+    # serves shows as queueing, which a closed loop hides by slowing its clients.
+    proc = run_cli("predict", "kv-routing", "--rate", "4,30", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert {(r["prefix_types"], r["rate"]) for r in rows} == {(p, rate) for p in (2, 7, 12, 24) for rate in (4, 30)}
+    by = {(r["prefix_types"], r["rate"]): r for r in rows}
+    for p in (2, 7, 12, 24):
+        assert by[(p, 4)]["requests_per_s"] == pytest.approx(4, rel=0.25)  # it keeps up: served as they arrive
+        assert by[(p, 30)]["ttft_p50_ms"] > by[(p, 4)]["ttft_p50_ms"]
+    assert all(r["extrapolated"] and any("open loop" in o for o in r["outside"]) for r in rows)
+    with pytest.raises(SystemExit) as refused:
+        run_cli("predict", "kv-routing", "--rate", "0")
+    assert refused.value.code == 2
