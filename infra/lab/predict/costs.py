@@ -86,9 +86,12 @@ def model_cost(m: Model, kv_bytes_per_token: int) -> ModelCost:
 def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tuple[int, int]]) -> float:
     """GPU seconds of one step: each scheduled request as (tokens already computed, tokens now); a
     decoding request is (its context, 1)."""
-    tokens = sum(n for _, n in scheduled)
-    pairs = sum(n * c + n * (n - 1) / 2 for c, n in scheduled)
-    kv_touched = sum(c + n for c, n in scheduled)
+    tokens = kv_touched = 0
+    pairs = 0.0
+    for c, n in scheduled:  # one pass: this runs once per simulated step
+        tokens += n
+        pairs += n * c + n * (n - 1) / 2
+        kv_touched += c + n
     flops = tokens * m.flops_per_token + pairs * m.attention_flops_per_pair
     nbytes = m.weight_bytes + kv_touched * m.kv_bytes_per_token
     return max(flops / (card.peak_flops * eff.math), nbytes / (card.bandwidth * eff.memory))

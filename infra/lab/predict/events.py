@@ -42,21 +42,24 @@ class Sharing:
         return self.busy_s + (self.sim.now - self.last if self.jobs else 0.0)
 
     def _advance(self) -> None:
+        now = self.sim.now
         if self.jobs:
-            self.busy_s += self.sim.now - self.last
-            done = (self.sim.now - self.last) * self.rate()
+            self.busy_s += now - self.last
+            done = (now - self.last) * self.rate()
             for job in self.jobs.values():
                 job[0] -= done
-        self.last = self.sim.now
+        self.last = now
 
     def rate(self) -> float:
         """Work per second each job gets now."""
-        return min(self.capacity / len(self.jobs), self.per_job) if self.jobs else 0.0
+        jobs = len(self.jobs)
+        return min(self.capacity / jobs, self.per_job) if jobs else 0.0
 
     def _reschedule(self) -> None:
         self.version += 1
         if self.jobs:
-            left = min(job[0] for job in self.jobs.values())
+            jobs = self.jobs.values()
+            left = min(job[0] for job in jobs) if len(jobs) > 1 else next(iter(jobs))[0]
             self.sim.at(self.sim.now + max(left, 0.0) / self.rate(), self._complete, self.version)
 
     def submit(self, work: float, callback: Callable[[], None]) -> None:

@@ -60,12 +60,17 @@ class Cache:
     def _evict_for(self, blocks: int) -> None:
         """Evict unreferenced entries, least recent first, until `blocks` more fit beside what is cached."""
         over = self.used + self.pinned + blocks - self.capacity
-        for key in [k for k in self.items if k not in self.refs]:
-            if over <= 0:
-                break
-            size = self.items.pop(key)
-            self.used -= size
-            over -= size
+        if over <= 0:
+            return  # the common case: it fits beside what is cached (no walk of the entries)
+        victims = []
+        for key, size in self.items.items():
+            if key not in self.refs:
+                victims.append(key)
+                over -= size
+                if over <= 0:
+                    break
+        for key in victims:
+            self.used -= self.items.pop(key)
 
     def allocate(self, blocks: int) -> bool:
         """Hold `blocks` more privately, evicting cached blocks no request holds; False (nothing

@@ -46,7 +46,7 @@ class Stalled(RuntimeError):
     """The graph cannot finish its requests: a worker's pool is smaller than one request needs."""
 
 
-@dataclass
+@dataclass(eq=False)  # one request is itself only: the workers' lists find it by identity, not by its fields
 class Request:
     id: int
     prefix: int
@@ -191,7 +191,9 @@ class Graph:
         req.pinned, req.shares_prefix, req.computed = 0, False, 0
 
     def _grow(self, w: Worker, req: Request, tokens: int) -> bool:
-        need = max(0, self.blocks(tokens) - self._held(req))
+        need = self.blocks(tokens) - self._held(req)
+        if need <= 0:
+            return True  # most decode steps: the token fits in a block it holds
         if w.cache.allocate(need):
             req.pinned += need
             return True
