@@ -1,0 +1,36 @@
+"""Cells simulated in other processes give the figures one process gives (pool.py)."""
+
+from __future__ import annotations
+
+from infra.lab.predict import pool
+from infra.lab.predict.params import LAB
+from tests.helpers import sized
+
+
+def _jobs() -> list[pool.Job]:
+    cfg, sizing = sized("same-server")
+    # One simulated run per cell keeps this quick; five cells, so a pool is used (pool.MIN_CELLS).
+    return [pool.Job(cfg, sizing, prefix_types, concurrency, LAB, graphs=1, runs=1)
+            for prefix_types, concurrency in ((1, 1), (2, 2), (3, 4), (2, 1), (1, 2))]
+
+
+def test_two_processes_give_each_cell_the_figures_one_gives_in_the_jobs_order():
+    jobs = _jobs()
+    assert len(jobs) >= pool.MIN_CELLS
+    told: list[int] = []
+    alone = pool.simulate(jobs, workers=1)
+    shared = pool.simulate(jobs, workers=2, done=told.append)
+    assert shared == alone
+    # Rows are told apart by their cell, so a result out of order would not compare equal above
+    # only by luck: each row names the cell it is.
+    assert [(row.prefix_types, row.concurrency) for row, _ in shared] == [(j.prefix_types, j.concurrency) for j in jobs]
+    assert told == list(range(1, len(jobs) + 1))
+
+
+def test_a_handful_of_cells_is_simulated_in_this_process(monkeypatch):
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a pool was started for fewer than MIN_CELLS cells")
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", no_pool)
+    told: list[int] = []
+    out = pool.simulate(_jobs()[:pool.MIN_CELLS - 1], workers=8, done=told.append)
+    assert len(out) == pool.MIN_CELLS - 1 and told == list(range(1, pool.MIN_CELLS))
