@@ -51,6 +51,15 @@ class Row:
     ttft_p50_ms_range: tuple[float, float] = (0.0, 0.0)
     workers: tuple[WorkerUse, ...] = ()
     rate: Optional[float] = None  # open loop: requests/s arriving (concurrency is then 0)
+    # Open loop: requests completed per second over requests arrived per second, between the
+    # KEEP_UP_TRIM and 1 - KEEP_UP_TRIM marks of each run (median over runs; `keeps_up`).
+    completion_ratio: Optional[float] = None
+
+    @property
+    def keeps_up(self) -> Optional[bool]:
+        """Open loop: whether it completes requests as fast as they arrive (None in a closed loop,
+        which sends only as fast as it completes)."""
+        return None if self.completion_ratio is None else self.completion_ratio >= KEEPS_UP
 
     @property
     def preemptions(self) -> int:
@@ -160,6 +169,27 @@ def predicted_point(stack: str, prefix_types: int, concurrency: int) -> tuple[fl
 # Requests per measured run of an open-loop cell (`rate`): enough for a p99 to rest on a few.
 OPEN_LOOP_REQUESTS = 128
 
+# Whether an open-loop graph keeps up, from the middle of each run: the first and last
+# KEEP_UP_TRIM of its requests are left out, since the run's requests/s (its count over first sent
+# to last done) counts the last request's whole latency too, which at 50 requests/s is most of a
+# 2.5 s run even for a graph that keeps up. In the middle, a graph that keeps up completes as fast
+# as requests arrive (a ratio near 1: the same requests, each shifted by its latency); one that
+# falls behind completes at its capacity, so the ratio is its capacity's share of the rate.
+KEEP_UP_TRIM = 0.1
+# Below this ratio it falls behind: its backlog grows for as long as the load lasts. Leaves room
+# for a run's latency jitter (over the middle 102 requests at 50/s, about 2 s, a 0.1 s spread of
+# latency at either end moves the ratio by about 7%).
+KEEPS_UP = 0.9
+
+
+def completion_ratio(done: list) -> float:
+    """Completions per second over arrivals per second between the KEEP_UP_TRIM marks of one
+    open-loop run's requests (`done`: every request of the run)."""
+    sent, finished = sorted(r.sent for r in done), sorted(r.done for r in done)
+    k1 = int(len(done) * KEEP_UP_TRIM)
+    k2 = len(done) - 1 - k1
+    return (sent[k2] - sent[k1]) / (finished[k2] - finished[k1])
+
 
 def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
              pool_scale: float = 1.0, graphs: int = SIMULATED_GRAPHS, runs: int = RUNS_PER_GRAPH,
@@ -170,7 +200,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     specs, paths = topology(cfg, sizing, lab, pool_scale)
     load = _load(cfg, sizing, prefix_types)
     n = OPEN_LOOP_REQUESTS if rate else cfg.benchmark.requests_per_concurrency * concurrency
-    p50s, p99s, rates = [], [], []
+    p50s, p99s, rates, ratios = [], [], [], []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
     elapsed = 0.0
     gpu_busy: dict[str, float] = defaultdict(float)  # seconds with work in flight, over the measured runs
@@ -200,6 +230,8 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
             p50s.append(percentile(ttft, 50))
             p99s.append(percentile(ttft, 99))
             rates.append(len(done) / (max(r.done for r in done) - min(r.sent for r in done)))
+            if rate:
+                ratios.append(completion_ratio(done))
             for r in done:
                 arrived = r.prefilled if r.joined is None else r.joined
                 parts["prefill"] += r.prefilled - r.sent
@@ -212,7 +244,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     uses = tuple(WorkerUse(s.name, s.cache_blocks, peaks[s.name], preempted[s.name]) for s in specs)
     row = Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
               statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio,
-              (min(p50s), max(p50s)), uses, rate)
+              (min(p50s), max(p50s)), uses, rate, statistics.median(ratios) if ratios else None)
     return row, Usage({k: v / elapsed for k, v in gpu_busy.items()},
                       {k: v / elapsed / pairs[k] for k, v in path_busy.items()},
                       TtftParts(**{k: v * 1000 / count for k, v in parts.items()}))

@@ -9,7 +9,7 @@ from typing import Optional
 
 from infra.lab import published
 from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
-from infra.lab.predict.cells import Error, Row
+from infra.lab.predict.cells import OPEN_LOOP_REQUESTS, Error, Row
 from infra.lab.predict.envelope import Envelope, outside_lines
 from infra.lab.predict.params import LabParams
 from infra.lab.sizing_text import text_table
@@ -43,10 +43,19 @@ def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float],
              "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}",
              _kv_peak(r), f"{r.preemptions:,}"] for r in rows]
     said = []
+    if any(r.rate for r in rows):  # open loop: whether the graph completes as fast as requests arrive
+        head.insert(5, "keeps up")
+        for line, r in zip(body, rows, strict=True):
+            line.insert(5, "-" if r.keeps_up is None else "yes" if r.keeps_up else
+                        f"no, {r.completion_ratio:.0%}")
+        if any(r.keeps_up is False for r in rows):
+            said.append(f"keeps up: no, N%: it completes N% of the requests/s arriving, in the middle of each run, so "
+                        f"its backlog grows for as long as the load lasts and its figures are those of a run of "
+                        f"{OPEN_LOOP_REQUESTS} arrivals, not a steady state (docs/predictor.md, The model).")
     if envelopes is not None:
         for line, env in zip(body, envelopes, strict=True):
             line.append("outside" if env.extrapolated else "inside")
-        said = outside_lines([(f"{r.prefix_types}x{f'{r.rate:g}/s' if r.rate else r.concurrency}", env)
+        said += outside_lines([(f"{r.prefix_types}x{f'{r.rate:g}/s' if r.rate else r.concurrency}", env)
                               for r, env in zip(rows, envelopes, strict=True)],
                              every="every cell") or ["Every cell is inside what the validation covered "
                                                      "(docs/predictor.md, Envelope)."]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 
@@ -120,3 +121,40 @@ def test_an_open_loop_rate_predicts_each_prefix_type_at_that_rate_and_says_it_is
     with pytest.raises(SystemExit) as refused:
         run_cli("predict", "kv-routing", "--rate", "0")
     assert refused.value.code == 2
+
+
+class _Done:
+    def __init__(self, sent: float, done: float):
+        self.sent, self.done = sent, done
+
+
+def test_keeping_up_is_told_from_the_middle_of_a_run_not_its_last_latency():
+    # 100 requests at 10/s, each served in 2 s: the run's requests/s (100 over 11.9 s) is 8.4, short
+    # of the rate, yet every request is served as it arrives.
+    arrivals = [k / 10 for k in range(100)]
+    assert cells.completion_ratio([_Done(t, t + 2.0) for t in arrivals]) == pytest.approx(1.0)
+    # Served one at a time at 4/s: completions come at its capacity, 40% of the rate.
+    served = [_Done(t, 2.0 + k / 4) for k, t in enumerate(arrivals)]
+    assert cells.completion_ratio(served) == pytest.approx(0.4)
+    row = functools.partial(cells.Row, prefix_types=2, concurrency=0, ttft_p50_ms=1.0, ttft_p99_ms=1.0,
+                            requests_per_s=1.0, prefill_cache_ratio=0.0, decode_hit_ratio=None, rate=10.0)
+    assert row(completion_ratio=0.97).keeps_up is True and row(completion_ratio=0.4).keeps_up is False
+    assert dataclasses.replace(row(), rate=None).keeps_up is None  # a closed loop sends only as fast as it completes
+
+
+def test_an_open_loop_graph_short_of_the_rate_is_said_to_fall_behind():
+    cfg, sizing = sized("cross-server")
+    slow, fast = (cells.simulate(cfg, sizing, 12, 0, LAB, graphs=1, runs=1, rate=r)[0] for r in (0.5, 3.0))
+    # Each request's KV crosses the 1 Gbit/s link: its 371 unique tokens' (about 43 MB, 0.35 s of the
+    # link) and, where the decode worker lacks the prefix, the 2,000 prefix tokens' (about 229 MB,
+    # 1.8 s): 3 requests/s over 12 prefix types is more than the link carries, 0.5/s is not.
+    assert slow.keeps_up and not fast.keeps_up and fast.completion_ratio < 0.6
+    shown = text.matrix("cross-server", [slow, fast], LAB.pool_scale).splitlines()
+    head = shown[1].split("  ")
+    assert "keeps up" in [h.strip() for h in head if h.strip()]
+    assert any(ln.startswith("12") and "open, 0.5/s" in ln and " yes " in ln for ln in shown)
+    assert any(ln.startswith("12") and "open, 3/s" in ln and f"no, {fast.completion_ratio:.0%}" in ln for ln in shown)
+    assert any(ln.startswith("keeps up: no, N%: it completes N% of the requests/s arriving") for ln in shown)
+    closed = text.matrix("cross-server", [dataclasses.replace(slow, rate=None, concurrency=4, completion_ratio=None)],
+                         LAB.pool_scale)
+    assert "keeps up" not in closed
