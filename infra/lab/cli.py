@@ -153,7 +153,7 @@ def _advise(args: argparse.Namespace) -> int:
     req = command.prepare(args.stack, args.write, args.force, args.source, Goal(args.goal, args.ttft_p99_max),
                           input_tokens=args.input_tokens, prefix_tokens=args.prefix_tokens,
                           output_tokens=args.output_tokens, prefix_types=args.prefix_types,
-                          concurrency=args.concurrency)
+                          concurrency=args.concurrency, rates=args.rate)
     # On stderr: stdout holds only the answer (its --json a document of its own).
     advice, data = command.advise(req, progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(text.to_json(advice) if args.json else text.text(advice, args.top))
@@ -295,7 +295,12 @@ def parser() -> argparse.ArgumentParser:
     ad.add_argument("--output-tokens", type=flags.positive_int, help="output tokens per request")
     ad.add_argument("--prefix-types", type=flags.int_list, help="distinct shared prefixes, e.g. 2,24 (with no shared "
                     "prefix they are one workload: one point per concurrency)")
-    ad.add_argument("--concurrency", type=flags.int_list, help="requests in flight, e.g. 4,8")
+    ad.add_argument("--concurrency", type=flags.int_list, help="requests in flight, e.g. 4,8 (with --rate: only what "
+                    "every candidate is sized for, its largest)")
+    ad.add_argument("--rate", type=flags.rate_list, metavar="R[,R...]",
+                    help="open loop: requests/s arriving (Poisson) at each point instead of a closed loop's "
+                    "concurrency, e.g. 2,6 (a closed loop lets a slower layout send fewer requests); TTFT at "
+                    "that rate, so with --goal ttft-p50 only")
     ad.add_argument("--goal", choices=["requests-per-s", "ttft-p50"],  # inputs.GOALS
                     default="ttft-p50", help="rank by the lowest TTFT p50 (default) or the highest requests/s")
     ad.add_argument("--ttft-p99-max", type=flags.positive_ms, metavar="MS",

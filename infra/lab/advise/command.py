@@ -35,7 +35,8 @@ class Request:
 def prepare(stack: str, write_to: Optional[str], force: bool, source: Optional[str], goal: Goal,
             **traffic: Optional[object]) -> Request:
     """The request, or a UserError for arguments no search should start with. `traffic`: the
-    command line's --input-tokens ... --concurrency, None where not given (inputs.given_traffic)."""
+    command line's --input-tokens ... --concurrency and --rate (`rates`), None where not given
+    (inputs.given_traffic)."""
     if force and not write_to:
         raise UserError("--force replaces the file --write names: add --write Pulumi.NAME.yaml, or drop --force")
     name = write.stack_name(write_to) if write_to else stack
@@ -45,6 +46,7 @@ def prepare(stack: str, write_to: Optional[str], force: bool, source: Optional[s
     base = inputs.read_base(stack)
     chosen = inputs.given_traffic(base, **traffic) or inputs.traffic_of(base.config)
     inputs.check_traffic(base, chosen)
+    inputs.check_goal(goal, chosen)
     return Request(base, name, out, force, source, chosen, goal)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from pydantic import ValidationError
 
@@ -50,9 +50,30 @@ def read_base(name: str) -> Base:
     return Base.of(name, stack_files.stack_doc(name))
 
 
+class Point(NamedTuple):
+    """One traffic point: prefix types and, closed loop, the requests in flight; open loop
+    (`rate` requests/s arriving, Poisson), concurrency 0."""
+
+    prefix_types: int
+    concurrency: int
+    rate: Optional[float] = None
+
+    def label(self, prefix: bool) -> str:
+        """As the tables head it: 24x8 (prefix types x concurrency), 24x1.5/s open loop; with no shared
+        prefix the concurrency or rate alone."""
+        load = f"{self.rate:g}/s" if self.rate is not None else str(self.concurrency)
+        return f"{self.prefix_types}x{load}" if prefix else load
+
+    def where(self, prefix: bool) -> str:
+        """In words, for a sentence."""
+        load = f"{self.rate:g} requests/s open loop" if self.rate is not None else f"concurrency {self.concurrency}"
+        return f"prefix types {self.prefix_types}, {load}" if prefix else load
+
+
 @dataclass(frozen=True)
 class Traffic:
-    """The requests advise ranks layouts for: one request shape, a matrix of points."""
+    """The requests advise ranks layouts for: one request shape, a matrix of points: prefix types x
+    concurrency (closed loop, as the lab's benchmark ran), or prefix types x `rates` (open loop)."""
 
     input_tokens: int
     prefix_tokens: int
@@ -60,6 +81,13 @@ class Traffic:
     prefix_types: tuple[int, ...]
     concurrency: tuple[int, ...]
     given: bool  # False: the base stack's benchmark section
+    # Open loop: requests/s arriving (Poisson) at each point instead of `concurrency` in flight;
+    # `concurrency` is then only what the candidates are sized for (workload.concurrency).
+    rates: tuple[float, ...] = ()
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.rates)
 
     @property
     def simulated_prefix_types(self) -> tuple[int, ...]:
@@ -68,8 +96,10 @@ class Traffic:
         return self.prefix_types if self.prefix_tokens else (1,)
 
     @property
-    def points(self) -> list[tuple[int, int]]:
-        return [(p, c) for c in self.concurrency for p in self.simulated_prefix_types]
+    def points(self) -> list[Point]:
+        if self.rates:
+            return [Point(p, 0, r) for r in self.rates for p in self.simulated_prefix_types]
+        return [Point(p, c) for c in self.concurrency for p in self.simulated_prefix_types]
 
 
 def traffic_of(cfg: StackConfig) -> Traffic:
@@ -81,11 +111,13 @@ def traffic_of(cfg: StackConfig) -> Traffic:
 
 def given_traffic(base: Base, input_tokens: Optional[int] = None, prefix_tokens: Optional[int] = None,
                   output_tokens: Optional[int] = None, prefix_types: Optional[list[int]] = None,
-                  concurrency: Optional[list[int]] = None) -> Optional[Traffic]:
+                  concurrency: Optional[list[int]] = None, rates: Optional[list[float]] = None) -> Optional[Traffic]:
     """The base's traffic with what the command line gives (None when it gives nothing), checked:
-    a UserError (exit 2) for a traffic no layout could serve."""
+    a UserError (exit 2) for a traffic no layout could serve. `rates` (--rate) makes it open loop;
+    the candidates are still sized, as for any given traffic, for the largest concurrency (--concurrency,
+    else the base's benchmark list), which the predictor then does not simulate."""
     flags = {"input_tokens": input_tokens, "prefix_tokens": prefix_tokens, "output_tokens": output_tokens,
-             "prefix_types": prefix_types, "concurrency": concurrency}
+             "prefix_types": prefix_types, "concurrency": concurrency, "rates": rates}
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in flags.items() if v is not None}
     if not given:
         return None
@@ -110,6 +142,10 @@ def _prefix_within_input(base: Base, t: Traffic) -> None:
 FLAGS = ("--input-tokens is workload.inputTokens, --prefix-tokens workload.prefixTokens, --output-tokens "
          "workload.outputTokens, --prefix-types and --concurrency workload's largest and benchmark's lists")
 
+# The most requests/s advise simulates arriving: a faster rate floods any layout of a small cluster,
+# and the answer (all of them queue without bound) needs no search.
+MAX_RATE = 1000.0
+
 
 def check_traffic(base: Base, traffic: Traffic) -> None:
     """A traffic that no layout could serve (longer than the model's context, say) is the user's
@@ -118,6 +154,9 @@ def check_traffic(base: Base, traffic: Traffic) -> None:
         raise UserError(f"concurrency {max(traffic.concurrency)} is more than advise simulates ({MAX_CONCURRENCY} "
                         "requests in flight; each request is simulated, and a search would take many minutes): "
                         f"ask for at most {MAX_CONCURRENCY}")
+    if traffic.rates and max(traffic.rates) > MAX_RATE:
+        raise UserError(f"--rate {max(traffic.rates):g} requests/s is more than advise simulates ({MAX_RATE:g}/s): "
+                        f"ask for at most {MAX_RATE:g}")
     if not traffic.given:
         return
     raw, secrets = stack_files.config_from_doc(with_traffic(base.doc, traffic))
@@ -150,3 +189,11 @@ class Goal:
     def describe(self) -> str:
         bound = f" with TTFT p99 at most {self.ttft_p99_max_ms:,.0f} ms at every point" if self.ttft_p99_max_ms else ""
         return GOALS[self.name] + bound
+
+
+def check_goal(goal: Goal, traffic: Traffic) -> None:
+    """An open loop's requests/s is the rate asked for, for every layout that keeps up: no ranking."""
+    if traffic.open_loop and goal.name == "requests-per-s":
+        raise UserError("--goal requests-per-s ranks what a closed loop completes; with --rate every layout that "
+                        "keeps up completes the rate asked for, so it ranks nothing: with --rate use --goal ttft-p50 "
+                        "(the default; a layout that falls behind shows it as a growing TTFT), or drop --rate")

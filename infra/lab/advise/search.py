@@ -27,7 +27,7 @@ from infra.lab.advise.candidates import ClassNode, Layout
 from infra.lab.advise.inputs import Base, Goal, Traffic
 from infra.lab.advise.stack_file import StackDoc, candidate_config
 from infra.lab.advise.uncertainty import Uncertainty
-from infra.lab.predict import cells
+from infra.lab.predict import cells, pool
 from infra.lab.predict.cells import Row, TtftParts, Usage
 from infra.lab.predict.envelope import INSIDE, Envelope, envelope
 from infra.lab.predict.params import LAB, LabParams
@@ -72,6 +72,7 @@ class Candidate:
     over_bound: bool = False
     binding: Optional[Binding] = None
     envelopes: list[Envelope] = field(default_factory=list)  # each point's (predict/envelope.py)
+    runs: int = 0  # simulated measured runs per point (the rows' preemptions are summed over them)
 
     @property
     def envelope(self) -> Envelope:
@@ -86,6 +87,27 @@ class Candidate:
         """The mean over the traffic's points."""
         return TtftParts(*(sum(getattr(u.ttft_parts_ms, f.name) for u in self.usage) / len(self.usage)
                            for f in dataclasses.fields(TtftParts)))
+
+
+@dataclass(frozen=True)
+class KvOverflow:
+    """Where a layout's KV did not fit: the worker, at the point, that preempted the most."""
+
+    preemptions: int  # over every point's simulated runs
+    worker: str
+    kv_blocks_peak: int
+    cache_blocks: int
+    point: int  # index into the traffic's points
+    runs: int
+
+
+def kv_overflow(c: Candidate) -> Optional[KvOverflow]:
+    """None when every request's KV fitted at every point (vLLM never preempted)."""
+    total = sum(r.preemptions for r in c.rows)
+    if not total:
+        return None
+    i, w = max(((i, w) for i, r in enumerate(c.rows) for w in r.workers), key=lambda iw: iw[1].preemptions)
+    return KvOverflow(total, w.name, w.kv_blocks_peak, w.cache_blocks, i, c.runs)
 
 
 def geomean(values: list[float]) -> float:
@@ -113,26 +135,33 @@ def _accept(c: Candidate, stack_name: str, data: ClusterData) -> None:
     c.host_memory = fullest
 
 
-def _predict(c: Candidate, traffic: Traffic, goal: Goal, lab: LabParams, graphs: int, runs: int) -> None:
-    cfg, sizing = c.stack.config, c.stack.sizing
-    c.rows, c.usage = [], []
-    c.envelopes = [envelope(c.stack.resolved, p, conc) for p, conc in traffic.points]
-    for p, conc in traffic.points:
-        row, usage = cells.simulate(cfg, sizing, p, conc, lab, graphs=graphs, runs=runs)
-        c.rows.append(row)
-        c.usage.append(usage)
-    c.score = c.mean(goal.metric)
-    c.worst_p99_ms = max(r.ttft_p99_ms for r in c.rows)
-    c.over_bound = goal.ttft_p99_max_ms is not None and c.worst_p99_ms > goal.ttft_p99_max_ms
-    c.binding = binding(c, traffic)
+def _predict(found: list[Candidate], traffic: Traffic, goal: Goal, lab: LabParams, graphs: int, runs: int,
+             workers: Optional[int], done: Callable[[int], None] = lambda n: None) -> None:
+    """Every candidate's rows at every point of the traffic, `graphs` x `runs` measured runs each,
+    simulated on `workers` processes (pool.py: the figures do not depend on it); `done` is told how
+    many candidates are predicted as they are."""
+    points = traffic.points
+    jobs = [pool.Job(c.stack.config, c.stack.sizing, pt.prefix_types, pt.concurrency, lab, graphs, runs, pt.rate)
+            for c in found for pt in points]
+    results = pool.simulate(jobs, workers, done=lambda n: done(n // len(points)) if n % len(points) == 0 else None)
+    for k, c in enumerate(found):
+        mine = results[k * len(points):(k + 1) * len(points)]
+        c.rows, c.usage = [row for row, _ in mine], [usage for _, usage in mine]
+        c.envelopes = [envelope(c.stack.resolved, pt.prefix_types, pt.concurrency, rate=pt.rate) for pt in points]
+        c.runs = graphs * runs
+        c.score = c.mean(goal.metric)
+        c.worst_p99_ms = max(r.ttft_p99_ms for r in c.rows)
+        c.over_bound = goal.ttft_p99_max_ms is not None and c.worst_p99_ms > goal.ttft_p99_max_ms
+        c.binding = binding(c, traffic)
 
 
 def binding(c: Candidate, traffic: Traffic) -> Binding:
     """The resource nearest its limit, by four shares (docs/advise.md, "What binds"): the busiest
     GPU's busy share, the busiest KV path's, the share of reusable prefix tokens the caches still
-    recomputed or re-sent, and the fullest node's share of allocatable memory requested."""
-    where = [f"prefix types {p}, concurrency {conc}" if traffic.prefix_tokens else f"concurrency {conc}"
-             for p, conc in traffic.points]
+    recomputed or re-sent, and the fullest node's share of allocatable memory requested. A KV pool
+    that fills is not among them: it fills as requests queue behind whichever of these binds
+    (preemptions, where the KV does not fit, are said apart: `kv_overflow`)."""
+    where = [pt.where(bool(traffic.prefix_tokens)) for pt in traffic.points]
     options = []
     gpu = max(((share, g, i) for i, u in enumerate(c.usage) for g, share in u.gpu_busy.items()), default=None)
     if gpu:
@@ -227,12 +256,13 @@ def _order(goal: Goal):
 def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goal: Goal, uncertainty: Uncertainty,
            lab: LabParams = LAB, refined_per_family: int = REFINED_PER_FAMILY,
            full: tuple[int, int] = (cells.SIMULATED_GRAPHS, cells.RUNS_PER_GRAPH),
-           progress: Callable[[str], None] = lambda message: None) -> Advice:
+           progress: Callable[[str], None] = lambda message: None, workers: Optional[int] = None) -> Advice:
     """`base`: the base stack, read once; `stack_name`: the name candidates load as; `traffic`:
     checked already (inputs.check_traffic); `full`:
     the simulated graphs and runs per point of a refined candidate (the predictor's own by default);
     `progress`: told what the search does as it starts each stage, and every PROGRESS_S within one
-    (a default search takes tens of seconds)."""
+    (a default search takes tens of seconds); `workers`: the processes that simulate (None: one per
+    core; the figures are the same for any number)."""
     started = time.monotonic()
     said = [started]
 
@@ -252,9 +282,8 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
                         "gpuClasses holds only the classes to compare (docs/advise.md, 'What it searches')")
     found = [Candidate(layout, candidate_config(base.doc, layout, traffic)) for layout in layouts]
     families: dict[str, Family] = {}
-    tell(f"{len(found)} layouts to size, preflight and screen with one simulated run per point")
-    for i, c in enumerate(found):
-        tell(f"{i} of {len(found)} layouts screened", due=False)
+    tell(f"{len(found)} layouts to size and preflight")
+    for c in found:
         fam = families.setdefault(c.layout.family, Family(c.layout.family))
         fam.looked_at += 1
         _accept(c, stack_name, data)
@@ -264,16 +293,23 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
             fam.refused_preflight.append(c)
         else:
             c.status = SCREENED
-            _predict(c, traffic, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS)
+    screening = [c for c in found if c.status == SCREENED]
+    tell(f"{len(screening)} accepted; screening each with one simulated run per point")
+    _predict(screening, traffic, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS, workers,
+             done=lambda n: tell(f"{n} of {len(screening)} layouts screened", due=False))
     order = _order(goal)
-    tell(f"predicting the best {refined_per_family} of each of {len(families)} families in full")
+    best = []
     for fam in families.values():
-        screened = sorted((c for c in found if c.layout.family == fam.name and c.status == SCREENED), key=order)
-        for c in screened[:refined_per_family]:
-            tell(f"predicting {c.layout.label}", due=False)
-            c.status = REFINED
-            _predict(c, traffic, goal, lab, *full)
-        fam.refined = sorted(screened[:refined_per_family], key=order)
+        fam.refined = sorted((c for c in screening if c.layout.family == fam.name), key=order)[:refined_per_family]
+        best += fam.refined
+    tell(f"predicting the best {refined_per_family} of each of {len(families)} families in full ({len(best)} "
+         "layouts)")
+    for c in best:
+        c.status = REFINED
+    _predict(best, traffic, goal, lab, *full, workers,
+             done=lambda n: tell(f"{n} of {len(best)} predicted in full", due=False))
+    for fam in families.values():
+        fam.refined.sort(key=order)
     refined = sorted((c for c in found if c.status == REFINED), key=order)
     return Advice(stack_name, base.name, data.source, nodes, left_out, traffic, goal, uncertainty, found,
                   [c for c in refined if not c.over_bound], [c for c in refined if c.over_bound],

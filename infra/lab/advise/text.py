@@ -8,7 +8,8 @@ from dataclasses import asdict
 from typing import Any, Optional
 
 from infra.lab.advise.candidates import ACROSS, AGGREGATED, MAX_REPLICAS_PER_CLASS, ONE_NODE
-from infra.lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family
+from infra.lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family, kv_overflow
+from infra.lab.predict.cells import OPEN_LOOP_REQUESTS
 from infra.lab.predict.envelope import outside_lines
 from infra.lab.sizing_text import text_table
 
@@ -22,7 +23,9 @@ LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s"
 def _traffic(a: Advice) -> str:
     w = a.traffic
     points = len(w.points)
-    concurrency = f"concurrency {', '.join(map(str, w.concurrency))}"
+    concurrency = (f"open loop at {', '.join(f'{r:g}' for r in w.rates)} requests/s (Poisson arrivals; sized for "
+                   f"concurrency {max(w.concurrency)})" if w.open_loop
+                   else f"concurrency {', '.join(map(str, w.concurrency))}")
     if w.prefix_tokens:
         shape = (f"{w.prefix_tokens:,} shared prefix, {w.input_tokens - w.prefix_tokens:,} unique), "
                  f"{w.output_tokens:,} output tokens; prefix types {', '.join(map(str, w.prefix_types))} x "
@@ -30,7 +33,7 @@ def _traffic(a: Advice) -> str:
     else:
         shape = (f"no shared prefix), {w.output_tokens:,} output tokens; {concurrency} (with no shared prefix "
                  f"the prefix types, {', '.join(map(str, w.prefix_types))}, are one workload: one point per "
-                 "concurrency)")
+                 f"{'rate' if w.open_loop else 'concurrency'})")
     return (f"{w.input_tokens:,} input tokens ({shape}: {points} point{'s' * (points > 1)} "
             f"({'given' if w.given else f'the benchmark section of {a.base}'})")
 
@@ -48,11 +51,45 @@ def _binds(c: Candidate) -> str:
     return c.binding.resource if c.binding.level >= NEAR_LIMIT else f"none over {NEAR_LIMIT:.0%}"
 
 
-def _why(c: Candidate, winner: Optional[Candidate]) -> str:
-    """What its time goes to and what binds it, against the winner's."""
+def preemptions(c: Candidate) -> int:
+    """Its requests preempted over the simulated runs of every point: where its KV did not fit."""
+    return sum(r.preemptions for r in c.rows)
+
+
+def _overflow(a: Advice, c: Candidate) -> Optional[str]:
+    o = kv_overflow(c)
+    if o is None:
+        return None
+    where = a.traffic.points[o.point].where(bool(a.traffic.prefix_tokens))
+    return (f"its KV does not always fit: {o.preemptions:,} preemption{'s' * (o.preemptions > 1)} over "
+            f"{o.runs} simulated run{'s' * (o.runs > 1)} per point, the most on {o.worker} ({where}: its requests "
+            f"held all {o.cache_blocks:,} blocks of its pool; vLLM freed a running request's blocks and recomputed "
+            "it from its first token, and the figures include that)" if o.kv_blocks_peak >= o.cache_blocks else
+            f"its KV does not always fit: {o.preemptions:,} preemptions over {o.runs} simulated runs per point, "
+            f"the most on {o.worker} ({where}; vLLM recomputes a preempted request, and the figures include that)")
+
+
+def _falls_behind(a: Advice, c: Candidate) -> Optional[str]:
+    """Open loop: the points where it completes requests slower than they arrive (cells.Row.keeps_up:
+    its backlog grows for as long as the load lasts, so its figures there are the run's, not a
+    steady state's)."""
+    behind = [(pt, r) for pt, r in zip(a.traffic.points, c.rows, strict=True) if r.keeps_up is False]
+    if not behind:
+        return None
+    prefix = bool(a.traffic.prefix_tokens)
+    return ("it falls behind the arrivals (" + "; ".join(f"completes {r.completion_ratio:.0%} of the {pt.rate:g} "
+                                                        f"requests/s arriving at {pt.where(prefix)}"
+                                                        for pt, r in behind)
+            + f"): its backlog grows for as long as the load lasts, so its TTFT and requests/s there are those of "
+            f"a run of {OPEN_LOOP_REQUESTS} arrivals, not a steady state")
+
+
+def _why(c: Candidate, winner: Optional[Candidate], a: Advice) -> str:
+    """What its time goes to and what binds it, against the winner's; whether its KV fits and, in
+    an open loop, whether it keeps up."""
     parts = c.ttft_parts_ms
     total = parts.total
-    said = []
+    said = [s for s in (_falls_behind(a, c), _overflow(a, c)) if s]
     if parts.transfer > 0.25 * total:
         said.append(f"its first tokens wait for a KV transfer ({parts.transfer:,.0f} ms of a mean "
                     f"{total:,.0f} ms TTFT)" + (", which aggregated workers never make"
@@ -136,7 +173,7 @@ def _family(a: Advice, fam: Family) -> str:
         fate = ("kept, too close to call with the recommendation" if within else "dropped"
                 if not (best.envelope | winner.envelope).extrapolated else "not recommended, physics only")
         verdict = f"{fate} (rank {a.ranked.index(best) + 1}): {_gap(a, winner, best)}"
-    return f"{head}. Best: {best.layout.label} ({_figures(best)}); {verdict}. Why: {_why(best, winner)}."
+    return f"{head}. Best: {best.layout.label} ({_figures(best)}); {verdict}. Why: {_why(best, winner, a)}."
 
 
 def _uncertainty(a: Advice) -> list[str]:
@@ -176,6 +213,10 @@ def text(a: Advice, top: int = 3) -> str:
                      f"{c.mean('requests_per_s'):.1f}", _binds(c)] for i, c in enumerate(shown)]
             head = ["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"]
             outside = outside_lines([(f"rank {i + 1}", c.envelope) for i, c in enumerate(shown)], every="each")
+            if any(preemptions(c) for c in shown):  # the column only where some KV does not fit
+                head.append("preempted")
+                for row, c in zip(body, shown, strict=True):
+                    row.append(f"{preemptions(c):,}")
             if outside:  # the column only where some figure is outside: inside, the table is as it was
                 head.append("envelope")
                 for row, c in zip(body, shown, strict=True):
@@ -219,10 +260,11 @@ def _by_point(a: Advice, shown: list[Candidate]) -> list[str]:
     metric = a.goal.metric
     fmt = (lambda v: f"{v:.1f}") if metric == "requests_per_s" else (lambda v: f"{v:,.0f}")
     prefix = bool(a.traffic.prefix_tokens)
-    head = ["rank"] + [f"{p}x{c}" if prefix else str(c) for p, c in a.traffic.points]
+    head = ["rank"] + [pt.label(prefix) for pt in a.traffic.points]
     body = [[str(i + 1)] + [fmt(getattr(r, metric)) for r in c.rows] for i, c in enumerate(shown)]
     unit = "" if metric == "requests_per_s" else " ms"
-    what = "prefix types x concurrency" if prefix else "concurrency; no shared prefix"
+    load = "requests/s arriving" if a.traffic.open_loop else "concurrency"
+    what = f"prefix types x {load}" if prefix else f"{load}; no shared prefix"
     return [f"{LABELS[metric]}{unit} at each point ({what}), estimates:", text_table(head, body), ""]
 
 
@@ -230,7 +272,8 @@ def _verdict(a: Advice) -> str:
     w = a.winner
     if w is None:
         return (f"No recommendation: every layout predicted in full has a TTFT p99 over "
-                f"{a.goal.ttft_p99_max_ms:,.0f} ms at some point. Raise --ttft-p99-max, or lower the concurrency.")
+                f"{a.goal.ttft_p99_max_ms:,.0f} ms at some point. Raise --ttft-p99-max, or lower the "
+                f"{'--rate' if a.traffic.open_loop else 'concurrency'}.")
     close = a.close_call
     if close:
         other, gap, threshold = close
@@ -253,7 +296,7 @@ def _verdict(a: Advice) -> str:
     beyond = (f", {a.relative_gap(w, runner):.0%} better on {LABELS[a.goal.metric]} than the runner-up "
               f"({runner.layout.label}), beyond the predictor's held-out median error of "
               f"{a.uncertainty.metrics[a.goal.metric].holdout_median:.0%}") if runner else ""
-    return f"Recommended (an estimate): {w.layout.label}: {_figures(w)}{beyond}. Why: {_why(w, None)}."
+    return f"Recommended (an estimate): {w.layout.label}: {_figures(w)}{beyond}. Why: {_why(w, None, a)}."
 
 
 def _physics_only(a: Advice, w: Candidate, runner: Optional[Candidate]) -> str:
@@ -264,7 +307,7 @@ def _physics_only(a: Advice, w: Candidate, runner: Optional[Candidate]) -> str:
     compared = "the comparison, whose inputs are" if runner else "its figures, whose inputs are"
     return (f"Recommended (an estimate, physics only): {w.layout.label}: {_figures(w)}{gap}. No validated error "
             f"applies to {compared} outside what the validation covered: {'; '.join(a.compared.outside)}. Measure "
-            f"before relying on it (docs/benchmark.md). Why: {_why(w, None)}.")
+            f"before relying on it (docs/benchmark.md). Why: {_why(w, None, a)}.")
 
 
 def _candidate(c: Candidate) -> dict[str, Any]:
@@ -276,7 +319,11 @@ def _candidate(c: Candidate) -> dict[str, Any]:
         out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
                     "score": c.score, "over_bound": c.over_bound,
                     "means": {m: c.mean(m) for m in LABELS},
-                    "points": [{**asdict(r), "gpu_busy": u.gpu_busy,
+                    "preemptions": preemptions(c),
+                    "kv_overflow": None if kv_overflow(c) is None else asdict(kv_overflow(c)),
+                    "points": [{**asdict(r), "preemptions": r.preemptions,
+                                "keeps_up": r.keeps_up,  # open loop only (cells.Row.keeps_up)
+                                "gpu_busy": u.gpu_busy,
                                 "path_busy": {f"{a}->{b}": share for (a, b), share in u.path_busy.items()},
                                 "ttft_parts_ms": asdict(u.ttft_parts_ms)}
                                for r, u in zip(c.rows, c.usage, strict=True)],
@@ -291,7 +338,8 @@ def to_json(a: Advice) -> str:
     return json.dumps({
         "estimate": True, "note": ESTIMATE, "stack": a.stack, "base": a.base, "cluster": a.source,
         "nodes": [n.__dict__ for n in a.nodes], "left_out": a.left_out,
-        "workload": {**a.traffic.__dict__, "points": a.traffic.points},
+        "workload": {**a.traffic.__dict__, "open_loop": a.traffic.open_loop,
+                     "points": [pt._asdict() for pt in a.traffic.points]},
         "goal": {"name": a.goal.name, "metric": a.goal.metric, "ttft_p99_max_ms": a.goal.ttft_p99_max_ms},
         "uncertainty": a.uncertainty.as_dict(),
         "recommended": a.winner.layout.label if a.winner else None,

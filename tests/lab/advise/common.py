@@ -36,10 +36,11 @@ def advise(config: Optional[dict] = None, data: ClusterData = LAB, traffic: Opti
            goal: Optional[inputs.Goal] = None, full: tuple[int, int] = CHEAP,
            name: str = "advised", base_name: str = "kv-routing") -> search.Advice:
     """A search of `config` (default: base_name's file) on `data` for the traffic (default: the
-    base's benchmark) and the goal (default: TTFT p50)."""
+    base's benchmark) and the goal (default: TTFT p50). In this process: the test runner already
+    runs a process per core, and the pool gives the same figures (tests/lab/predict/test_pool.py)."""
     b = inputs.Base.of(base_name, config or base(base_name))
     return search.search(b, name, data, traffic or inputs.traffic_of(b.config), goal or inputs.Goal("ttft-p50"),
-                         FIXED, full=full)
+                         FIXED, full=full, workers=1)
 
 
 def gpu_node(name: str, gpu_mib: int, units: int, memory_gib: float, cpus: int = 16, **labels: str) -> Node:

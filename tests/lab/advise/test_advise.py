@@ -254,6 +254,9 @@ def test_write_refuses_a_directory_it_cannot_write_in_with_one_line_and_writes_n
     (["--write", "Pulumi.kv-routing.yaml", "--force"], "that is kv-routing's own file, the base"),
     (["--write", "/tmp/Pulumi.elsewhere.yaml"], "write the stack file into the project's directory"),
     (["--concurrency", "65"], "concurrency 65 is more than advise simulates (64"),
+    (["--rate", "2,1500"], "--rate 1500 requests/s is more than advise simulates (1000/s)"),
+    # An open loop completes the rate asked for wherever it keeps up: requests/s ranks nothing.
+    (["--rate", "2", "--goal", "requests-per-s"], "with --rate use --goal ttft-p50"),
     (["--prefix-tokens", "3000"], "the shared prefix (3,000 tokens"),
     (["--input-tokens", "1000"], "is not less than the input (1,000"),
     # Longer than the model's context: no layout could serve it, so it is the input to fix.
@@ -378,7 +381,7 @@ def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
 
 def test_with_no_shared_prefix_each_concurrency_is_one_point_and_the_output_says_why():
     w = inputs.Traffic(1000, 0, 64, (2, 7, 12, 24), (1, 2), given=True)
-    assert w.points == [(1, 1), (1, 2)]  # not 8 points of one workload
+    assert w.points == [inputs.Point(1, 1), inputs.Point(1, 2)]  # not 8 points of one workload
     keys = stack_file.traffic_keys(w)
     assert keys["benchmark"]["prefixTypes"] == [1] and keys["workload"]["prefixTypes"] == 1
     a = advise(data=small_lab(), traffic=w)
@@ -422,16 +425,92 @@ def test_the_p99_bound_is_taken_with_the_default_goal(tmp_path):
 
 
 def test_the_search_says_what_it_does_as_it_goes(monkeypatch):
-    # A default search takes tens of seconds: it says how many layouts it screens, then that it
-    # predicts each family's best in full, naming each, and in between how far it is.
+    # A default search takes tens of seconds: it says how many layouts it sizes and how many it
+    # screens, then how many of each family's best it predicts in full, and in between how far it is.
     monkeypatch.setattr(search, "PROGRESS_S", 0.0)  # every step due, so the in-between lines show too
     said: list[str] = []
     a = search.search(inputs.Base.of("kv-routing", base()), "kv-routing", small_lab(), point(2, 4),
                       inputs.Goal("ttft-p50"), FIXED, full=CHEAP, progress=said.append)
-    assert said[0].startswith(f"advise: {len(a.candidates)} layouts to size, preflight and screen")
-    screened = [m for m in said if " layouts screened" in m]
-    assert len(screened) == len(a.candidates)
-    (stage,) = [i for i, m in enumerate(said) if m.startswith("advise: predicting the best ")]
+    heads = [m.rsplit(" (", 1)[0] for m in said]
+    screened = [c for c in a.candidates if c.status in (search.SCREENED, search.REFINED)]
     refined = [c for c in a.candidates if c.status == search.REFINED]
-    assert sorted(m.rsplit(" (", 1)[0] for m in said[stage + 1:]) == sorted(
-        f"advise: predicting {c.layout.label}" for c in refined) and refined
+    assert refined and len(screened) > len(refined)
+    assert heads[:2] == [f"advise: {len(a.candidates)} layouts to size and preflight",
+                         f"advise: {len(screened)} accepted; screening each with one simulated run per point"]
+    (stage,) = [i for i, m in enumerate(heads) if m.startswith("advise: predicting the best ")]
+    assert heads[2:stage] == [f"advise: {n} of {len(screened)} layouts screened" for n in range(1, len(screened) + 1)]
+    assert heads[stage] == (f"advise: predicting the best {a.refined_per_family} of each of {len(a.families)} "
+                            f"families in full ({len(refined)} layouts)")
+    assert heads[stage + 1:] == [f"advise: {n} of {len(refined)} predicted in full" for n in range(1, len(refined) + 1)]
+
+
+@pytest.mark.parametrize("rate", ["0", "-1", "inf", "nan", "2,", "fast"])
+def test_a_rate_that_is_not_a_positive_number_is_refused_by_the_parser(rate, capsys):
+    from infra.lab.cli import parser
+
+    with pytest.raises(SystemExit) as refused:
+        parser().parse_args(["advise", "kv-routing", "--rate", rate])
+    assert refused.value.code == 2
+    assert f"argument --rate: {rate.split(',')[-1]!r}: write a positive number of requests per second" in (
+        capsys.readouterr().err)
+
+
+def test_an_open_loop_ranks_by_ttft_at_each_rate_and_says_who_falls_behind():
+    # --rate: requests arrive at R/s whatever a layout does (a closed loop lets a slow layout send
+    # fewer); 12/s is more than a layout sending each request's KV over the 1 Gbit/s link completes.
+    w = inputs.Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 12.0))
+    one_gpu_each = with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4))
+    a = advise(data=one_gpu_each, traffic=w)
+    words = text.text(a)
+    lines = words.splitlines()
+    assert ("prefix types 2 x open loop at 1, 12 requests/s (Poisson arrivals; sized for concurrency 4): 2 points"
+            in words)
+    at = lines.index("TTFT p50 ms at each point (prefix types x requests/s arriving), estimates:")
+    assert lines[at + 1].split() == ["rank", "2x1/s", "2x12/s"]
+    behind = [c for c in a.ranked + a.over if any(r.keeps_up is False for r in c.rows)]
+    kept = [c for c in a.ranked + a.over if all(r.keeps_up for r in c.rows)]
+    assert behind and kept
+    for fam in a.families:
+        best = fam.refined[0]
+        line = next(ln for ln in lines if ln.startswith(f"- {fam.name}:"))
+        slow = best.rows[1]
+        said = (f"it falls behind the arrivals (completes {slow.completion_ratio:.0%} of the 12 requests/s arriving "
+                "at prefix types 2, 12 requests/s open loop)")
+        assert (said in line) == (slow.keeps_up is False), line
+        assert "1 requests/s arriving" not in line  # every layout keeps up at 1/s
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["workload"]["open_loop"] is True
+    assert as_json["workload"]["points"] == [{"prefix_types": 2, "concurrency": 0, "rate": 1.0},
+                                             {"prefix_types": 2, "concurrency": 0, "rate": 12.0}]
+    by_label = {c["layout"]: c for c in as_json["candidates"]}
+    for c in behind + kept:
+        assert [p["keeps_up"] for p in by_label[c.layout.label]["points"]] == [r.keeps_up for r in c.rows]
+
+
+def test_a_layout_whose_kv_does_not_fit_says_how_often_and_where():
+    # At concurrency 32 one 8GB GPU's prefill and decode workers share a pool too small for every
+    # request in flight: vLLM preempts (frees a running request's blocks, recomputes it later).
+    a = advise(data=with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 2, 15.4)),
+               traffic=point(2, 32))
+    shown = a.ranked + a.over
+    preempting = [c for c in shown if text.preemptions(c)]
+    assert preempting and any(not text.preemptions(c) for c in shown)
+    as_json = yaml.safe_load(text.to_json(a))
+    by_label = {c["layout"]: c for c in as_json["candidates"]}
+    for c in shown:
+        mine = by_label[c.layout.label]
+        assert mine["preemptions"] == sum(r.preemptions for r in c.rows) == sum(
+            p["preemptions"] for p in mine["points"])
+        if not mine["preemptions"]:
+            assert mine["kv_overflow"] is None
+            continue
+        worst = max((w for r in c.rows for w in r.workers), key=lambda w: w.preemptions)
+        assert mine["kv_overflow"]["worker"] == worst.name and mine["kv_overflow"]["runs"] == 1
+    lines = text.text(a).splitlines()
+    for fam in a.families:
+        best = fam.refined[0]
+        line = next(ln for ln in lines if ln.startswith(f"- {fam.name}:"))
+        n = text.preemptions(best)
+        assert (f"its KV does not always fit: {n:,} preemption" in line) == bool(n), line
+    table = lines[next(i for i, ln in enumerate(lines) if ln.startswith("Top 3, estimates")) + 1]
+    assert ("preempted" in table.split()) == any(text.preemptions(c) for c in a.ranked[:3])
