@@ -38,10 +38,28 @@ positive_seconds = positive_number("seconds")
 positive_ms = positive_number("milliseconds")
 
 
+# The slowest open loop simulated: a run's 128 requests at 0.1/s already span about 21 minutes of
+# simulated time, and the answer below it (every layout serves each request alone) needs no search.
+MIN_RATE = 0.1
+
+
+def _once(text: str, values: list) -> list:
+    """`values` with none given twice: a repeated point would be simulated and weighted twice."""
+    seen = [v for i, v in enumerate(values) if v in values[:i]]
+    if seen:
+        raise argparse.ArgumentTypeError(f"{text!r}: {seen[0]:g} is given twice: give each value once")
+    return values
+
+
 def rate_list(text: str) -> list[float]:
-    """Requests per second, one or more, separated by commas (an open-loop load)."""
+    """Requests per second, one or more, separated by commas (an open-loop load), each once."""
     parse = positive_number("requests per second")
-    return [parse(v) for v in text.split(",")]
+    values = [parse(v) for v in text.split(",")]
+    slow = [v for v in values if v < MIN_RATE]
+    if slow:
+        raise argparse.ArgumentTypeError(f"{text!r}: {slow[0]:g} requests/s is slower than the open loop simulated "
+                                         f"({MIN_RATE:g}/s, 128 requests a run): write at least {MIN_RATE:g}")
+    return _once(text, values)
 
 
 def int_list(text: str) -> list[int]:
@@ -51,7 +69,7 @@ def int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas") from None
     if not values or min(values) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: write positive integers separated by commas")
-    return values
+    return _once(text, values)
 
 
 def nonnegative_int(text: str) -> int:

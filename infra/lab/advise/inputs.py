@@ -25,6 +25,9 @@ from infra.plan import Stack, load_stack
 
 # The most requests in flight advise simulates: each is simulated, and the lab ran 4 and 8.
 MAX_CONCURRENCY = 64
+# The most points (prefix types x concurrency or rates) advise simulates: every layout is simulated
+# at each, and the shipped stacks' benchmark has 8.
+MAX_POINTS = 32
 
 
 @dataclass(frozen=True)
@@ -151,9 +154,17 @@ def check_traffic(base: Base, traffic: Traffic) -> None:
     """A traffic that no layout could serve (longer than the model's context, say) is the user's
     input to fix, not 68 refusals: say so once (exit 2)."""
     if max(traffic.concurrency) > MAX_CONCURRENCY:
+        if traffic.open_loop:  # with --rate the concurrency is not simulated, only sized for
+            raise UserError(f"concurrency {max(traffic.concurrency)} is more than advise sizes layouts for "
+                            f"({MAX_CONCURRENCY} requests in flight; with --rate, --concurrency is what each layout "
+                            f"is sized for): ask for at most {MAX_CONCURRENCY}")
         raise UserError(f"concurrency {max(traffic.concurrency)} is more than advise simulates ({MAX_CONCURRENCY} "
                         "requests in flight; each request is simulated, and a search would take many minutes): "
                         f"ask for at most {MAX_CONCURRENCY}")
+    if len(traffic.points) > MAX_POINTS:
+        raise UserError(f"{len(traffic.points)} points is more than advise simulates ({MAX_POINTS}; every layout is "
+                        f"simulated at each, prefix types x {'rates' if traffic.open_loop else 'concurrency'}): give "
+                        "fewer --prefix-types, --concurrency or --rate values")
     if traffic.rates and max(traffic.rates) > MAX_RATE:
         raise UserError(f"--rate {max(traffic.rates):g} requests/s is more than advise simulates ({MAX_RATE:g}/s): "
                         f"ask for at most {MAX_RATE:g}")

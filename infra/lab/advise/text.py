@@ -61,12 +61,12 @@ def _overflow(a: Advice, c: Candidate) -> Optional[str]:
     if o is None:
         return None
     where = a.traffic.points[o.point].where(bool(a.traffic.prefix_tokens))
-    return (f"its KV does not always fit: {o.preemptions:,} preemption{'s' * (o.preemptions > 1)} over "
-            f"{o.runs} simulated run{'s' * (o.runs > 1)} per point, the most on {o.worker} ({where}: its requests "
-            f"held all {o.cache_blocks:,} blocks of its pool; vLLM freed a running request's blocks and recomputed "
-            "it from its first token, and the figures include that)" if o.kv_blocks_peak >= o.cache_blocks else
-            f"its KV does not always fit: {o.preemptions:,} preemptions over {o.runs} simulated runs per point, "
-            f"the most on {o.worker} ({where}; vLLM recomputes a preempted request, and the figures include that)")
+    held = (f"its requests held all {o.cache_blocks:,} blocks of its pool" if o.kv_blocks_peak >= o.cache_blocks
+            else f"its requests held at most {o.kv_blocks_peak:,} of its {o.cache_blocks:,} blocks at once, and a "
+            "running request's next blocks were more than were free")
+    return (f"its KV does not always fit: {o.preemptions:,} preemption{'s' * (o.preemptions > 1)} over {o.runs} "
+            f"simulated run{'s' * (o.runs > 1)} per point, the most on {o.worker} ({where}: {held}; vLLM freed the "
+            "last-admitted request's blocks and recomputes it from its first token, and the figures include that)")
 
 
 def _falls_behind(a: Advice, c: Candidate) -> Optional[str]:
@@ -77,11 +77,21 @@ def _falls_behind(a: Advice, c: Candidate) -> Optional[str]:
     if not behind:
         return None
     prefix = bool(a.traffic.prefix_tokens)
-    return ("it falls behind the arrivals (" + "; ".join(f"completes {r.completion_ratio:.0%} of the {pt.rate:g} "
-                                                        f"requests/s arriving at {pt.where(prefix)}"
-                                                        for pt, r in behind)
+    return ("it falls behind the arrivals (" + "; ".join(f"at {pt.where(prefix)} it completes "
+                                                        f"{r.completion_ratio:.0%} of them" for pt, r in behind)
             + f"): its backlog grows for as long as the load lasts, so its TTFT and requests/s there are those of "
             f"a run of {OPEN_LOOP_REQUESTS} arrivals, not a steady state")
+
+
+def _winner_behind(a: Advice) -> str:
+    """The recommendation falls behind somewhere: say where, and which ranked layout keeps up at every
+    point, if one does (it ranks lower on the goal, as its TTFT elsewhere is higher)."""
+    prefix = bool(a.traffic.prefix_tokens)
+    behind = [pt.where(prefix) for pt, r in zip(a.traffic.points, a.winner.rows, strict=True) if r.keeps_up is False]
+    keeping = [(i, c) for i, c in enumerate(a.ranked) if all(r.keeps_up is not False for r in c.rows)]
+    other = (f"{keeping[0][1].layout.label} (rank {keeping[0][0] + 1}) keeps up at every point" if keeping else
+             "none of the layouts ranked keeps up at every point: lower the --rate, or add GPUs")
+    return f"The recommendation falls behind the arrivals at {'; '.join(behind)}; {other}."
 
 
 def _why(c: Candidate, winner: Optional[Candidate], a: Advice) -> str:
@@ -229,6 +239,8 @@ def text(a: Advice, top: int = 3) -> str:
         if a.over:
             lines += [_over_bound(a, top), ""]
         lines.append(_verdict(a))
+        if a.winner is not None and any(r.keeps_up is False for r in a.winner.rows):
+            lines.append(_winner_behind(a))
         for fam in a.families:
             if (setting := base_setting(fam)) is not None:
                 lines.append(f"Not compared: {fam.name}: every layout of it is refused by {a.base}'s `{setting}`, "

@@ -71,7 +71,11 @@ class Sharing:
         if version != self.version:
             return
         self._advance()
-        done = [k for k, job in self.jobs.items() if job[0] <= EPS * max(1.0, self.capacity)]
+        now, rate = self.sim.now, self.rate()
+        # Done: its work is spent, or what is left would not move the clock (far into a long run, a
+        # clock of about 16,000 s cannot add 1e-12 s: rescheduling it would repeat this forever).
+        done = [k for k, job in self.jobs.items()
+                if job[0] <= EPS * max(1.0, self.capacity) or now + job[0] / rate == now]
         callbacks = [self.jobs.pop(k)[1] for k in done]
         self._reschedule()
         for cb in callbacks:

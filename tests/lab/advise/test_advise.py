@@ -255,6 +255,10 @@ def test_write_refuses_a_directory_it_cannot_write_in_with_one_line_and_writes_n
     (["--write", "/tmp/Pulumi.elsewhere.yaml"], "write the stack file into the project's directory"),
     (["--concurrency", "65"], "concurrency 65 is more than advise simulates (64"),
     (["--rate", "2,1500"], "--rate 1500 requests/s is more than advise simulates (1000/s)"),
+    # Each point is simulated for every layout: 9 rates x the benchmark's 4 prefix types is 36.
+    (["--rate", "1,2,3,4,5,6,7,8,9"], "36 points is more than advise simulates (32"),
+    # With --rate the concurrency is only what layouts are sized for, and the refusal says so.
+    (["--rate", "2", "--concurrency", "100"], "with --rate, --concurrency is what each layout is sized for"),
     # An open loop completes the rate asked for wherever it keeps up: requests/s ranks nothing.
     (["--rate", "2", "--goal", "requests-per-s"], "with --rate use --goal ttft-p50"),
     (["--prefix-tokens", "3000"], "the shared prefix (3,000 tokens"),
@@ -444,15 +448,24 @@ def test_the_search_says_what_it_does_as_it_goes(monkeypatch):
     assert heads[stage + 1:] == [f"advise: {n} of {len(refined)} predicted in full" for n in range(1, len(refined) + 1)]
 
 
-@pytest.mark.parametrize("rate", ["0", "-1", "inf", "nan", "2,", "fast"])
-def test_a_rate_that_is_not_a_positive_number_is_refused_by_the_parser(rate, capsys):
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    *[("--rate", r, f"{r.split(',')[-1]!r}: write a positive number of requests per second")
+      for r in ("0", "-1", "inf", "nan", "2,", "fast")],
+    # 128 requests a run at 0.01/s span 3.5 hours of simulated time: refused, not simulated.
+    ("--rate", "0.01", "0.01 requests/s is slower than the open loop simulated (0.1/s"),
+    ("--rate", "3,1e-300", "1e-300 requests/s is slower than the open loop simulated"),
+    # A repeated point would be simulated and weighted twice in the geometric mean.
+    ("--rate", "3,3", "3 is given twice: give each value once"),
+    ("--concurrency", "4,8,4", "4 is given twice"),
+    ("--prefix-types", "2,2", "2 is given twice"),
+])
+def test_a_list_value_the_search_cannot_use_is_refused_by_the_parser(flag, value, says, capsys):
     from infra.lab.cli import parser
 
     with pytest.raises(SystemExit) as refused:
-        parser().parse_args(["advise", "kv-routing", "--rate", rate])
+        parser().parse_args(["advise", "kv-routing", flag, value])
     assert refused.value.code == 2
-    assert f"argument --rate: {rate.split(',')[-1]!r}: write a positive number of requests per second" in (
-        capsys.readouterr().err)
+    assert f"argument {flag}: " in (err := capsys.readouterr().err) and says in err
 
 
 def test_an_open_loop_ranks_by_ttft_at_each_rate_and_says_who_falls_behind():
@@ -474,10 +487,11 @@ def test_an_open_loop_ranks_by_ttft_at_each_rate_and_says_who_falls_behind():
         best = fam.refined[0]
         line = next(ln for ln in lines if ln.startswith(f"- {fam.name}:"))
         slow = best.rows[1]
-        said = (f"it falls behind the arrivals (completes {slow.completion_ratio:.0%} of the 12 requests/s arriving "
-                "at prefix types 2, 12 requests/s open loop)")
+        said = (f"it falls behind the arrivals (at prefix types 2, 12 requests/s open loop it completes "
+                f"{slow.completion_ratio:.0%} of them)")
         assert (said in line) == (slow.keeps_up is False), line
-        assert "1 requests/s arriving" not in line  # every layout keeps up at 1/s
+        assert "1 requests/s open loop it completes" not in line  # every layout keeps up at 1/s
+    assert ("The recommendation falls behind" in words) == any(r.keeps_up is False for r in a.winner.rows)
     as_json = yaml.safe_load(text.to_json(a))
     assert as_json["workload"]["open_loop"] is True
     assert as_json["workload"]["points"] == [{"prefix_types": 2, "concurrency": 0, "rate": 1.0},
@@ -514,3 +528,13 @@ def test_a_layout_whose_kv_does_not_fit_says_how_often_and_where():
         assert (f"its KV does not always fit: {n:,} preemption" in line) == bool(n), line
     table = lines[next(i for i, ln in enumerate(lines) if ln.startswith("Top 3, estimates")) + 1]
     assert ("preempted" in table.split()) == any(text.preemptions(c) for c in a.ranked[:3])
+
+
+def test_a_recommendation_that_falls_behind_says_so_and_whether_another_keeps_up():
+    # At 50/s every layout of a one-GPU-per-node lab falls behind: the verdict says so.
+    w = inputs.Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 50.0))
+    a = advise(data=with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4)),
+               traffic=w)
+    assert all(c.rows[1].keeps_up is False for c in a.ranked)
+    assert ("The recommendation falls behind the arrivals at prefix types 2, 50 requests/s open loop; none of the "
+            "layouts ranked keeps up at every point: lower the --rate, or add GPUs.") in text.text(a)

@@ -136,6 +136,8 @@ def test_keeping_up_is_told_from_the_middle_of_a_run_not_its_last_latency():
     # Served one at a time at 4/s: completions come at its capacity, 40% of the rate.
     served = [_Done(t, 2.0 + k / 4) for k, t in enumerate(arrivals)]
     assert cells.completion_ratio(served) == pytest.approx(0.4)
+    # Completions all on one step (no span to measure them over): as fast as can be measured, no error.
+    assert cells.completion_ratio([_Done(t, 20.0) for t in arrivals]) == 1.0
     row = functools.partial(cells.Row, prefix_types=2, concurrency=0, ttft_p50_ms=1.0, ttft_p99_ms=1.0,
                             requests_per_s=1.0, prefill_cache_ratio=0.0, decode_hit_ratio=None, rate=10.0)
     assert row(completion_ratio=0.97).keeps_up is True and row(completion_ratio=0.4).keeps_up is False

@@ -52,6 +52,20 @@ def test_processor_sharing_splits_capacity_among_jobs():
     assert done == {"a": pytest.approx(1.25), "b": pytest.approx(1.0)}
 
 
+def test_work_too_small_to_move_a_late_clock_completes_instead_of_repeating_forever():
+    # An open loop at a slow rate runs for hours of simulated time; near 16,400 s the clock cannot
+    # add 1.4e-12 s, so a job with that much work left was rescheduled at the same instant forever.
+    sim = Sim()
+    sim.now = 16401.62
+    link = Sharing(sim, capacity=1.0)
+    link.last = sim.now
+    done: list[float] = []
+    link.submit(1.38e-12, lambda: done.append(sim.now))
+    events = iter(range(1000))  # a bound, so the old behaviour fails here instead of hanging
+    sim.run(until=lambda: bool(done) or next(events, None) is None)
+    assert done == [16401.62]
+
+
 def test_a_flow_never_moves_faster_than_its_own_cap_however_wide_the_path():
     sim = Sim()
     path = Sharing(sim, capacity=1000.0, per_job=100.0)
