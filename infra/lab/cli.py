@@ -126,18 +126,21 @@ def _predict(args: argparse.Namespace) -> int:
     from infra.lab.predict.envelope import envelope
     from infra.lab.predict.params import LAB
 
-    if args.calibrate or args.validate:
+    validate.check_mode(args.stack, args.rate, args.json, validate=args.validate, calibrate=args.calibrate,
+                        cross_validate=args.cross_validate)
+    if args.calibrate or args.validate or args.cross_validate:
         stacks = validate.lab_stacks()
-        if args.calibrate:
-            fit, loss = calibrate.calibrate({n: stacks[n] for n in validate.TABLE_STACKS}, LAB,
-                                            log=lambda m: print(m, file=sys.stderr, flush=True))
-            print(text.calibration(fit, loss))
+        if args.calibrate or args.cross_validate:
+            fit = calibrate.cross_validate if args.cross_validate else calibrate.calibrate
+            done = fit({n: stacks[n] for n in validate.TABLE_STACKS}, LAB,
+                       log=lambda m: print(m, file=sys.stderr, flush=True))
+            print(text.cross_validation(done, LAB) if args.cross_validate else text.calibration(*done))
             return 0
         result = validate.validate(stacks)
         print(text.validation_json(result, LAB.pool_scale) if args.json else text.validation(result, LAB.pool_scale))
         return 0
     if not args.stack:
-        raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate or --calibrate")
+        raise UserError("name a stack (dynamo-lab predict STACK), or pass --validate, --calibrate or --cross-validate")
     stack = _stack(args.stack)
     rows = cells.predict(stack.config, stack.sizing, rates=args.rate)
     marks = [envelope(stack.resolved, r.prefix_types, r.concurrency, rate=r.rate) for r in rows]
@@ -278,6 +281,9 @@ def parser() -> argparse.ArgumentParser:
                     help="the prediction's error against every cell the write-up published")
     pd.add_argument("--calibrate", action="store_true",
                     help="refit the lab's constants to the concurrency-4 cells (prints them; minutes)")
+    pd.add_argument("--cross-validate", action="store_true",
+                    help="leave each prefix type out of the concurrency-4 fit in turn and predict its cells with "
+                    "the rest's (tens of minutes): judges a model change without the concurrency-8 hold-out")
     pd.add_argument("--rate", type=flags.rate_list, metavar="R[,R...]",
                     help="open loop: requests arriving at R per second (Poisson) instead of the benchmark's "
                     "closed-loop concurrency, for each of its prefix types")

@@ -37,11 +37,12 @@ class Job:
     graphs: int
     runs: int
     rate: Optional[float] = None
+    pool_scale: float = 1.0  # cells.topology's: --validate and --calibrate scale pools to the lab's
 
 
 def _run(job: Job) -> tuple[Row, Usage]:
-    return cells.simulate(job.config, job.sizing, job.prefix_types, job.concurrency, job.lab, graphs=job.graphs,
-                          runs=job.runs, rate=job.rate)
+    return cells.simulate(job.config, job.sizing, job.prefix_types, job.concurrency, job.lab, job.pool_scale,
+                          graphs=job.graphs, runs=job.runs, rate=job.rate)
 
 
 def cores() -> int:

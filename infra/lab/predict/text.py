@@ -11,7 +11,7 @@ from infra.lab import published
 from infra.lab.predict.calibrate import CALIBRATION_CONCURRENCY
 from infra.lab.predict.cells import OPEN_LOOP_REQUESTS, Error, Row
 from infra.lab.predict.envelope import Envelope, outside_lines
-from infra.lab.predict.params import LabParams
+from infra.lab.predict.params import BOUNDS, LabParams
 from infra.lab.sizing_text import text_table
 
 # The goal docs/predictor.md states: every TTFT p50 and requests/s cell within 25%, every p99 within 35%.
@@ -132,6 +132,42 @@ def to_json(stack: str, rows: list[Row], inputs: dict, envelopes: Optional[list[
 def validation_json(v, pool_scale: dict[str, float]) -> str:
     """`predict --validate --json`."""
     return json.dumps({**v.as_dict(), "pool_scale": pool_scale}, indent=2)
+
+
+def _moved(fit: LabParams, start: LabParams) -> str:
+    """The constants a fold's fit moved from the start by more than 5%, as start -> fit."""
+    pairs = [(k, getattr(start, k), getattr(fit, k)) for k in BOUNDS]
+    pairs += [(f"pool_scale[{n}]", start.pool_scale.get(n, 1.0), v) for n, v in sorted(fit.pool_scale.items())]
+    moved = [f"{k} {a:.3g} -> {b:.3g}" for k, a, b in pairs if abs(b / a - 1) > 0.05]
+    return ", ".join(moved) or "none by more than 5%"
+
+
+def cross_validation(folds, start: LabParams) -> str:
+    """`predict --cross-validate`: each left-out prefix type's cells, predicted with the others' fit
+    (and what that fit moved from `start`), and how many are within the goal (calibrate.cross_validate)."""
+    body, errs = [], []
+    for fold in folds:
+        for e in fold.errors:
+            errs.append(e)
+            body.append([str(fold.left_out), e.stack, LABELS[e.metric], _fmt(e.metric, e.published),
+                         _fmt(e.metric, e.predicted), f"{e.relative:+.0%}",
+                         "yes" if abs(e.relative) <= GOALS[e.metric] else "NO", f"{fold.loss:.4f}"])
+    parts = []
+    for metric in GOALS:
+        ms = [e for e in errs if e.metric == metric]
+        if ms:
+            ok = sum(abs(e.relative) <= GOALS[metric] for e in ms)
+            parts.append(f"{LABELS[metric]} {ok}/{len(ms)} within {GOALS[metric]:.0%} (worst "
+                         f"{max(abs(e.relative) for e in ms):.0%})")
+    within = sum(abs(e.relative) <= GOALS[e.metric] for e in errs)
+    return "\n".join([
+        f"Leave one prefix type out, concurrency {CALIBRATION_CONCURRENCY} only (each row: a left-out cell predicted "
+        "with the constants refitted to the other prefix types' cells; the concurrency-8 hold-out is not read):",
+        text_table(["left out", "stack", "metric", "published", "predicted", "error", "within goal", "fold's fit loss"],
+                   body), "",
+        "What each fold's fit moved from the full fit's constants (params.py):",
+        *[f"  {fold.left_out} left out: {_moved(fold.fit, start)}" for fold in folds], "",
+        f"left-out cells: {within}/{len(errs)} within goal; " + "; ".join(parts)])
 
 
 def calibration(fit: LabParams, loss: float) -> str:

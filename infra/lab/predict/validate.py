@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from infra.config.models import StackConfig
+from infra.errors import UserError
 from infra.lab import published, stack_files
 from infra.lab.predict import cells
 from infra.lab.predict.params import LAB, LabParams
@@ -43,3 +45,19 @@ def validate(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams 
     first = [cells.first_requests(*cross, prefix_types=2, concurrency=c, count=n, lab=lab, after_earlier=after)
              for after in (False, True) for c, n in ((4, 2), (1, 4))]
     return Validation(errs, *first)
+
+
+def check_mode(stack: Optional[str], rate: Optional[list[float]], json: bool, validate: bool, calibrate: bool,
+               cross_validate: bool) -> None:
+    """`predict`'s flags that cannot go together, refused (UserError) before anything runs: a mode
+    (--validate, --calibrate, --cross-validate) runs the lab's own stacks' published cells, so a
+    stack or --rate beside it would be silently ignored."""
+    modes = [flag for flag, on in (("--validate", validate), ("--calibrate", calibrate),
+                                   ("--cross-validate", cross_validate)) if on]
+    if len(modes) > 1 or (modes and (stack or rate)):
+        given = modes + ([f"the stack {stack}"] if stack else []) + (["--rate"] if rate else [])
+        raise UserError(f"{' and '.join(given)} cannot go together: --validate, --calibrate and --cross-validate "
+                        "each run the lab's own stacks' published cells, without a stack or --rate; give one of them "
+                        "alone, or a stack (with --rate if wanted)")
+    if (calibrate or cross_validate) and json:
+        raise UserError(f"{modes[0]} has no --json: it prints constants and errors as text; drop --json")
