@@ -154,13 +154,12 @@ def check_traffic(base: Base, traffic: Traffic) -> None:
     """A traffic that no layout could serve (longer than the model's context, say) is the user's
     input to fix, not 68 refusals: say so once (exit 2)."""
     if max(traffic.concurrency) > MAX_CONCURRENCY:
-        if traffic.open_loop:  # with --rate the concurrency is not simulated, only sized for
-            raise UserError(f"concurrency {max(traffic.concurrency)} is more than advise sizes layouts for "
-                            f"({MAX_CONCURRENCY} requests in flight; with --rate, --concurrency is what each layout "
-                            f"is sized for): ask for at most {MAX_CONCURRENCY}")
-        raise UserError(f"concurrency {max(traffic.concurrency)} is more than advise simulates ({MAX_CONCURRENCY} "
-                        "requests in flight; each request is simulated, and a search would take many minutes): "
-                        f"ask for at most {MAX_CONCURRENCY}")
+        # With --rate the concurrency is not simulated, only sized for.
+        does, why = (("sizes layouts for", "with --rate, --concurrency is what each layout is sized for")
+                     if traffic.open_loop else
+                     ("simulates", "each request is simulated, and a search would take many minutes"))
+        raise UserError(f"concurrency {max(traffic.concurrency)} is more than advise {does} ({MAX_CONCURRENCY} "
+                        f"requests in flight; {why}): ask for at most {MAX_CONCURRENCY}")
     if len(traffic.points) > MAX_POINTS:
         raise UserError(f"{len(traffic.points)} points is more than advise simulates ({MAX_POINTS}; every layout is "
                         f"simulated at each, prefix types x {'rates' if traffic.open_loop else 'concurrency'}): give "

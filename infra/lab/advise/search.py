@@ -83,6 +83,11 @@ class Candidate:
         return geomean([getattr(r, metric) for r in self.rows])
 
     @property
+    def preemptions(self) -> int:
+        """Its requests preempted over the simulated runs of every point: where its KV did not fit."""
+        return sum(r.preemptions for r in self.rows)
+
+    @property
     def ttft_parts_ms(self) -> TtftParts:
         """The mean over the traffic's points."""
         return TtftParts(*(sum(getattr(u.ttft_parts_ms, f.name) for u in self.usage) / len(self.usage)
@@ -103,11 +108,10 @@ class KvOverflow:
 
 def kv_overflow(c: Candidate) -> Optional[KvOverflow]:
     """None when every request's KV fitted at every point (vLLM never preempted)."""
-    total = sum(r.preemptions for r in c.rows)
-    if not total:
+    if not c.preemptions:
         return None
     i, w = max(((i, w) for i, r in enumerate(c.rows) for w in r.workers), key=lambda iw: iw[1].preemptions)
-    return KvOverflow(total, w.name, w.kv_blocks_peak, w.cache_blocks, i, c.runs)
+    return KvOverflow(c.preemptions, w.name, w.kv_blocks_peak, w.cache_blocks, i, c.runs)
 
 
 def geomean(values: list[float]) -> float:

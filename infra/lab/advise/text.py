@@ -51,11 +51,6 @@ def _binds(c: Candidate) -> str:
     return c.binding.resource if c.binding.level >= NEAR_LIMIT else f"none over {NEAR_LIMIT:.0%}"
 
 
-def preemptions(c: Candidate) -> int:
-    """Its requests preempted over the simulated runs of every point: where its KV did not fit."""
-    return sum(r.preemptions for r in c.rows)
-
-
 def _overflow(a: Advice, c: Candidate) -> Optional[str]:
     o = kv_overflow(c)
     if o is None:
@@ -69,11 +64,16 @@ def _overflow(a: Advice, c: Candidate) -> Optional[str]:
             "last-admitted request's blocks and recomputes it from its first token, and the figures include that)")
 
 
+def _behind(a: Advice, c: Candidate) -> list:
+    """Open loop: the (point, row) pairs where it completes requests slower than they arrive
+    (cells.Row.keeps_up); none in a closed loop."""
+    return [(pt, r) for pt, r in zip(a.traffic.points, c.rows, strict=True) if r.keeps_up is False]
+
+
 def _falls_behind(a: Advice, c: Candidate) -> Optional[str]:
-    """Open loop: the points where it completes requests slower than they arrive (cells.Row.keeps_up:
-    its backlog grows for as long as the load lasts, so its figures there are the run's, not a
-    steady state's)."""
-    behind = [(pt, r) for pt, r in zip(a.traffic.points, c.rows, strict=True) if r.keeps_up is False]
+    """Where it falls behind (_behind): its backlog grows for as long as the load lasts, so its
+    figures there are the run's, not a steady state's."""
+    behind = _behind(a, c)
     if not behind:
         return None
     prefix = bool(a.traffic.prefix_tokens)
@@ -86,9 +86,8 @@ def _falls_behind(a: Advice, c: Candidate) -> Optional[str]:
 def _winner_behind(a: Advice) -> str:
     """The recommendation falls behind somewhere: say where, and which ranked layout keeps up at every
     point, if one does (it ranks lower on the goal, as its TTFT elsewhere is higher)."""
-    prefix = bool(a.traffic.prefix_tokens)
-    behind = [pt.where(prefix) for pt, r in zip(a.traffic.points, a.winner.rows, strict=True) if r.keeps_up is False]
-    keeping = [(i, c) for i, c in enumerate(a.ranked) if all(r.keeps_up is not False for r in c.rows)]
+    behind = [pt.where(bool(a.traffic.prefix_tokens)) for pt, _ in _behind(a, a.winner)]
+    keeping = [(i, c) for i, c in enumerate(a.ranked) if not _behind(a, c)]
     other = (f"{keeping[0][1].layout.label} (rank {keeping[0][0] + 1}) keeps up at every point" if keeping else
              "none of the layouts ranked keeps up at every point: lower the --rate, or add GPUs")
     return f"The recommendation falls behind the arrivals at {'; '.join(behind)}; {other}."
@@ -223,10 +222,10 @@ def text(a: Advice, top: int = 3) -> str:
                      f"{c.mean('requests_per_s'):.1f}", _binds(c)] for i, c in enumerate(shown)]
             head = ["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"]
             outside = outside_lines([(f"rank {i + 1}", c.envelope) for i, c in enumerate(shown)], every="each")
-            if any(preemptions(c) for c in shown):  # the column only where some KV does not fit
+            if any(c.preemptions for c in shown):  # the column only where some KV does not fit
                 head.append("preempted")
                 for row, c in zip(body, shown, strict=True):
-                    row.append(f"{preemptions(c):,}")
+                    row.append(f"{c.preemptions:,}")
             if outside:  # the column only where some figure is outside: inside, the table is as it was
                 head.append("envelope")
                 for row, c in zip(body, shown, strict=True):
@@ -239,7 +238,7 @@ def text(a: Advice, top: int = 3) -> str:
         if a.over:
             lines += [_over_bound(a, top), ""]
         lines.append(_verdict(a))
-        if a.winner is not None and any(r.keeps_up is False for r in a.winner.rows):
+        if a.winner is not None and _behind(a, a.winner):
             lines.append(_winner_behind(a))
         for fam in a.families:
             if (setting := base_setting(fam)) is not None:
@@ -331,7 +330,7 @@ def _candidate(c: Candidate) -> dict[str, Any]:
         out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
                     "score": c.score, "over_bound": c.over_bound,
                     "means": {m: c.mean(m) for m in LABELS},
-                    "preemptions": preemptions(c),
+                    "preemptions": c.preemptions,
                     "kv_overflow": None if kv_overflow(c) is None else asdict(kv_overflow(c)),
                     "points": [{**asdict(r), "preemptions": r.preemptions,
                                 "keeps_up": r.keeps_up,  # open loop only (cells.Row.keeps_up)

@@ -51,15 +51,15 @@ def loss(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams,
     """The fit's loss over the concurrency-4 cells (of `prefix_types` only, where given)."""
     which = fitted_cells(stacks, prefix_types)
     total, n = 0.0, 0
-    for (name, prefix_types_), row in zip(which, predicted(stacks, lab, which), strict=True):
-        cell = published.TABLE[name][(prefix_types_, CALIBRATION_CONCURRENCY)]
+    for (name, p), row in zip(which, predicted(stacks, lab, which), strict=True):
+        cell = published.TABLE[name][(p, CALIBRATION_CONCURRENCY)]
         cfg = stacks[name][0]
         for metric, weight in WEIGHTS.items():
             value = getattr(cell, metric)
             if value is not None:
                 total += weight * math.log(getattr(row, metric) / value) ** 2
                 n += 1
-        target = cache_hit_target(name, prefix_types_)
+        target = cache_hit_target(name, p)
         if target is not None:
             total += (row.prefill_cache_ratio / max_cache_ratio(cfg) - target) ** 2 / 0.1 ** 2 * 0.05
             n += 1

@@ -89,15 +89,20 @@ def error_table(errs: list[Error], calibration_concurrency: int) -> str:
         chosen = [e for e in errs if (e.concurrency == calibration_concurrency) == (role == "fit")]
         if not chosen:
             continue
-        parts = []
-        for metric in GOALS:
-            ms = [e for e in chosen if e.metric == metric]
-            if ms:
-                ok = sum(abs(e.relative) <= GOALS[metric] for e in ms)
-                worst = max(abs(e.relative) for e in ms)
-                parts.append(f"{LABELS[metric]} {ok}/{len(ms)} within {GOALS[metric]:.0%} (worst {worst:.0%})")
-        lines.append(f"{role} cells: " + "; ".join(parts))
+        lines.append(f"{role} cells: " + _within_goal(chosen))
     return "\n".join(lines)
+
+
+def _within_goal(errs: list[Error]) -> str:
+    """Per metric, how many of `errs` are within its goal, and the worst."""
+    parts = []
+    for metric in GOALS:
+        ms = [e for e in errs if e.metric == metric]
+        if ms:
+            ok = sum(abs(e.relative) <= GOALS[metric] for e in ms)
+            worst = max(abs(e.relative) for e in ms)
+            parts.append(f"{LABELS[metric]} {ok}/{len(ms)} within {GOALS[metric]:.0%} (worst {worst:.0%})")
+    return "; ".join(parts)
 
 
 def _both(values) -> str:
@@ -152,13 +157,6 @@ def cross_validation(folds, start: LabParams) -> str:
             body.append([str(fold.left_out), e.stack, LABELS[e.metric], _fmt(e.metric, e.published),
                          _fmt(e.metric, e.predicted), f"{e.relative:+.0%}",
                          "yes" if abs(e.relative) <= GOALS[e.metric] else "NO", f"{fold.loss:.4f}"])
-    parts = []
-    for metric in GOALS:
-        ms = [e for e in errs if e.metric == metric]
-        if ms:
-            ok = sum(abs(e.relative) <= GOALS[metric] for e in ms)
-            parts.append(f"{LABELS[metric]} {ok}/{len(ms)} within {GOALS[metric]:.0%} (worst "
-                         f"{max(abs(e.relative) for e in ms):.0%})")
     within = sum(abs(e.relative) <= GOALS[e.metric] for e in errs)
     return "\n".join([
         f"Leave one prefix type out, concurrency {CALIBRATION_CONCURRENCY} only (each row: a left-out cell predicted "
@@ -167,7 +165,7 @@ def cross_validation(folds, start: LabParams) -> str:
                    body), "",
         "What each fold's fit moved from the full fit's constants (params.py):",
         *[f"  {fold.left_out} left out: {_moved(fold.fit, start)}" for fold in folds], "",
-        f"left-out cells: {within}/{len(errs)} within goal; " + "; ".join(parts)])
+        f"left-out cells: {within}/{len(errs)} within goal; " + _within_goal(errs)])
 
 
 def calibration(fit: LabParams, loss: float) -> str:

@@ -507,8 +507,8 @@ def test_a_layout_whose_kv_does_not_fit_says_how_often_and_where():
     a = advise(data=with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 2, 15.4)),
                traffic=point(2, 32))
     shown = a.ranked + a.over
-    preempting = [c for c in shown if text.preemptions(c)]
-    assert preempting and any(not text.preemptions(c) for c in shown)
+    preempting = [c for c in shown if c.preemptions]
+    assert preempting and any(not c.preemptions for c in shown)
     as_json = yaml.safe_load(text.to_json(a))
     by_label = {c["layout"]: c for c in as_json["candidates"]}
     for c in shown:
@@ -524,10 +524,10 @@ def test_a_layout_whose_kv_does_not_fit_says_how_often_and_where():
     for fam in a.families:
         best = fam.refined[0]
         line = next(ln for ln in lines if ln.startswith(f"- {fam.name}:"))
-        n = text.preemptions(best)
+        n = best.preemptions
         assert (f"its KV does not always fit: {n:,} preemption" in line) == bool(n), line
     table = lines[next(i for i, ln in enumerate(lines) if ln.startswith("Top 3, estimates")) + 1]
-    assert ("preempted" in table.split()) == any(text.preemptions(c) for c in a.ranked[:3])
+    assert ("preempted" in table.split()) == any(c.preemptions for c in a.ranked[:3])
 
 
 def test_a_recommendation_that_falls_behind_says_so_and_whether_another_keeps_up():
