@@ -45,8 +45,11 @@ DRIVER = textwrap.dedent("""\
     got = []
     signal.signal(signal.SIGINT, lambda *_: got.append(1))
     (root / "ready").write_text(str(plugin.pid))
+    def count():  # whole or not at all: a SIGKILL between write_text's truncate and write left it empty
+        (root / "sigints.tmp").write_text(str(len(got)))
+        os.replace(root / "sigints.tmp", root / "sigints")
     while not got or mode == "stubborn":
-        (root / "sigints").write_text(str(len(got)))
+        count()
         time.sleep(0.05)
     print("^C received; cancelling. If you would like to terminate immediately, press ^C again.", flush=True)
     time.sleep(0.3)  # the steps in flight
@@ -56,7 +59,7 @@ DRIVER = textwrap.dedent("""\
     plugin.terminate()
     plugin.wait()
     lock.unlink()
-    (root / "sigints").write_text(str(len(got)))
+    count()
     sys.exit(255)
     """)
 # `pulumi`'s stand-in for `pulumi cancel`: records its arguments and, as the file backend's
