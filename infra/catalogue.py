@@ -55,6 +55,14 @@ LAB_CARDS = {"gpu-24gb": "NVIDIA GeForce RTX 3090", "gpu-8gb": "NVIDIA GeForce R
 
 # Built-in model geometry (its config.json). head_dim is explicit: Qwen3 sets it to 128, NOT
 # hidden_size / num_attention_heads = 64, the mistake several tools make (docs/sources.md).
+# Llama 3.1's config.json has no head_dim: transformers' LlamaConfig then sets it to hidden_size //
+# num_attention_heads, 128 for both sizes.
+# `parameters` is counted from the geometry and checked against the model card: per layer, the
+# attention's q, k, v and o projections (h x heads x headDim, 2 x h x kvHeads x headDim, heads x
+# headDim x h; Qwen3 adds q_norm and k_norm, 2 x headDim), the MLP's gate, up and down projections
+# (3 x h x intermediate_size) and 2 RMSNorms (2 x h); then the embedding (vocab_size x h), the final
+# norm (h) and, unless tie_word_embeddings, an lm_head as large as the embedding. No biases.
+# Each entry's figures, the file each was read in and its revision: docs/sources.md, "Built-in models".
 BUILTIN_MODELS: dict[str, dict[str, Any]] = {
     "Qwen/Qwen3-0.6B": {
         "layers": 28,
@@ -77,7 +85,111 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         # The Hub commit every figure above was read from (docs/sources.md). Pinned, so the cache
         # and the workers load exactly these files even after the model's `main` moves.
         "revision": "c1899de289a04d12100db370d81485cdf75e47ca",
-    }
+    },
+    # config.json in ai-dynamo/aiconfigurator (model_configs/Qwen--Qwen3-1.7B_config.json).
+    "Qwen/Qwen3-1.7B": {
+        "layers": 28,
+        "kvHeads": 8,
+        "headDim": 128,
+        "hiddenSize": 2048,
+        "attentionHeads": 16,
+        "dtype": "bfloat16",
+        # Tied embeddings: 28 x 50,336,000 per layer (intermediate_size 6,144) + 151,936 x 2,048
+        # embedding + 2,048 norm = 1,720,574,976; the model card: 1.7B (1.4B without embeddings).
+        "parameters": 1_720_574_976,
+        # Its two shards store the tied embedding twice, as for 0.6B: model.safetensors.index.json's
+        # total_size 4,063,479,808 bytes of bf16 = 2 x (1,720,574,976 + 151,936 x 2,048).
+        "checkpointParameters": 2_031_739_904,
+        "maxPositionEmbeddings": 40_960,
+        "revision": "70d244cc86ccca08cf5af4e1e306ecf908b1ad5e",
+    },
+    # config.json in kohya-ss/musubi-tuner (src/musubi_tuner/zimage/zimage_utils.py).
+    "Qwen/Qwen3-4B": {
+        "layers": 36,
+        "kvHeads": 8,
+        "headDim": 128,
+        "hiddenSize": 2560,
+        "attentionHeads": 32,
+        "dtype": "bfloat16",
+        # Tied embeddings: 36 x 100,930,816 per layer (intermediate_size 9,728) + 151,936 x 2,560
+        # embedding + 2,560 norm = 4,022,468,096; the model card: 4.0B (3.6B without embeddings).
+        # Stored once: the index's total_size is 8,044,936,192 bytes = 2 x 4,022,468,096.
+        "parameters": 4_022_468_096,
+        "maxPositionEmbeddings": 40_960,
+        "revision": "1cfa9a7208912126459214e8b04321603b3df60c",
+    },
+    # config.json in ai-dynamo/aiconfigurator (model_configs/Qwen--Qwen3-8B_config.json).
+    "Qwen/Qwen3-8B": {
+        "layers": 36,
+        "kvHeads": 8,
+        "headDim": 128,
+        "hiddenSize": 4096,
+        "attentionHeads": 32,
+        "dtype": "bfloat16",
+        # 36 x 192,946,432 per layer (intermediate_size 12,288) + 2 x 151,936 x 4,096 (embedding,
+        # lm_head) + 4,096 norm = 8,190,735,360; the model card: 8.2B (6.95B without embeddings).
+        "parameters": 8_190_735_360,
+        "maxPositionEmbeddings": 40_960,
+        "revision": "b968826d9c46dd6066d109eabc6255188de91218",
+    },
+    # config.json in inference-sim/inference-sim (model_configs/qwen3-14b/config.json).
+    "Qwen/Qwen3-14B": {
+        "layers": 40,
+        "kvHeads": 8,
+        "headDim": 128,
+        "hiddenSize": 5120,
+        "attentionHeads": 40,
+        "dtype": "bfloat16",
+        # 40 x 330,311,936 per layer (intermediate_size 17,408) + 2 x 151,936 x 5,120 (embedding,
+        # lm_head) + 5,120 norm = 14,768,307,200; the model card: 14.8B (13.2B without embeddings).
+        "parameters": 14_768_307_200,
+        "maxPositionEmbeddings": 40_960,
+        "revision": "40c069824f4251a91eefaf281ebe4c544efd3e18",
+    },
+    # config.json in ai-dynamo/aiconfigurator (model_configs/Qwen--Qwen3-32B_config.json).
+    "Qwen/Qwen3-32B": {
+        "layers": 64,
+        "kvHeads": 8,
+        "headDim": 128,
+        "hiddenSize": 5120,
+        "attentionHeads": 64,
+        "dtype": "bfloat16",
+        # 64 x 487,598,336 per layer (intermediate_size 25,600) + 2 x 151,936 x 5,120 (embedding,
+        # lm_head) + 5,120 norm = 32,762,123,264; the model card: 32.8B (31.2B without embeddings).
+        "parameters": 32_762_123_264,
+        "maxPositionEmbeddings": 40_960,
+        "revision": "9216db5781bf21249d130ec9da846c4624c16137",
+    },
+    # config.json in inference-sim/inference-sim (model_configs/llama-3.1-8b-instruct/config.json, as
+    # first committed). No head_dim: 4,096 / 32 heads = 128.
+    "meta-llama/Llama-3.1-8B-Instruct": {
+        "layers": 32,
+        "kvHeads": 8,
+        "headDim": 128,
+        "hiddenSize": 4096,
+        "attentionHeads": 32,
+        "dtype": "bfloat16",
+        # 32 x 218,112,000 per layer (intermediate_size 14,336) + 2 x 128,256 x 4,096 (embedding,
+        # lm_head) + 4,096 norm = 8,030,261,248; the model card: 8B.
+        "parameters": 8_030_261_248,
+        "maxPositionEmbeddings": 131_072,
+        "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
+    },
+    # config.json in inference-sim/inference-sim (model_configs/llama-3.1-70b-instruct/config.json).
+    # No head_dim: 8,192 / 64 heads = 128.
+    "meta-llama/Llama-3.1-70B-Instruct": {
+        "layers": 80,
+        "kvHeads": 8,
+        "headDim": 128,
+        "hiddenSize": 8192,
+        "attentionHeads": 64,
+        "dtype": "bfloat16",
+        # 80 x 855,654,400 per layer (intermediate_size 28,672) + 2 x 128,256 x 8,192 (embedding,
+        # lm_head) + 8,192 norm = 70,553,706,496; the model card: 70B.
+        "parameters": 70_553_706_496,
+        "maxPositionEmbeddings": 131_072,
+        "revision": "1605565b47bb9346c5515c34102e054115b4f98b",
+    },
 }
 
 

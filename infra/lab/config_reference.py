@@ -22,7 +22,7 @@ from pydantic.alias_generators import to_snake
 from pydantic.fields import FieldInfo
 
 from infra import units
-from infra.catalogue import BUILTIN_MODELS
+from infra.catalogue import BUILTIN_MODELS, DEFAULT_MODEL
 from infra.config import fields
 from infra.config.load import KUBERNETES
 from infra.config.models import ClusterTarget, Model, NodeRequirement, StackConfig, WorkerGroup, Workload
@@ -183,8 +183,11 @@ def _default(model: type[BaseModel], name: str, field: FieldInfo) -> str:
         builtin = [(model_id, getattr(Model.model_validate({"name": model_id}), name))
                    for model_id, facts in BUILTIN_MODELS.items() if alias in facts]
         if builtin and any(v != value for _, v in builtin):
-            shown = "; ".join(f"{model_id.split('/')[-1]}: {_value(field, v)}" for model_id, v in builtin)
-            return f"{shown}; other models: {text}"
+            # The default model's value; the other built-in models' are in docs/sources.md, one table.
+            default = next(v for model_id, v in builtin if model_id == DEFAULT_MODEL)
+            others = ("; other built-in models: their config.json's ([sources.md](sources.md), \"Built-in "
+                      "models\")" if len(builtin) > 1 else "")
+            return f"{DEFAULT_MODEL.split('/')[-1]}: {_value(field, default)}{others}; other models: {text}"
     return text
 
 

@@ -163,7 +163,9 @@ def test_printed_defaults_are_the_models():
     assert rows["gpuClasses"][0] == ", ".join(f"`{name}`" for name in DEFAULT_GPU_CLASSES)
     # The built-in model's geometry, from the catalogue (Model._fill_builtin).
     layers = BUILTIN_MODELS[DEFAULT_MODEL]["layers"]
-    assert rows["model.layers"][0] == f"{DEFAULT_MODEL.split('/')[-1]}: `{layers}`; other models: (required)"
+    assert rows["model.layers"][0] == (f"{DEFAULT_MODEL.split('/')[-1]}: `{layers}`; other built-in models: their "
+                                       "config.json's ([sources.md](sources.md), \"Built-in models\"); other models: "
+                                       "(required)")
     assert rows["workers"][0] == "(required)"
     assert rows["Worker group keys: role"][0] == "(required)"
 
