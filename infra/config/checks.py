@@ -7,20 +7,16 @@ Every name that points at something (a worker group, a GPU class) must resolve, 
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import TYPE_CHECKING
 
 from infra import names, payloads
 from infra.config.fields import (
-    GPU_CAPABLE_TLS,
-    NETWORK_TLS,
     did_you_mean,
     dns_label,
-    expand_tls,
     node_path,
 )
-from infra.config.models import WorkerGroup
+from infra.config.topology import spread, tensor_parallel, transfer
 from infra.resolved import derived_context
 
 if TYPE_CHECKING:
@@ -94,39 +90,6 @@ def _shape(r: ResolvedStack) -> Problems:
                 f"every request would wait forever for a {side} worker"
             found.append((f"workers.{groups[0].name}.replicas",
                           f"the {side} side ({names}) has 0 replicas in all, so {what}. Give it at least 1"))
-    return found
-
-
-def _cuda_over_tcp(g: WorkerGroup) -> bool:
-    return g.kv_transfer.buffer_device == "cuda" and not expand_tls(g.kv_transfer.ucx_tls) & GPU_CAPABLE_TLS
-
-
-def _transfer(r: ResolvedStack) -> Problems:
-    """Each group's transport can move its buffers, and each prefill/decode pair can talk."""
-    cfg = r.config
-    found: Problems = []
-    for g in cfg.workers:
-        if g.role != "agg" and _cuda_over_tcp(g):
-            found.append((f"workers.{g.name}.kvTransfer.bufferDevice",
-                          f"cuda buffers over UCX_TLS={g.kv_transfer.ucx_tls} (TCP only) crash UCX copying GPU memory "
-                          "over TCP (segfault in uct_tcp_ep_am_bcopy). Write bufferDevice: cpu, or use a transport "
-                          "that moves GPU memory (e.g. ucxTls: rc,cuda_copy on RDMA)"))
-    prefill = [g for g in cfg.workers if g.role == "prefill"]
-    decode = [g for g in cfg.workers if g.role == "decode"]
-    for p, d in itertools.product(prefill, decode):
-        pk, dk = p.kv_transfer, d.kv_transfer
-        pair = f"prefill {p.name!r} and decode {d.name!r}"
-        if pk.buffer_device != dk.buffer_device:
-            found.append((f"workers.{d.name}.kvTransfer.bufferDevice",
-                          f"{pair} keep their KV transfer buffers in {pk.buffer_device} and {dk.buffer_device} "
-                          "memory; both sides of a pair must describe the same kind of memory to NIXL. Give "
-                          "both the same bufferDevice (cpu over TCP)"))
-        shared = expand_tls(pk.ucx_tls) & expand_tls(dk.ucx_tls) & NETWORK_TLS
-        if not shared:
-            found.append((f"workers.{d.name}.kvTransfer.ucxTls",
-                          f"{pair} share no transport that reaches from one pod to another (UCX_TLS "
-                          f"{pk.ucx_tls} and {dk.ucx_tls}; self and shared memory never leave a pod), so UCX "
-                          "cannot connect them. Give both the same ucxTls, e.g. tcp,self"))
     return found
 
 
@@ -341,16 +304,19 @@ def _model_cache(r: ResolvedStack) -> Problems:
                                  "63 characters), so the API server would refuse it. Rename the class, e.g. "
                                  f"{re.sub(r'[^a-z0-9-]+', '-', cls.lower()).strip('-')[:20] or 'gpu'!r}, or "
                                  "shorten graph.name"))
-    if mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteOnce" and len(nodes) > 1:
-        where = "; ".join(f"{n}: {', '.join(g.name for g in r.active_on(n))}" for n in nodes)
+    count = sum(cfg.gpu_classes[n].nodes for n in nodes if n in cfg.gpu_classes)
+    if mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteOnce" and count > 1:
+        several = {n: f" ({cfg.gpu_classes[n].nodes} nodes)" if cfg.gpu_classes[n].nodes > 1 else ""
+                   for n in nodes if n in cfg.gpu_classes}
+        where = "; ".join(f"{n}{several[n]}: {', '.join(g.name for g in r.active_on(n))}" for n in several)
         problems.append(("modelCache.pvc.accessMode", f"ReadWriteOnce lets one node mount the claim, but the "
-                         f"workers run on {len(nodes)} nodes ({where}); the pods on the other node would "
-                         "never start. Write accessMode: ReadWriteMany (a storage class that supports it, "
-                         "e.g. NFS), or use mode: hostPath (a directory on each node)"))
+                         f"workers run on {count} nodes ({where}); the pods on the other "
+                         f"node{'s' * (count > 2)} would never start. Write accessMode: ReadWriteMany (a storage "
+                         "class that supports it, e.g. NFS), or use mode: hostPath (a directory on each node)"))
     return problems
 
 
 def problems(r: ResolvedStack) -> Problems:
     """Every cross-key problem of the resolved stack; empty when the graph is one Dynamo can serve."""
-    return (_names(r) + _gpu_classes(r) + _shape(r) + _transfer(r) + _context(r)
+    return (_names(r) + _gpu_classes(r) + _shape(r) + transfer(r) + tensor_parallel(r) + spread(r) + _context(r)
             + _group_refs(r) + _namespaces(r) + _model_cache(r) + _benchmark(r))

@@ -60,6 +60,8 @@ class Managed:
 
 
 _REPLICAS = "Scale with the group's replicas instead: each worker has one GPU"
+_TENSOR = ("Set the group's tensorParallel instead: it requests that many whole GPUs per pod and sizes the weights "
+           "and KV per GPU")
 _POOL = "Set the group's kvCacheBytes instead: dynamo-lab pins the KV pool and derives the GPU share from it"
 _REVISION = ("Set model.revision instead: the pre-pull downloads that one commit and the workers read only it, "
              "offline")
@@ -132,7 +134,7 @@ MANAGED = (
     Managed(("--no-enable-prefix-caching",), "Remove it: the sizing's warm transfers and decode prefix hits rest "
                                              "on vLLM's prefix cache, on by default",
             "which turns off the prefix cache the sizing's warm transfers rest on"),
-    Managed(("--tensor-parallel-size", "-tp"), _REPLICAS),
+    Managed(("--tensor-parallel-size", "-tp"), _TENSOR),
     Managed(("--pipeline-parallel-size", "-pp"), _REPLICAS),
     Managed(("--data-parallel-size", "-dp"), _REPLICAS),
     Managed(("--data-parallel-size-local", "-dpl"), _REPLICAS),

@@ -41,7 +41,8 @@ class NodeRequirement(_Model):
 
 
 class GpuClass(_Model):
-    """A kind of GPU node. The lab has one node with one GPU per class; all workers of a class share it."""
+    """A kind of GPU node: how many nodes of it, how many GPUs each, and whether workers share a GPU.
+    The lab has one node with one time-sliced GPU per class; all workers of a class share it."""
 
     memory: Bytes = Field(description="the GPU memory one card of this class has (as GPU feature discovery "
                           "reports it)")
@@ -53,6 +54,27 @@ class GpuClass(_Model):
     node_selector: list[NodeRequirement] = Field(min_length=1, description="the nodes of this class: a required node "
                                                  "affinity, its requirements ANDed", json_schema_extra={
                                                      "accepts": "a list of node requirements (below), at least one"})
+    nodes: int = Field(1, ge=1, description="how many nodes `nodeSelector` matches; the sizing plans each alike "
+                       "and preflight checks the count against the cluster")
+    gpus_per_node: int = Field(1, ge=1, description="the physical GPUs on each node (GPU feature discovery's "
+                               "`nvidia.com/gpu.count`)")
+    # The NVIDIA device plugin either advertises each card once (a worker owns its GPUs) or, with a
+    # time-slicing config, N replicas of it that share the card's memory with no isolation
+    # (docs/sources.md, "Several workers on one GPU").
+    sharing: Literal["timeSliced", "whole"] = Field("timeSliced", description="`timeSliced`: the device plugin "
+                                                    "advertises time-sliced replicas and several workers share "
+                                                    "one GPU's memory; `whole`: each worker owns the GPUs it "
+                                                    "requests (what `tensorParallel` above 1 needs)")
+    slices_per_gpu: Optional[int] = Field(None, ge=1, description="time-sliced classes: the device plugin's "
+                                          "replicas per GPU (`sharing.timeSlicing.resources[].replicas`), so at "
+                                          "most this many workers share one GPU", json_schema_extra={
+                                              "default_text": "unset: every worker on a node may share one GPU"})
+    rdma_resource: Optional[ResourceName] = Field(None, description="the RDMA device plugin's resource each "
+                                                  "worker with `kvTransfer.transport: rdma` requests one of",
+                                                  json_schema_extra={
+                                                      "accepts": "an extended resource name (e.g. "
+                                                                 "`rdma/rdma_shared_device_a`)",
+                                                      "default_text": "unset: no RDMA on these nodes"})
     memory_reserve: float = Field(0.10, ge=0.0, lt=1.0, description="the fraction of GPU memory no worker may plan "
                                   "to use (driver, display, fragmentation)")
     effective_tflops: float = Field(gt=0, description="ESTIMATE: sustained prefill TFLOP/s of one worker; only the "
@@ -66,3 +88,15 @@ class GpuClass(_Model):
     peak_tflops: Optional[float] = Field(None, gt=0, description="the card's dense BF16 tensor TFLOP/s (its "
                                          "datasheet, without sparsity); only `predict` and `advise` use it, and "
                                          "need it")
+
+    @model_validator(mode="after")
+    def _slices_only_when_sliced(self) -> "GpuClass":
+        if self.sharing == "whole" and self.slices_per_gpu is not None:
+            raise ValueError("slicesPerGpu applies to sharing: timeSliced only; with sharing: whole each worker "
+                             "owns its GPUs. Remove slicesPerGpu, or write sharing: timeSliced")
+        return self
+
+    @property
+    def gpus(self) -> int:
+        """The class's physical GPUs, over all its nodes."""
+        return self.nodes * self.gpus_per_node

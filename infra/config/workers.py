@@ -42,11 +42,26 @@ class KvTransfer(_Model):
     buffer_device: Literal["cpu", "cuda"] = Field("cpu", description="where NIXL moves the KV from: a host "
                                                   "mirror of the KV pool, or the GPU; `cuda` over a TCP-only "
                                                   "`ucxTls` is refused (UCX segfaults); a pair must agree")
+    # tcp: UCX over the hosts' TCP stacks (the lab's 1GbE, no RDMA). rdma: UCX over RC verbs through
+    # the RDMA device plugin's resource (docs/sizing.md, "Transports").
+    transport: Literal["tcp", "rdma"] = Field("tcp", description="how the KV crosses between pods: `tcp` (UCX over "
+                                              "TCP, the lab's) or `rdma` (UCX over RC verbs: the GPU class's "
+                                              "`rdmaResource`, the IPC_LOCK capability); a pair must agree")
     ucx_tls: UcxTls = Field("tcp,self", description="`UCX_TLS`", json_schema_extra={
         "accepts": "UCX transport names (`tcp`, `self`, `rc`, `cuda_copy`, ..., `^name` for all but), not empty; a "
-                   "prefill/decode pair must share one that crosses pods"})
+                   "prefill/decode pair must share one that crosses pods, of the `transport` chosen",
+        "default_text": "`tcp,self`; with `transport: rdma`, `rc,self` (`rc,cuda_copy,self` with `cuda` "
+                        "buffers)"})
     ucx_rndv_thresh: str = Field("inf", pattern=r"^(inf|auto|\d+[kKmMgG]?[bB]?)$", description="`UCX_RNDV_THRESH`",
                                  json_schema_extra={"accepts": "`inf`, `auto` or a size"})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rdma_tls(cls, data: Any) -> Any:
+        # An RDMA transport's default UCX_TLS: RC verbs, plus CUDA copies where the buffers are GPU memory.
+        if isinstance(data, dict) and data.get("transport") == "rdma" and "ucxTls" not in data:
+            return {**data, "ucxTls": "rc,cuda_copy,self" if data.get("bufferDevice") == "cuda" else "rc,self"}
+        return data
 
     @property
     def op(self) -> Literal["READ"]:
@@ -63,6 +78,16 @@ class WorkerGroup(_Model):
         "`decode`, and each side needs at least one replica in all")
     replicas: int = Field(ge=0, description="workers in this group")
     gpu_class: str = Field(description="where the workers run", json_schema_extra={"accepts": "a key of `gpuClasses`"})
+    tensor_parallel: int = Field(1, ge=1, description="GPUs per replica: vLLM `--tensor-parallel-size`, and as "
+                                 "many whole GPUs (the class's resource) per pod", json_schema_extra={
+                                     "accepts": "a count that divides the model's attention and KV heads, at most "
+                                                "the class's `gpusPerNode`; above 1 only on a `sharing: whole` class"})
+    # Where the scheduler may put the replicas over the class's nodes: nothing (it may pack them on
+    # one node), a topology spread constraint (maxSkew 1 per node), or required pod anti-affinity.
+    spread: Literal["none", "even", "onePerNode"] = Field(
+        "none", description="how the replicas spread over the class's nodes: `none` (the scheduler may put them all "
+        "on one node, which the sizing assumes), `even` (a topology spread constraint: per node at most one more "
+        "than on another), `onePerNode` (required pod anti-affinity: at most one per node)")
     kv_transfer: KvTransfer = Field(KvTransfer(), description="how the KV moves between prefill and decode workers")
     kv_cache_bytes: Optional[Bytes] = Field(None, description="vLLM `--kv-cache-memory-bytes`", json_schema_extra={
         "accepts": "memory, at least one sequence of the worker's `--max-model-len` plus the null block "

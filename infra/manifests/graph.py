@@ -70,6 +70,9 @@ def worker_args(cfg: StackConfig, group: WorkerGroup, sized: GroupSizing) -> lis
         args += ["--max-model-len", str(sized.max_model_len)]
     if cfg.model.revision is not None:
         args += ["--revision", cfg.model.revision]
+    if group.tensor_parallel > 1:
+        # The ranks split the heads (the sizing's per-GPU weights and pool); the pod requests as many GPUs.
+        args += ["--tensor-parallel-size", str(group.tensor_parallel)]
     return args + list(group.extra_args)
 
 
@@ -90,15 +93,51 @@ def describe_term(expressions: list[dict[str, Any]]) -> str:
 
 
 def _resources(cpu_request: str, cpu_limit: Optional[str], mem_request: int, mem_limit: int,
-               gpu_resource: Optional[str] = None) -> dict[str, Any]:
+               devices: Optional[dict[str, int]] = None) -> dict[str, Any]:
+    """Requests and limits; `devices`: extended resources (GPUs, an RDMA device) and their counts."""
     requests = {"cpu": cpu_request, "memory": units.quantity(mem_request)}
     limits: dict[str, Any] = {"memory": units.quantity(mem_limit)}
     if cpu_limit:
         limits["cpu"] = cpu_limit
-    if gpu_resource:
-        requests[gpu_resource] = "1"
-        limits[gpu_resource] = "1"
+    for resource, count in (devices or {}).items():
+        requests[resource] = limits[resource] = str(count)
     return {"requests": requests, "limits": limits}
+
+
+def worker_devices(cfg: StackConfig, group: WorkerGroup) -> dict[str, int]:
+    """The extended resources one worker pod requests: a GPU per tensor-parallel rank, and one RDMA
+    device where its KV moves over RDMA (the class's rdmaResource; config.checks requires it)."""
+    gpu = cfg.gpu_classes[group.gpu_class]
+    devices = {gpu.resource: group.tensor_parallel}
+    if rdma(group) and gpu.rdma_resource is not None:
+        devices[gpu.rdma_resource] = 1
+    return devices
+
+
+def rdma(group: WorkerGroup) -> bool:
+    """Whether this worker moves its KV over RDMA."""
+    return group.role != "agg" and group.kv_transfer.transport == "rdma"
+
+
+# The label the spread rules select a group's pods by, on its pod template.
+GROUP_LABEL = "dynamo-lab/worker-group"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def spread_rules(stack: ResolvedStack, group: WorkerGroup) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The group's spread over its class's nodes, as (pod template labels, pod spec fields, an
+    `affinity` among them merged with the node affinity): none,
+    a topology spread constraint of maxSkew 1 per node (even), or required pod anti-affinity against
+    its own pods per node (onePerNode). Both count only nodes the pod's node affinity selects."""
+    if group.spread == "none":
+        return {}, {}
+    mine = {"matchLabels": {GROUP_LABEL: stack.service(group)}}
+    labels = {GROUP_LABEL: stack.service(group)}
+    if group.spread == "even":
+        return labels, {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": HOSTNAME,
+                                                       "whenUnsatisfiable": "DoNotSchedule", "labelSelector": mine}]}
+    return labels, {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": mine, "topologyKey": HOSTNAME}]}}}
 
 
 def ucx_env(kv: KvTransfer) -> dict[str, str]:
@@ -159,11 +198,15 @@ def worker_component(stack: ResolvedStack, group: WorkerGroup, sized: GroupSizin
         "command": ["python3", "-m", "dynamo.vllm"],
         "args": worker_args(cfg, group, sized),
         "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
-                                sized.memory_limit_bytes, gpu.resource),
+                                sized.memory_limit_bytes, worker_devices(cfg, group)),
     })
+    if rdma(group):
+        main["securityContext"] = security.rdma_container()
     if workers_download(cfg):
         with_hf_token(cfg, main)
-    spec = _pod_spec(affinity=node_affinity(gpu.node_selector), containers=[main])
+    labels, spread = spread_rules(stack, group)
+    affinity = {**node_affinity(gpu.node_selector), **spread.pop("affinity", {})}
+    spec = _pod_spec(affinity=affinity, containers=[main], **spread)
     env = worker_env(group)
     if model_cache.enabled(cfg):
         env += model_cache.env(cfg)
@@ -172,8 +215,9 @@ def worker_component(stack: ResolvedStack, group: WorkerGroup, sized: GroupSizin
         spec["volumes"] = [model_cache.volume(stack, group.gpu_class)]
     if env:
         main["env"] = env
+    template: dict[str, Any] = {"metadata": {"labels": labels}, "spec": spec} if labels else {"spec": spec}
     return {"name": group.name, "type": COMPONENT_TYPE[group.role], "replicas": group.replicas,
-            "podTemplate": {"spec": spec}}
+            "podTemplate": template}
 
 
 def deployment(stack: ResolvedStack, sizing: StackSizing) -> dict[str, Any]:

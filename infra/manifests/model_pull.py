@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from infra import names
 from infra.manifests import JOB_LABEL, MODEL_PULL_JOB, digest_named, digest_suffix, model_cache, security
-from infra.manifests.graph import node_affinity, with_hf_token
+from infra.manifests.graph import HOSTNAME, node_affinity, with_hf_token
 from infra.resolved import ResolvedStack
 
 # What vLLM and the frontend read: safetensors weights, JSON config and tokenizer files, merges/vocab
@@ -30,6 +30,8 @@ PREPARE = (f"chgrp 0 {model_cache.MOUNT} && chmod g+rwxs {model_cache.MOUNT} "
            f"|| echo 'could not make {model_cache.MOUNT} writable by group 0' >&2")
 # Downloading is network- and disk-bound; the memory covers the Xet client's buffers.
 RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
+# The Job controller labels each of its pods with the Job's name (Kubernetes 1.27 and later).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 PREPARE_RESOURCES = {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"memory": "32Mi"}}
 
 
@@ -74,15 +76,22 @@ def _job(stack: ResolvedStack, name: str, gpu_class: Optional[str]) -> dict[str,
     else:
         # A claim is made writable by fsGroup (the group the operator gives the graph's pods too).
         pod["securityContext"] = security.pod(fs_group=security.RUNTIME_UID)
+    spec: dict[str, Any] = {"backoffLimit": 2, "activeDeadlineSeconds": cfg.model_cache.pre_pull.timeout_seconds}
     if gpu_class is not None:
         pod["affinity"] = node_affinity(cfg.gpu_classes[gpu_class].node_selector)
+        nodes = cfg.gpu_classes[gpu_class].nodes if model_cache.on_nodes(cfg) else 1
+        if nodes > 1:
+            # A cache on each node of the class: one pod per node, kept apart by anti-affinity on the
+            # Job's own pods (the Job controller labels them with its name).
+            spec.update(completions=nodes, parallelism=nodes)
+            pod["affinity"]["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {JOB_NAME_LABEL: name}}, "topologyKey": HOSTNAME}]}
     # A failed pull (a bad token, a Hub outage) is replaced by the next `pulumi up` instead of
     # blocking it: pulumi-kubernetes replaces an unready Job only with this annotation.
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": cfg.graph.namespace,
                          "annotations": {"pulumi.com/replaceUnready": "true"}},
-            "spec": {"backoffLimit": 2, "activeDeadlineSeconds": cfg.model_cache.pre_pull.timeout_seconds,
-                     "template": {"metadata": {"labels": {JOB_LABEL: MODEL_PULL_JOB}}, "spec": pod}}}
+            "spec": {**spec, "template": {"metadata": {"labels": {JOB_LABEL: MODEL_PULL_JOB}}, "spec": pod}}}
 
 
 def _build(stack: ResolvedStack, digest: str) -> dict[str, dict[str, Any]]:

@@ -45,6 +45,18 @@ def container(extra: dict[str, Any]) -> dict[str, Any]:
     return {**extra, "securityContext": dict(CONTAINER)}
 
 
+def rdma_container() -> dict[str, Any]:
+    """A worker moving its KV over RDMA: the restricted context plus IPC_LOCK, which lets UCX pin
+    (register) memory with the NIC beyond the memlock limit; Kubernetes cannot set a pod's memlock
+    limit, which comes from the container runtime (docs/security.md, "RDMA workers")."""
+    return {**CONTAINER, "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
+
+
+# IPC_LOCK is in neither restricted's nor baseline's allowed capabilities (Pod Security Standards).
+RDMA_LEVEL: tuple[PodSecurityLevel, str] = (
+    "privileged", "RDMA workers add the IPC_LOCK capability, which baseline already refuses")
+
+
 # What the graph namespace enforces, and why, by modelCache.mode; every other mode: restricted.
 LEVELS: dict[str, tuple[PodSecurityLevel, str]] = {
     # A hostPath volume in a pod is allowed only at privileged.
@@ -57,14 +69,20 @@ LEVELS: dict[str, tuple[PodSecurityLevel, str]] = {
 RESTRICTED = ("restricted", "every pod of the stack meets restricted")
 
 
+def _level(cfg: StackConfig) -> tuple[PodSecurityLevel, str]:
+    if any(g.replicas and g.role != "agg" and g.kv_transfer.transport == "rdma" for g in cfg.workers):
+        return RDMA_LEVEL
+    return LEVELS.get(cfg.model_cache.mode, RESTRICTED)
+
+
 def pod_security_level(cfg: StackConfig) -> PodSecurityLevel:
-    """What the graph namespace can enforce with this stack's pods (LEVELS)."""
-    return LEVELS.get(cfg.model_cache.mode, RESTRICTED)[0]
+    """What the graph namespace can enforce with this stack's pods (RDMA_LEVEL, LEVELS)."""
+    return _level(cfg)[0]
 
 
 def level_reason(cfg: StackConfig) -> str:
     """Why pod_security_level is what it is, in a sentence."""
-    return LEVELS.get(cfg.model_cache.mode, RESTRICTED)[1]
+    return _level(cfg)[1]
 
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"

@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 
 from infra import prefix_cache, units
-from infra.config.models import StackConfig
+from infra.config.models import StackConfig, WorkerGroup
 from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack
-from infra.sizing.checks import gpu_overplanned, memory, short_pool, small_claim
+from infra.sizing.checks import gpu_overplanned, memory, short_pool, small_claim, whole_gpus_short
 from infra.sizing.formulas import (
     blocks_for_sequence,
     gpu_budget,
@@ -56,30 +56,46 @@ __all__ = [
     "TransferSizing",
     "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_bytes_per_token", "kv_layout",
     "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
-    "prefill_seconds_estimate", "size", "transfer_seconds",
+    "prefill_seconds_estimate", "size", "transfer_seconds", "weights_per_gpu",
 ]
 
 
+def weights_per_gpu(weights: int, g: WorkerGroup) -> int:
+    """ESTIMATE: a rank's share of the weights, the model's over tensorParallel (vLLM shards the
+    attention, MLP, embedding and LM head over the ranks; the norms, a few KiB, are on every rank)."""
+    return math.ceil(weights / g.tensor_parallel)
+
+
 def _pools(r: ResolvedStack, weights: int) -> dict[str, int]:
-    """KV pool per worker: as configured, or what the GPU's budget leaves shared evenly."""
+    """KV pool per GPU of each worker: as configured, or what one GPU's budget leaves, shared evenly
+    among the workers that may share it at worst (ResolvedStack.sharing_one_gpu: with `c` of them on
+    one GPU, a derived pool must fit whichever `c` workers of the class land together)."""
     cfg = r.config
     overhead = cfg.sizing.gpu_overhead_per_worker
     pools: dict[str, int] = {g.name: g.kv_cache_bytes for g in cfg.workers if g.kv_cache_bytes is not None}
     for cls_name in r.worker_classes:
         groups = r.active_on(cls_name)
-        cls = cfg.gpu_classes[cls_name]
-        budget = gpu_budget(cls)
-        workers = r.workers_on(cls_name)
-        fixed = sum(g.replicas * g.kv_cache_bytes for g in groups if g.kv_cache_bytes is not None)
+        budget = gpu_budget(cfg.gpu_classes[cls_name])
         derived = [g for g in groups if g.kv_cache_bytes is None]
         if not derived:
             continue
+        c = r.sharing_one_gpu(cls_name)
+        if c == 1:  # each worker's ranks own their GPUs
+            for g in derived:
+                pools[g.name] = _mi_floor(budget - weights_per_gpu(weights, g) - overhead)
+            continue
+        # Time-sliced (tensorParallel 1): any c of the class's workers may share one GPU.
+        fixed = sorted((g.kv_cache_bytes for g in groups if g.kv_cache_bytes is not None
+                        for _ in range(g.replicas)), reverse=True)
         n = sum(g.replicas for g in derived)
-        left = budget - workers * (weights + overhead) - fixed
-        pool = max(0, math.floor(left / n / units.MI) * units.MI)
+        pool = min((budget - c * (weights + overhead) - sum(fixed[:c - k])) / k for k in range(1, min(c, n) + 1))
         for g in derived:
-            pools[g.name] = pool
+            pools[g.name] = _mi_floor(pool)
     return pools
+
+
+def _mi_floor(nbytes: float) -> int:
+    return max(0, math.floor(nbytes / units.MI) * units.MI)
 
 
 def _decode_hit_probability(cfg: StackConfig, decode_pool: int, per_token: int) -> float:
@@ -109,17 +125,18 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
     out = []
     for p in (g for g in active if g.role == "prefill"):
         for d, hit, expected, saved in decodes:
-            same = p.gpu_class == d.gpu_class
-            path = "same-node" if same else "cross-node"
+            path = r.kv_path(p, d)
+            same = path == "same-node"
             op = p.kv_transfer.op
             if (p.name, d.name) in measured:
                 bps, source, basis = (float(measured[(p.name, d.name)]), "measured (sizing.measured)",
                                       ThroughputBasis.MEASURED)
             else:
-                bps, source, basis = path_throughput(s, path, op)
+                bps, source, basis = path_throughput(s, path, op, transport=p.kv_transfer.transport)
             expected_seconds = transfer_seconds(expected, bps)
             out.append(TransferSizing(
-                from_group=p.name, to_group=d.name, path=path, op=op, throughput_bytes_per_s=bps,
+                from_group=p.name, to_group=d.name, path=path, transport=p.kv_transfer.transport, op=op,
+                throughput_bytes_per_s=bps,
                 throughput_source=source, throughput_basis=basis, cold_bytes=cold, warm_bytes=warm,
                 decode_prefix_hit_probability=hit,
                 expected_bytes=expected, cold_seconds=transfer_seconds(cold, bps),
@@ -162,27 +179,31 @@ def size(r: ResolvedStack) -> StackSizing:
     for g in cfg.workers:
         pool = pools.get(g.name, 0)
         cls = cfg.gpu_classes[g.gpu_class]
-        per_worker = weights + pool + overhead
+        tp = g.tensor_parallel
+        weights_gpu = weights_per_gpu(weights, g)
+        per_worker = weights_gpu + pool + overhead
         util = math.ceil(per_worker / cls.memory * 100) / 100
         resolved_context = r.context(g)
         context, context_source = resolved_context.tokens, resolved_context.source
         floor, limit, request, source = memory(cfg, g, pool, per_request, context, layout, problems)
-        have, need = pool // layout.block_bytes, blocks_for_sequence(context)
+        # A rank holds its share of the KV heads: a block of the pool costs block_bytes / tensorParallel.
+        rank_block = layout.block_bytes // tp
+        have, need = pool // rank_block, blocks_for_sequence(context)
         # A group with no replicas and no pool of its own starts no worker: nothing to hold.
         if (g.replicas or g.kv_cache_bytes is not None) and have < need:
             problems.append((f"workers.{g.name}.kvCacheBytes",
-                             short_pool(cfg, g, pool, layout.block_bytes, context, context_source,
-                                        r.workers_on(g.gpu_class))))
+                             short_pool(cfg, g, pool, rank_block, context, context_source,
+                                        r.sharing_one_gpu(g.gpu_class))))
         groups.append(GroupSizing(
-            name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas,
+            name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas, tensor_parallel=tp,
             kv_cache_bytes=pool, kv_cache_source="config" if g.kv_cache_bytes is not None else "derived",
             max_model_len=context, max_model_len_source=context_source,
             pool_blocks=have, blocks_for_max_len=need,
-            weights_bytes=weights, gpu_overhead_bytes=overhead, gpu_bytes_per_worker=per_worker,
+            weights_bytes=weights_gpu, gpu_overhead_bytes=overhead, gpu_bytes_per_worker=per_worker,
             gpu_memory_utilization=util, cpu_buffers=g.cpu_buffers, host_memory_floor_bytes=floor,
             memory_limit_bytes=limit, memory_request_bytes=request, memory_source=source,
             steady_state_bytes=cfg.workload.concurrency * per_request if g.cpu_buffers else 0,
-            requests_in_pool=pool / per_request))
+            requests_in_pool=pool * tp / per_request))
 
     gpus = []
     for cls_name in r.worker_classes:
@@ -190,10 +211,18 @@ def size(r: ResolvedStack) -> StackSizing:
         budget = gpu_budget(cls)
         running = {g.name for g in r.active_on(cls_name)}
         sized = [s for s in groups if s.name in running]
-        planned = sum(s.replicas * s.gpu_bytes_per_worker for s in sized)
-        gpus.append(GpuFit(cls_name, sum(s.replicas for s in sized), cls.memory, budget, planned))
+        c = r.sharing_one_gpu(cls_name)
+        # The most one GPU may carry: the c largest of the class's workers (per GPU) on it at once.
+        each = sorted((s.gpu_bytes_per_worker for s in sized for _ in range(s.replicas)), reverse=True)
+        planned = sum(each[:c])
+        needed = sum(s.replicas * s.tensor_parallel for s in sized)
+        gpus.append(GpuFit(cls_name, sum(s.replicas for s in sized), cls.memory, budget, planned, sharing=c,
+                           nodes=cls.nodes, gpus_per_node=cls.gpus_per_node,
+                           gpus_needed=needed if cls.sharing == "whole" else None))
         if planned > budget:
-            problems.append((f"gpuClasses.{cls_name}", gpu_overplanned(cls, budget, planned, sized)))
+            problems.append((f"gpuClasses.{cls_name}", gpu_overplanned(cls, budget, planned, sized, c)))
+        if cls.sharing == "whole" and (short := whole_gpus_short(r, cls_name)) is not None:
+            problems.append((f"gpuClasses.{cls_name}", short))
     cache = model_cache(r, problems)
     if problems:
         raise ConfigError(stack_file(stack), problems)

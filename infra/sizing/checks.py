@@ -4,10 +4,11 @@ max-length sequence. Each message says what is wrong, why (with the numbers) and
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 from infra import prefix_cache, units
 from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
-from infra.resolved import ContextSource
+from infra.resolved import ContextSource, ResolvedStack
 from infra.sizing.formulas import (
     blocks_for_sequence,
     gpu_budget,
@@ -21,34 +22,45 @@ def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, l
                 context: int, layout: KvLayout) -> str:
     """Why `limit` is too low for this worker, in its role's terms, and the fixes."""
     s = cfg.sizing
+    tp = g.tensor_parallel
+    base, ranks = host_base(cfg, g), (f" x {tp} ranks" if tp > 1 else "")
     if not g.cpu_buffers:
         why = ("an aggregated worker keeps no KV host mirror" if g.role == "agg"
                else "with bufferDevice cuda it keeps no KV host mirror")
         return (f"{units.written(limit)} is below the {units.human(floor)} ({units.written(floor)}) this worker "
-                f"needs: its vLLM base resident memory (sizing.vllmBaseMemory; {why}), and the pod would be OOMKilled "
+                f"needs: its vLLM base resident memory (sizing.vllmBaseMemory{ranks}; {why}), and the pod would be "
+                "OOMKilled "
                 f"loading the model. Raise memoryLimit to at least {units.written(floor)}, or lower "
                 "sizing.vllmBaseMemory if you measured less")
-    mirror = units.human(pool * (1 + s.host_headroom_percent / 100))
-    largest = largest_pool_for_limit(limit, s.vllm_base_memory, s.host_headroom_percent)
+    mirror = units.human(pool * tp * (1 + s.host_headroom_percent / 100))
+    # The mirror holds every rank's pool: the largest per-rank pool is the largest mirror over the ranks.
+    largest = largest_pool_for_limit(limit, base, s.host_headroom_percent) // tp // units.MI * units.MI
     # The smallest pool vLLM starts with: one sequence of the group's max_model_len and the null block.
-    smallest_pool = blocks_for_sequence(context) * layout.block_bytes
+    smallest_pool = blocks_for_sequence(context) * layout.block_bytes // tp
     if largest >= smallest_pool:
         second = (f"or set workers.{g.name}.kvCacheBytes <= {largest // units.MI}Mi, the largest "
-                  f"KV pool whose host mirror fits {units.written(limit)} "
-                  f"({largest / per_request:.1f} requests of {units.human(per_request)})")
+                  f"KV pool{' per rank' if tp > 1 else ''} whose host mirror fits {units.written(limit)} "
+                  f"({largest * tp / per_request:.1f} requests of {units.human(per_request)})")
     else:
-        smallest = host_memory_floor(s.vllm_base_memory, smallest_pool, s.host_headroom_percent, True)
+        smallest = host_memory_floor(base, smallest_pool * tp, s.host_headroom_percent, True)
         second = (f"or shrink the pool with workers.{g.name}.kvCacheBytes, which needs a limit too: "
-                  f"{units.written(limit)} leaves {units.human(max(0, limit - s.vllm_base_memory))} "
+                  f"{units.written(limit)} leaves {units.human(max(0, limit - base))} "
                   f"above the vLLM base, and even the smallest pool vLLM starts with "
-                  f"({units.human(smallest_pool)}: one {context:,}-token sequence and the null block) "
+                  f"({units.human(smallest_pool * tp)}: one {context:,}-token sequence and the null block) "
                   f"needs memoryLimit >= {units.written(smallest)}")
+    pool_words = f"{units.human(pool)} pool" if tp == 1 else f"{tp} ranks' {units.human(pool)} pools"
     return (f"{units.written(limit)} is below the {units.human(floor)} ({units.written(floor)}) this worker needs "
-            f"({units.human(s.vllm_base_memory)} vLLM base + {mirror} KV host mirror "
-            f"of its {units.human(pool)} pool incl. {s.host_headroom_percent:g}% "
+            f"({units.human(base)} vLLM base{ranks} + {mirror} KV host mirror "
+            f"of its {pool_words} incl. {s.host_headroom_percent:g}% "
             f"headroom); with kv_buffer_device=cpu vLLM mirrors the whole KV pool in "
             f"host memory and the pod is OOMKilled as it fills. Raise memoryLimit to at "
             f"least {units.written(floor)}, {second}")
+
+
+def host_base(cfg: StackConfig, g: WorkerGroup) -> int:
+    """ESTIMATE: a replica's host RSS without its KV mirror, the vLLM base for each of its
+    tensorParallel ranks (each rank is a worker process of its own, with its own CUDA context)."""
+    return cfg.sizing.vllm_base_memory * g.tensor_parallel
 
 
 def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, context: int, layout: KvLayout,
@@ -56,7 +68,7 @@ def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, contex
     """The group's host memory floor, limit, request and where the limit came from; a limit below the
     floor or a request above the limit is a problem. `context` and `layout` are what size() resolved."""
     s = cfg.sizing
-    floor = host_memory_floor(s.vllm_base_memory, pool, s.host_headroom_percent, g.cpu_buffers)
+    floor = host_memory_floor(host_base(cfg, g), pool * g.tensor_parallel, s.host_headroom_percent, g.cpu_buffers)
     limit, source = (floor, "floor") if g.memory_limit is None else (g.memory_limit, "config")
     request = limit if g.memory_request is None else g.memory_request
     if limit < floor:
@@ -74,8 +86,8 @@ def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, contex
 
 def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: int, source: ContextSource,
                workers: int) -> str:
-    """Why this group's pool cannot hold one sequence of its max_model_len, and the fixes; `workers`
-    share its GPU class's node (the resolved stack's count)."""
+    """Why this group's pool cannot hold one sequence of its max_model_len, and the fixes; `block` is
+    what one block costs a rank, `workers` may share one of its class's GPUs (the resolved stack's)."""
     w, need = cfg.workload, blocks_for_sequence(tokens)
     have = pool // block
     at_least = units.to_mi_quantity(need * block)
@@ -89,11 +101,17 @@ def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: 
         grow = f"raise workers.{g.name}.kvCacheBytes to at least {at_least}"
     else:
         cls = cfg.gpu_classes[g.gpu_class]
+        weights = math.ceil(cfg.model.parameters * cfg.model.dtype_bytes / g.tensor_parallel)
+        sharing = f"for {workers} workers" if workers > 1 else "for one worker's rank"
         pool_is = (f"the {g.gpu_class} GPU ({units.human(cls.memory)}, {units.human(gpu_budget(cls))} after "
-                   f"its {cls.memory_reserve:.0%} reserve) leaves {units.human(pool)} of KV pool per worker for "
-                   f"{workers} workers (each {units.human(cfg.model.parameters * cfg.model.dtype_bytes)} weights + "
+                   f"its {cls.memory_reserve:.0%} reserve) leaves {units.human(pool)} of KV pool per worker "
+                   f"{sharing} (each {units.human(weights)} weights + "
                    f"{units.human(cfg.sizing.gpu_overhead_per_worker)} overhead), which")
-        grow = f"run fewer workers on this GPU (each needs a pool of at least {at_least})"
+        spread = (f", or spread them over the class's {cls.nodes} nodes (workers.{g.name}.spread: even; the "
+                  "scheduler may otherwise put them all on one)" if cls.nodes > 1 and g.spread == "none" else "")
+        grow = (f"run fewer workers on this GPU (each needs a pool of at least {at_least}){spread}" if workers > 1 else
+                f"raise tensorParallel to split the weights over more GPUs (this rank needs a pool of at least "
+                f"{at_least})")
     shrink = (f", or shorten the context with {where}: at most {longest:,} tokens fit, and it must hold the "
               f"{sized:,} (inputTokens + outputTokens) the stack is sized for" if longest >= sized else
               f" (a shorter context does not help: this pool cannot hold even the sized requests, {sized:,} tokens)")
@@ -104,17 +122,42 @@ def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: 
             f"crash-loops. Fix: {grow}{shrink}")
 
 
-def gpu_overplanned(cls: GpuClass, budget: int, planned: int, sized: list[GroupSizing]) -> str:
-    """The workers sharing one GPU plan more than its budget."""
+def gpu_overplanned(cls: GpuClass, budget: int, planned: int, sized: list[GroupSizing], sharing: int) -> str:
+    """The workers that may share one GPU plan more than its budget."""
     each = "; ".join(
         f"{s.replicas} x {s.name} = {s.replicas} x ({units.human(s.weights_bytes)} weights + "
         f"{units.human(s.kv_cache_bytes)} KV + {units.human(s.gpu_overhead_bytes)} overhead)"
         for s in sized)
-    return (f"the workers sharing this GPU plan {units.human(planned)}, more than its "
+    if sharing == 1:
+        return (f"one worker's rank plans {units.human(planned)} on its GPU, more than its {units.human(budget)} "
+                f"({units.human(cls.memory)} less {cls.memory_reserve:.0%} reserve): {each}. It would fail to "
+                "start. Lower kvCacheBytes, or raise tensorParallel to split the weights over more GPUs")
+    total = sum(s.replicas for s in sized)
+    who = "the workers sharing this GPU" if sharing >= total else f"the {sharing} of them that may share one GPU"
+    return (f"{who} plan {units.human(planned)}, more than its "
             f"{units.human(budget)} ({units.human(cls.memory)} less "
             f"{cls.memory_reserve:.0%} reserve): {each}. Time-slicing does not isolate "
             "memory, so a worker would fail to start or crash. Lower kvCacheBytes, "
             "or run fewer replicas on this class")
+
+
+def whole_gpus_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
+    """A `whole` class whose nodes cannot hold its workers' GPUs: each pod needs tensorParallel GPUs on
+    one node, packed first-fit largest first, as many as the class's nodes hold (None: they fit)."""
+    cls = r.config.gpu_classes[gpu_class]
+    pods = sorted((g.tensor_parallel for g in r.active_on(gpu_class) for _ in range(g.replicas)), reverse=True)
+    free = [cls.gpus_per_node] * cls.nodes
+    for need in pods:
+        node = next((i for i, left in enumerate(free) if left >= need), None)
+        if node is None:
+            want = ", ".join(f"{g.replicas} x {g.name} ({g.tensor_parallel} GPU{'s' * (g.tensor_parallel > 1)} "
+                             "each)" for g in r.active_on(gpu_class))
+            return (f"its workers need {sum(pods)} whole GPUs ({want}), and each pod's GPUs must be on one node: "
+                    f"{cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPUs (nodes, gpusPerNode) "
+                    "cannot hold them, so some would stay Pending. Run fewer replicas, or give the class more "
+                    "nodes")
+        free[node] -= need
+    return None
 
 
 def small_claim(m: Model, claim: int, weights: int, need: int) -> str:

@@ -48,15 +48,22 @@ def link_basis(link: Link) -> str:
 SAME_NODE_DEFAULT = "same-node NIXL {op} of KV blocks (dev-machine estimate)"
 
 
-def path_throughput(s: SizingParameters, path: str, op: str,
-                    link: Optional[Link] = None) -> tuple[float, str, ThroughputBasis]:
-    """Bytes/s of one KV transfer by NIXL `op` on `path` ("same-node" or "cross-node"), its basis in
-    words and as a kind.
+def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link] = None,
+                    transport: str = "tcp") -> tuple[float, str, ThroughputBasis]:
+    """Bytes/s of one KV transfer by NIXL `op` on `path` ("same-node" or "cross-node") over `transport`
+    ("tcp" or "rdma"), its basis in words and as a kind.
 
     The one rule the sizing and the probe's prediction share. On one node the op matters (a READ
     of scattered blocks is slower than a WRITE, docs/measurements.md); across a 1GbE link the link
     decides, whatever the op. `link` replaces `s.link` (the probe's shaped rate).
     """
+    if transport == "rdma":
+        # ESTIMATE (unmeasured here): UCX over RC verbs moves the KV by the NIC, without the host's TCP
+        # stack; on one node too, since two pods reach each other through the NIC (cuda_ipc and shared
+        # memory do not cross pods). The link decides.
+        link = link or s.link
+        return (link_bytes_per_second(link), f"{link_basis(link)} (UCX over RDMA, an ESTIMATE)",
+                ThroughputBasis.LINK)
     software = tcp_software_path(s, op)
     if path == "same-node":
         return software

@@ -25,6 +25,9 @@ class GroupSizing:
     role: str
     gpu_class: str
     replicas: int
+    # GPUs per replica (vLLM --tensor-parallel-size); the GPU figures below are per GPU (per rank).
+    tensor_parallel: int
+    # vLLM --kv-cache-memory-bytes: each rank's pool, on its GPU.
     kv_cache_bytes: int
     kv_cache_source: Literal["config", "derived"]
     # vLLM --max-model-len and where it came from (the resolved stack's contexts).
@@ -51,10 +54,15 @@ class GroupSizing:
 @dataclass(frozen=True)
 class GpuFit:
     gpu_class: str
-    workers: int
+    workers: int  # the class's workers, over all its nodes
     memory_bytes: int
     budget_bytes: int
-    planned_bytes: int
+    planned_bytes: int  # the most one GPU may carry: its `sharing` largest workers (per GPU) at once
+    sharing: int = 1  # the most workers that may share one GPU (ResolvedStack.sharing_one_gpu)
+    nodes: int = 1
+    gpus_per_node: int = 1
+    # A `whole` class: the GPUs its workers take (replicas x tensorParallel); None where time-sliced.
+    gpus_needed: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ class TransferSizing:
     from_group: str
     to_group: str
     path: Literal["same-node", "cross-node"]
+    transport: Literal["tcp", "rdma"]  # the pair's kvTransfer.transport
     op: Literal["READ"]  # NixlConnector: the decode side pulls (READs) the KV
     throughput_bytes_per_s: float
     throughput_source: str  # what the throughput rests on, in words

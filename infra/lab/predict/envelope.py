@@ -65,8 +65,10 @@ LAB_UCX_TLS, LAB_BUFFER_DEVICE = "tcp,self", "cpu"
 MODEL, MODEL_DTYPE = DEFAULT_MODEL, "bfloat16"
 # The model figures the sizing and predictor read (its built-in geometry).
 _GEOMETRY = ("layers", "kv_heads", "head_dim", "hidden_size", "attention_heads", "parameters")
-# A GPU class's figures that only choose nodes; the rest are what the sizing and predictor read.
-_SELECTS_NODES = {"node_selector", "resource"}
+# A GPU class's figures that only choose nodes (or bound the sizing's worst case, as slicesPerGpu
+# does); the rest are what the sizing and predictor read: the lab's classes are one node of one
+# time-sliced GPU each, so more nodes, more GPUs a node or whole GPUs are outside.
+_SELECTS_NODES = {"node_selector", "resource", "rdma_resource", "slices_per_gpu"}
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,7 @@ def _transfers(stack: ResolvedStack) -> list[str]:
             out.append(f"link efficiency {link.efficiency:g} (validated: {LINK_EFFICIENCY:g})")
     for g in disaggregated:
         t = g.kv_transfer
-        if expand_tls(t.ucx_tls) & GPU_CAPABLE_TLS or t.buffer_device != LAB_BUFFER_DEVICE:
+        if t.transport != "tcp" or expand_tls(t.ucx_tls) & GPU_CAPABLE_TLS or t.buffer_device != LAB_BUFFER_DEVICE:
             out.append(f"KV transport of {g.name}: UCX {t.ucx_tls}, {t.buffer_device} buffers (validated: "
                        f"{LAB_UCX_TLS}, {LAB_BUFFER_DEVICE} buffers: TCP, no RDMA)")
     same_node = cfg.sizing.same_node_bytes_per_second
@@ -212,6 +214,8 @@ def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
     cfg = stack.config
     out = [why for name in stack.worker_classes if (why := gpu_class(name, cfg.gpu_classes[name])) is not None]
     out += _transfers(stack) + _model(cfg) + _shape(cfg)
+    out += [f"tensorParallel {g.tensor_parallel} of {g.name} (validated: 1, one GPU a worker)"
+            for g in stack.active if g.tensor_parallel != 1]
     prefix = cfg.benchmark.prefix_tokens if cfg.benchmark.prefix_tokens is not None else cfg.workload.prefix_tokens
     low, high = PREFIX_TYPES
     if prefix and not low <= prefix_types <= high:

@@ -131,7 +131,7 @@ def test_a_long_enough_context_passes_through():
     assert flag(main_container(comps["decode"])["args"], "--max-model-len") == "8192"
 
 
-@pytest.mark.parametrize("flag_, fix", [("--tensor-parallel-size=2", "Scale with the group's replicas"),
+@pytest.mark.parametrize("flag_, fix", [("--tensor-parallel-size=2", "Set the group's tensorParallel instead"),
                                         ("--kv-cache-dtype", "Set model.dtype instead")])
 def test_flags_that_contradict_the_sizing_are_refused(flag_, fix):
     assert fix in _refused(_prefill(extraArgs=[flag_]))

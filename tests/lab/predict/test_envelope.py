@@ -45,8 +45,9 @@ def test_a_faster_link_is_outside_only_where_a_transfer_crosses_it():
 
 def test_rdma_or_gpu_buffers_are_outside_the_labs_tcp_transport():
     def rdma(c):
+        c["gpuClasses"] = {name: {**cls, "rdmaResource": "rdma/hca"} for name, cls in DEFAULT_GPU_CLASSES.items()}
         for w in c["workers"]:
-            w["kvTransfer"] = {"ucxTls": "rc,cuda_copy", "bufferDevice": "cuda"}
+            w["kvTransfer"] = {"transport": "rdma", "ucxTls": "rc,cuda_copy", "bufferDevice": "cuda"}
 
     (first, *_) = env.envelope(loaded("same-server", rdma).resolved, 2, 4).outside
     assert first == ("KV transport of prefill: UCX rc,cuda_copy, cuda buffers (validated: tcp,self, cpu buffers: "

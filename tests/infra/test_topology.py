@@ -1,0 +1,248 @@
+"""Clusters beyond the lab (issue 34): GPU classes of several nodes, nodes of several GPUs, tensor
+parallel workers and RDMA transfers, from the stack file to the sizing and the rendered graph."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from infra import units
+from infra.catalogue import DEFAULT_GPU_CLASSES
+from infra.manifests.graph import GROUP_LABEL
+from infra.plan import plan
+from tests.helpers import components, flag, loaded, main_container, refused, run_stack
+
+F = "Pulumi.cross-server.yaml"
+# Two 8-GPU nodes of 80GB-class cards with an RDMA device plugin, as a user would describe them.
+H100 = {"memory": "81559Mi", "nodes": 2, "gpusPerNode": 8, "sharing": "whole", "rdmaResource": "rdma/ib",
+        "nodeSelector": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}],
+        "effectiveTflops": 400, "memoryBandwidth": "3350G", "peakTflops": 989}
+
+
+def _big(tp: int = 2, transport: str = "rdma", model: str = "Qwen/Qwen3-8B", **group):
+    """cross-server rewritten for the 8-GPU nodes: a larger model, prefill and decode at tensorParallel `tp`."""
+    def edit(c):
+        c["gpuClasses"] = {"h100": dict(H100)}
+        c["model"] = {"name": model}
+        c["workers"] = [
+            {"name": "prefill", "role": "prefill", "replicas": 2, "gpuClass": "h100", "tensorParallel": tp,
+             "kvCacheBytes": "8Gi", "kvTransfer": {"transport": transport}, **group},
+            {"name": "decode", "role": "decode", "replicas": 4, "gpuClass": "h100", "tensorParallel": tp,
+             "kvCacheBytes": "16Gi", "kvTransfer": {"transport": transport}, "spread": "even"}]
+    return edit
+
+
+# --- tensor parallelism -------------------------------------------------------------------------
+
+def test_a_tp2_worker_renders_two_gpus_and_the_flag():
+    comps = components(run_stack("cross-server", _big()))
+    main = main_container(comps["decode"])
+    assert main["resources"]["requests"]["nvidia.com/gpu"] == "2"
+    assert main["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert flag(main["args"], "--tensor-parallel-size") == "2"
+
+
+def test_a_tp2_worker_sizes_its_weights_and_pool_per_gpu_and_its_host_memory_per_replica():
+    stack = loaded("cross-server", _big())
+    m, s = stack.config.model, stack.config.sizing
+    decode = stack.sizing.group("decode")
+    weights = m.parameters * m.dtype_bytes
+    assert decode.tensor_parallel == 2
+    assert decode.weights_bytes == math.ceil(weights / 2)  # each rank holds half the weights
+    assert decode.gpu_bytes_per_worker == decode.weights_bytes + 16 * units.GI + s.gpu_overhead_per_worker
+    # A rank's 16 GiB pool holds half of each block (4 of the 8 KV heads): twice the blocks of one GPU.
+    per_token = 2 * m.layers * m.kv_heads * m.head_dim * m.dtype_bytes
+    assert decode.pool_blocks == 16 * units.GI // (per_token * 16 // 2)
+    # One pod mirrors both ranks' pools, and runs a vLLM process per rank.
+    floor = 2 * s.vllm_base_memory + 2 * 16 * units.GI * (1 + s.host_headroom_percent / 100)
+    assert decode.host_memory_floor_bytes == units.ceil_mi(floor)
+    # Whole GPUs: one rank per GPU, so a GPU carries one worker's share.
+    (fit,) = stack.sizing.gpus
+    assert (fit.sharing, fit.planned_bytes, fit.gpus_needed) == (1, decode.gpu_bytes_per_worker, 2 * 2 + 4 * 2)
+
+
+def test_tp1_renders_no_tensor_parallel_flag_and_one_gpu():
+    main = main_container(components(run_stack("cross-server"))["decode"])
+    assert "--tensor-parallel-size" not in main["args"]
+    assert main["resources"]["requests"]["nvidia.com/gpu"] == "1"
+
+
+@pytest.mark.parametrize("tp, heads", [(3, "32 attention heads"), (16, "8 KV heads")])
+def test_a_tp_that_does_not_divide_the_heads_is_refused_with_the_sizes_that_do(tp, heads):
+    def edit(c):
+        _big(tp)(c)
+        c["gpuClasses"]["h100"]["gpusPerNode"] = 16
+    msg = str(refused("cross-server", edit))
+    assert f"workers.prefill.tensorParallel: tensorParallel {tp} does not divide Qwen/Qwen3-8B's {heads}" in msg
+    assert "Write one of [1, 2, 4, 8" in msg
+
+
+def test_a_tp_above_the_gpus_of_one_node_is_refused():
+    def edit(c):
+        _big(4)(c)
+        c["gpuClasses"]["h100"]["gpusPerNode"] = 2
+    msg = str(refused("cross-server", edit))
+    assert ("tensorParallel 4 needs 4 GPUs on one node, and a h100 node has 2 (gpuClasses.h100.gpusPerNode); the "
+            "pod would stay Pending. Write at most 2") in msg
+
+
+def test_tp_on_time_sliced_gpus_is_refused():
+    def edit(c):
+        _big()(c)
+        c["gpuClasses"]["h100"]["sharing"] = "timeSliced"
+    msg = str(refused("cross-server", edit))
+    assert "whose GPUs are time-sliced: two of a pod's slices may be the same card" in msg
+
+
+def test_a_pair_with_different_tp_is_refused():
+    def edit(c):
+        _big()(c)
+        c["workers"][1]["tensorParallel"] = 4
+    assert "workers.decode.tensorParallel: prefill 'prefill' and decode 'decode' run tensorParallel 2 and 4" in \
+        str(refused("cross-server", edit))
+
+
+def test_more_whole_gpus_than_the_nodes_hold_is_refused_with_the_count():
+    def edit(c):
+        _big()(c)
+        c["workers"][1]["replicas"] = 7  # 2 x 2 + 7 x 2 = 18 GPUs, the class has 16
+    msg = str(refused("cross-server", edit))
+    assert "gpuClasses.h100: its workers need 18 whole GPUs" in msg
+    assert "2 nodes x 8 GPUs (nodes, gpusPerNode) cannot hold them" in msg
+
+
+# --- RDMA ---------------------------------------------------------------------------------------
+
+def test_an_rdma_worker_requests_the_device_adds_ipc_lock_and_its_namespace_is_privileged():
+    run = run_stack("cross-server", _big())
+    main = main_container(components(run)["prefill"])
+    assert main["resources"]["requests"]["rdma/ib"] == "1"
+    assert main["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert main["securityContext"]["allowPrivilegeEscalation"] is False
+    assert {e["name"]: e["value"] for e in main["env"]}["UCX_TLS"] == "rc,self"
+    (ns,) = [r for r in run.of_type("kubernetes:core/v1:Namespace")
+             if r.inputs["metadata"]["name"] == "dynamo-lab-cross-server"]
+    assert ns.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_tcp_workers_keep_no_capability_and_request_no_rdma_device():
+    main = main_container(components(run_stack("cross-server", _big(transport="tcp")))["prefill"])
+    assert main["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "rdma/ib" not in main["resources"]["requests"]
+
+
+def test_rdma_on_a_class_without_an_rdma_device_is_refused():
+    def edit(c):
+        _big()(c)
+        del c["gpuClasses"]["h100"]["rdmaResource"]
+    assert ("workers.prefill.kvTransfer.transport: transport rdma needs an RDMA device in each pod, and GPU class "
+            "'h100' names none. Set gpuClasses.h100.rdmaResource") in str(refused("cross-server", edit))
+
+
+def test_gpu_buffers_are_refused_over_tcp_and_taken_over_rdma():
+    def cuda(transport):
+        def edit(c):
+            _big(transport=transport)(c)
+            for w in c["workers"]:
+                w["kvTransfer"]["bufferDevice"] = "cuda"
+        return edit
+    assert ("cuda buffers over UCX_TLS=tcp,self (TCP only) crash UCX copying GPU memory over TCP (segfault in "
+            "uct_tcp_ep_am_bcopy)") in str(refused("cross-server", cuda("tcp")))
+    stack = loaded("cross-server", cuda("rdma"))
+    assert [g.kv_transfer.ucx_tls for g in stack.config.workers] == ["rc,cuda_copy,self"] * 2
+    # GPU buffers keep no host mirror: the floor is the ranks' vLLM base alone.
+    assert stack.sizing.group("decode").host_memory_floor_bytes == 2 * stack.config.sizing.vllm_base_memory
+
+
+def test_rdma_transports_under_transport_tcp_are_refused():
+    def edit(c):
+        c["workers"][0]["kvTransfer"] = {"ucxTls": "rc,self"}
+    assert ("workers.prefill.kvTransfer.ucxTls: UCX_TLS=rc,self names RDMA transports (rc) but transport is "
+            "tcp") in str(refused("cross-server", edit))
+
+
+def test_a_pair_on_two_transports_is_refused():
+    def edit(c):
+        _big()(c)
+        c["workers"][1]["kvTransfer"] = {"transport": "tcp"}
+    assert "prefill 'prefill' and decode 'decode' use transports rdma and tcp" in str(refused("cross-server", edit))
+
+
+def test_an_rdma_transfer_goes_at_the_link_not_the_tcp_software_path():
+    def edit(c):
+        _big()(c)
+        c["sizing"] = {"link": {"rate": "100gbit", "efficiency": 0.9}}
+    (t,) = loaded("cross-server", edit).sizing.transfers
+    # One class of two nodes: the pair may be on two nodes, so the sizing takes the cross-node path.
+    assert (t.path, t.transport) == ("cross-node", "rdma")
+    assert t.throughput_bytes_per_s == pytest.approx(100e9 / 8 * 0.9)
+    assert "UCX over RDMA, an ESTIMATE" in t.throughput_source
+
+
+# --- several nodes per class, spread ------------------------------------------------------------
+
+def _two_servers(spread: str, replicas: int = 8):
+    """kv-routing's 24GB class as two servers, `replicas` aggregated workers on it."""
+    def edit(c):
+        c["gpuClasses"] = {**DEFAULT_GPU_CLASSES, "gpu-24gb": {**DEFAULT_GPU_CLASSES["gpu-24gb"], "nodes": 2}}
+        c["workers"] = [{"name": "worker", "role": "agg", "replicas": replicas, "gpuClass": "gpu-24gb",
+                         "spread": spread}]
+    return edit
+
+
+def test_workers_spread_evenly_over_two_servers_share_each_gpu_four_ways():
+    spread = loaded("kv-routing", _two_servers("even"))
+    four = loaded("kv-routing", lambda c: c.update(workers=[
+        {"name": "worker", "role": "agg", "replicas": 4, "gpuClass": "gpu-24gb"}]))
+    assert spread.sizing.gpus[0].sharing == 4
+    assert spread.sizing.group("worker").kv_cache_bytes == four.sizing.group("worker").kv_cache_bytes
+    # Without a spread the scheduler may put all eight on one server, whose GPU cannot hold them.
+    msg = str(refused("kv-routing", _two_servers("none")))
+    assert "leaves 90.0Mi of KV pool per worker for 8 workers" in msg
+    assert "or spread them over the class's 2 nodes (workers.worker.spread: even" in msg
+
+
+def test_spread_even_renders_a_topology_spread_constraint_on_the_groups_own_label():
+    comp = components(run_stack("kv-routing", _two_servers("even")))["worker"]
+    label = comp["podTemplate"]["metadata"]["labels"][GROUP_LABEL]
+    assert label == "kv-routing-worker"
+    (rule,) = comp["podTemplate"]["spec"]["topologySpreadConstraints"]
+    assert rule == {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {GROUP_LABEL: label}}}
+
+
+def test_spread_one_per_node_renders_anti_affinity_beside_the_node_affinity():
+    comp = components(run_stack("kv-routing", _two_servers("onePerNode", replicas=2)))["worker"]
+    affinity = comp["podTemplate"]["spec"]["affinity"]
+    assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    (term,) = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {"labelSelector": {"matchLabels": {GROUP_LABEL: "kv-routing-worker"}},
+                    "topologyKey": "kubernetes.io/hostname"}
+
+
+def test_one_per_node_with_more_replicas_than_nodes_is_refused():
+    assert ("workers.worker.spread: onePerNode puts at most one of the 3 replicas on each node, and gpu-24gb has 2 "
+            "(gpuClasses.gpu-24gb.nodes): 1 would stay Pending") in \
+        str(refused("kv-routing", _two_servers("onePerNode", replicas=3)))
+
+
+def test_the_model_cache_is_pre_pulled_on_every_node_of_a_class():
+    terms = lambda job: job.manifest["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][  # noqa: E731
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    jobs = {terms(j)[0]["matchExpressions"][0]["values"][0]: j.manifest
+            for j in plan(loaded("kv-routing", _two_servers("even"))).of_kind("Job")}
+    assert jobs["20000"]["spec"]["completions"] == jobs["20000"]["spec"]["parallelism"] == 2
+    (apart,) = jobs["20000"]["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]
+    assert apart["topologyKey"] == "kubernetes.io/hostname"
+    assert apart["labelSelector"]["matchLabels"]["batch.kubernetes.io/job-name"] == jobs["20000"]["metadata"]["name"]
+    # A class of one node: one pod, as before.
+    assert all("completions" not in j.manifest["spec"] for j in plan(loaded("cross-server")).of_kind("Job"))
+
+
+def test_slices_per_gpu_on_a_whole_class_is_refused():
+    def edit(c):
+        _big()(c)
+        c["gpuClasses"]["h100"]["slicesPerGpu"] = 4
+    assert "slicesPerGpu applies to sharing: timeSliced only" in str(refused("cross-server", edit))
