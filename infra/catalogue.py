@@ -21,6 +21,10 @@ DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 # tests, the golden renders and `diff` cover unless told otherwise. A user's own stack file (one
 # `advise --write` made, say) is covered where it is named: `dynamo-lab diff NAME`, `golden NAME`.
 SHIPPED_STACKS = ("cross-server", "kv-routing", "same-server")
+# Stack files shipped as examples beyond the lab (docs/beyond-the-lab.md): rendered against their own
+# golden files and deployed in the cluster tier onto the saved cluster they are written for, never
+# onto the lab's.
+EXAMPLE_STACKS = ("two-node-rdma",)
 
 # GPU feature discovery labels every GPU node with its GPU memory in MiB.
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"

@@ -39,10 +39,12 @@ def _everything_on(stack: str, root: Optional[Path], cache_mode: str) -> tuple[d
     project = stack_files.PROJECT + ":"
     graph = {**config.get(project + "graph", {}), "networkPolicy": True}
     config.update({project + "benchmark": {"enabled": True}, project + "graph": graph,
-                   project + "modelCache": {"mode": cache_mode},
+                   project + "modelCache": {**config.get(project + "modelCache", {}), "mode": cache_mode},
                    project + "hfToken": {"secure": "not-a-token"}})
     workers = config.get(project + "workers", [])
-    if any(w.get("role") == "prefill" for w in workers):
+    # The probe measures the TCP path (config.topology refuses it where the KV moves over RDMA).
+    if any(w.get("role") == "prefill" and (w.get("kvTransfer") or {}).get("transport", "tcp") == "tcp"
+           for w in workers):
         config[project + "probe"] = {"enabled": True}
     return stack_files.config_from_doc(config)
 
@@ -59,11 +61,11 @@ def golden_path(root: Path, stack: str, variant: Optional[str] = None) -> Path:
 
 
 def write_golden(root: Path, stacks: Optional[list[str]] = None) -> list[tuple[Path, bool]]:
-    """`dynamo-lab golden`: re-render tests/golden/<stack>[.<variant>].yaml for the shipped stacks
-    (or those named); each path with whether its text changed (an unchanged file is not written)."""
+    """`dynamo-lab golden`: re-render tests/golden/<stack>[.<variant>].yaml for the shipped stacks and
+    the examples (or those named); each path with whether its text changed (an unchanged file is not written)."""
     out = []
     (root / GOLDEN_DIR).mkdir(parents=True, exist_ok=True)
-    for stack in stacks or catalogue.SHIPPED_STACKS:
+    for stack in stacks or (*catalogue.SHIPPED_STACKS, *catalogue.EXAMPLE_STACKS):
         for variant in (None, *VARIANTS):
             path = golden_path(root, stack, variant)
             text = render_yaml(stack, root, variant)

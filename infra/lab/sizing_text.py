@@ -35,7 +35,8 @@ def model_cache(c: ModelCacheSizing) -> list[str]:
         head = (f"Model cache: off; each of the {c.downloads} worker pods downloads {disk} from the Hugging "
                 "Face Hub when it starts")
     elif c.mode in ("nodeVolume", "hostPath"):
-        head = (f"Model cache: {c.mode}, a directory on each GPU node with workers ({', '.join(c.locations)}): "
+        many = f"; {c.downloads} nodes" if c.downloads > len(c.locations) else ""
+        head = (f"Model cache: {c.mode}, a directory on each GPU node with workers ({', '.join(c.locations)}{many}): "
                 f"{disk} of disk per node, fetched from the Hub once per node")
     else:
         size = f", {human(c.claim_bytes)}" if c.claim_bytes is not None else ""
@@ -45,7 +46,25 @@ def model_cache(c: ModelCacheSizing) -> list[str]:
                   f"parameters x {dtype} B) + {c.tokenizer_bytes:,} B config and tokenizer files (estimate)"]
 
 
+def gpus(r: StackSizing) -> list[str]:
+    """The GPU fit per class: the lab's one shared GPU a class, or, beyond it, each class's nodes and
+    GPUs and the most workers that may share one GPU (the sizing plans each GPU for that many)."""
+    if all(g.nodes == 1 and g.gpus_per_node == 1 and g.gpus_needed is None for g in r.gpus):
+        return ["GPUs (one per class; weights + KV pool + overhead per worker; overhead is an estimate):",
+                text_table(["gpu class", "workers", "memory", "budget", "planned"],
+                           [[g.gpu_class, str(g.workers), human(g.memory_bytes), human(g.budget_bytes),
+                             human(g.planned_bytes)] for g in r.gpus])]
+    return ["GPUs (per GPU: the most workers that may share one at once, their weights + KV pool + overhead; "
+            "overhead is an estimate):",
+            text_table(["gpu class", "nodes x GPUs", "workers", "GPUs they take", "sharing one GPU", "memory",
+                        "budget", "planned"],
+                       [[g.gpu_class, f"{g.nodes} x {g.gpus_per_node}", str(g.workers),
+                         "time-sliced" if g.gpus_needed is None else str(g.gpus_needed), str(g.sharing),
+                         human(g.memory_bytes), human(g.budget_bytes), human(g.planned_bytes)] for g in r.gpus])]
+
+
 def table(r: StackSizing) -> str:
+    parallel = any(g.tensor_parallel > 1 for g in r.groups)
     out = [
         f"Stack {r.stack}: {r.model}, {r.input_tokens:,} input tokens per request, sized for "
         f"concurrency {r.concurrency} and {r.prefix_types} prefix types",
@@ -55,11 +74,14 @@ def table(r: StackSizing) -> str:
         f"{r.kv_layout.descriptor_bytes:,} B per descriptor, {r.kv_layout.block_bytes:,} B per block across "
         f"{r.kv_layout.layers} layers, {r.kv_layout.descriptors_per_request:,} descriptors per cold request",
         "",
-        "Worker groups (per worker; 'memory limit' is what the pod gets):",
+        "Worker groups (per worker; 'memory limit' is what the pod gets):" if not parallel else
+        "Worker groups (per worker; GPU plan and KV pool per GPU, each rank's; host memory per pod, all ranks; "
+        "'memory limit' is what the pod gets):",
         text_table(
-            ["group", "role", "x", "gpu class", "KV pool", "max-model-len (blocks / pool)", "GPU plan",
+            ["group", "role", "x", *(["GPUs each"] if parallel else []), "gpu class", "KV pool",
+             "max-model-len (blocks / pool)", "GPU plan",
              "gpu-mem-util", "CPU KV mirror", "host floor", "memory limit", "steady state*"],
-            [[g.name, g.role, str(g.replicas), g.gpu_class,
+            [[g.name, g.role, str(g.replicas), *([str(g.tensor_parallel)] if parallel else []), g.gpu_class,
               f"{human(g.kv_cache_bytes)} ({g.kv_cache_source}, {g.requests_in_pool:.1f} req)",
               f"{g.max_model_len:,} ({g.blocks_for_max_len} / {g.pool_blocks})",
               human(g.gpu_bytes_per_worker), f"{g.gpu_memory_utilization:.2f}",
@@ -72,10 +94,7 @@ def table(r: StackSizing) -> str:
         "  max-model-len: the context every worker is started with; vLLM starts only if its pool holds one",
         "  sequence that long (blocks, with the null block) and the sized requests must fit it.",
         "",
-        "GPUs (one per class; weights + KV pool + overhead per worker; overhead is an estimate):",
-        text_table(["gpu class", "workers", "memory", "budget", "planned"],
-                   [[g.gpu_class, str(g.workers), human(g.memory_bytes), human(g.budget_bytes),
-                     human(g.planned_bytes)] for g in r.gpus]),
+        *gpus(r),
     ]
     if r.model_cache is not None:
         out += ["", *model_cache(r.model_cache)]

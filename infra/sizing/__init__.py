@@ -119,8 +119,9 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
     decodes = []
     for d in (g for g in active if g.role == "decode"):
         hit = _decode_hit_probability(cfg, pools[d.name], per_token)
+        # Its ranks share the prefill's matrix math: tensorParallel GPUs at the class's rate.
         saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
-                                         cfg.gpu_classes[d.gpu_class].effective_tflops)
+                                         cfg.gpu_classes[d.gpu_class].effective_tflops * d.tensor_parallel)
         decodes.append((d, hit, hit * warm + (1 - hit) * cold, saved))
     out = []
     for p in (g for g in active if g.role == "prefill"):
@@ -158,9 +159,12 @@ def model_cache(r: ResolvedStack, problems: list) -> ModelCacheSizing:
         problems.append(("modelCache.pvc.size", small_claim(m, claim, weights, need)))
     pods = sum(g.replicas for g in cfg.workers)
     locations = list(r.cache_locations)
+    # A node cache is one per node of each class with workers; a claim is one cache.
+    caches = sum(cfg.gpu_classes[c].nodes for c in locations) if mc.mode in ("nodeVolume", "hostPath") \
+        else len(locations)
     return ModelCacheSizing(mode=mc.mode, stored_parameters=m.stored_parameters, weights_bytes=weights,
                             tokenizer_bytes=m.tokenizer_bytes, bytes_per_cache=need, locations=locations,
-                            claim_bytes=claim, downloads=len(locations) if locations else pods)
+                            claim_bytes=claim, downloads=caches if locations else pods)
 
 
 def size(r: ResolvedStack) -> StackSizing:

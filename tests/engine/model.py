@@ -1,6 +1,7 @@
-"""The model the engine tier hands Dynamo and vLLM: Qwen3-0.6B's own config.json, as test data, in a
-local directory (nothing is loaded from a hub; no weights, no tokenizer: building the engine config
-and checking the KV pool read only config.json)."""
+"""The models the engine tier hands Dynamo and vLLM: Qwen3-0.6B's own config.json (the lab's stacks)
+and Qwen3-32B's (the two-node-rdma example), as test data, in a local directory (nothing is loaded
+from a hub; no weights, no tokenizer: building the engine config and checking the KV pool read only
+config.json)."""
 
 from __future__ import annotations
 
@@ -39,13 +40,22 @@ CONFIG = {
     "vocab_size": 151936,
 }
 
+# Qwen/Qwen3-32B's config.json: the geometry docs/sources.md ("Built-in models") cites, with the
+# fields every Qwen3 config.json shares (architecture, token ids, norms, rope) as 0.6B's has them.
+EXAMPLE_NAME = "Qwen/Qwen3-32B"
+EXAMPLE_CONFIG = {**CONFIG, "hidden_size": 5120, "intermediate_size": 25600, "max_window_layers": 64,
+                  "num_attention_heads": 64, "num_hidden_layers": 64, "num_key_value_heads": 8,
+                  "tie_word_embeddings": False}
+CONFIGS = {NAME: CONFIG, EXAMPLE_NAME: EXAMPLE_CONFIG}
+
 # KV bytes of one 16-token block across all layers (K and V, bfloat16): 1,835,008.
 BLOCK_TOKENS = 16
 BLOCK_BYTES = 2 * CONFIG["num_hidden_layers"] * CONFIG["num_key_value_heads"] * CONFIG["head_dim"] * 2 * BLOCK_TOKENS
 
 
-def write(directory: Path) -> Path:
-    """A model directory holding config.json, what vLLM's and Dynamo's parsers read for a local model."""
+def write(directory: Path, name: str = NAME) -> Path:
+    """A model directory holding `name`'s config.json, what vLLM's and Dynamo's parsers read for a local
+    model."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(CONFIG, indent=2) + "\n")
+    (directory / "config.json").write_text(json.dumps(CONFIGS[name], indent=2) + "\n")
     return directory

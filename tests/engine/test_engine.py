@@ -73,13 +73,16 @@ VARIANTS: dict[str, Optional[Callable[[str], Callable[[dict[str, Any]], None]]]]
     "own-max-model-len": _own_context,
 }
 CASES = [(stack, variant) for stack in STACKS for variant in VARIANTS]
+# The stack beyond the lab (two 8-GPU nodes, RDMA, Qwen3-32B at tensorParallel 2), checked as shipped.
+EXAMPLE_STACK = "two-node-rdma"
 
 
-def render(stack: str, edit: Optional[Callable[[dict[str, Any]], None]], model_dir: Path) -> dict[str, list[str]]:
+def render(stack: str, edit: Optional[Callable[[dict[str, Any]], None]], model_dir: Path,
+           name: str = model.NAME) -> dict[str, list[str]]:
     """Each worker component's rendered argv after `python3 -m dynamo.vllm`, --model -> model_dir."""
     stack_loaded = loaded(stack, edit)
     cfg, sizing = stack_loaded.config, stack_loaded.sizing
-    assert cfg.model.name == model.NAME, "the engine tier carries Qwen3-0.6B's config.json only"
+    assert cfg.model.name == name, f"the engine tier carries {name}'s config.json for {stack}"
     out = {}
     for component in deployment(stack_loaded.resolved, sizing)["spec"]["components"]:
         if component["type"] == "frontend":
@@ -88,7 +91,7 @@ def render(stack: str, edit: Optional[Callable[[dict[str, Any]], None]], model_d
         assert main["command"] == WORKER_COMMAND
         argv = list(main["args"])
         at = argv.index("--model") + 1
-        assert argv[at] == model.NAME
+        assert argv[at] == name
         argv[at] = str(model_dir)
         out[component["name"]] = argv
     return out
@@ -227,6 +230,12 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
             sized_for[key] = (cfg, g, sizing.group(g.name))
         except ConfigError as exc:
             render_errors[(OVERRIDE_STACK, key)] = str(exc)
+    # The example beyond the lab: Qwen3-32B at tensorParallel 2 (a rank's pool, a rank's KV heads).
+    example_dir = model.write(work / "Qwen3-32B", model.EXAMPLE_NAME)
+    for name, argv in render(EXAMPLE_STACK, None, example_dir, model.EXAMPLE_NAME).items():
+        workers[f"{EXAMPLE_STACK}/shipped/{name}"] = argv
+    cfg, sizing = sized(EXAMPLE_STACK)
+    sized_for.update({f"{EXAMPLE_STACK}/shipped/{g.name}": (cfg, g, sizing.group(g.name)) for g in cfg.workers})
     parse_only = {key: base + args for key, (_, args) in REFUSED.items()}
     parse_only.update({key: workers.pop(key) for key in ACCEPTED if key in workers})
     request_file, report_file = work / "request.json", work / "report.json"
@@ -444,3 +453,22 @@ def test_the_normalization_rests_on_the_parsers_as_they_are(engine):
     assert within == set(engine_flags.OPTIONS_WITHIN_MANAGED)
     # argparse takes a two-character option with its value attached (`-qfp8`, `-q fp8`).
     assert {o for o in engine.options["vllm"] if len(o) == 2 and o[1] != "-"} == set(engine_flags.SHORT_OPTIONS)
+
+
+def test_the_example_tp2_workers_start_with_a_ranks_pool_and_heads(engine):
+    """Each two-node-rdma worker: Dynamo's parser takes --tensor-parallel-size 2, vLLM's engine config
+    builds, and vLLM's per-rank admission counts the blocks the sizing counts: a rank's pool over a
+    rank's share of a block (4 of Qwen3-32B's 8 KV heads)."""
+    cfg, _ = sized(EXAMPLE_STACK)
+    for group in cfg.workers:
+        key = f"{EXAMPLE_STACK}/shipped/{group.name}"
+        r = engine.results[key]
+        assert r["ok"], f"{key}: {r['stage']}: {r['error']}"
+        assert r["parsed"]["tensor_parallel_size"] == group.tensor_parallel == 2
+        _, g, s = engine.sized[key]
+        c = model.EXAMPLE_CONFIG
+        heads = c["num_key_value_heads"] // 2
+        rank_block = 2 * c["num_hidden_layers"] * heads * c["head_dim"] * 2 * model.BLOCK_TOKENS
+        assert r["page_bytes"] * r["layers"] == rank_block
+        assert r["num_blocks"] == s.pool_blocks == s.kv_cache_bytes // rank_block
+        assert r["check_enough_kv_cache_memory"] == "passed"

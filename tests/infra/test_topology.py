@@ -246,3 +246,11 @@ def test_slices_per_gpu_on_a_whole_class_is_refused():
         _big()(c)
         c["gpuClasses"]["h100"]["slicesPerGpu"] = 4
     assert "slicesPerGpu applies to sharing: timeSliced only" in str(refused("cross-server", edit))
+
+
+def test_the_probe_is_refused_where_the_kv_moves_over_rdma():
+    def edit(c):
+        _big()(c)
+        c["probe"] = {"enabled": True}
+    assert ("probe.enabled: the probe moves KV-sized host buffers over UCX TCP (infra/payloads/kv_probe.py), and "
+            "decode, prefill move their KV over RDMA") in str(refused("cross-server", edit))

@@ -9,11 +9,12 @@ import subprocess
 import pytest
 import yaml
 
+from infra import catalogue
 from infra.lab import review
 from tests.helpers import ROOT, STACKS, run_cli
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", [*STACKS, *catalogue.EXAMPLE_STACKS])
 @pytest.mark.parametrize("variant", [None, *review.VARIANTS])
 def test_golden_render_is_current(stack, variant):
     golden = review.golden_path(ROOT, stack, variant)
@@ -127,7 +128,7 @@ def test_a_users_own_stack_file_is_diffed_only_when_named(project_repo, rendered
 def test_golden_writes_only_what_changed_and_only_the_shipped_stacks(project_repo, rendered):
     _advised_stack(project_repo)
     first = review.write_golden(project_repo)
-    assert sorted({p.name.split(".")[0] for p, _ in first}) == STACKS
+    assert sorted({p.name.split(".")[0] for p, _ in first}) == sorted([*STACKS, *catalogue.EXAMPLE_STACKS])
     assert all(changed for _, changed in first)
     again = review.write_golden(project_repo)
     assert [p for p, _ in again] == [p for p, _ in first] and not any(changed for _, changed in again)
