@@ -13,15 +13,13 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.lab import published
-from infra.lab.predict import costs
+from infra.lab.predict import costs, placement
 from infra.lab.predict.kvcache import Cache
 from infra.lab.predict.params import LAB, LabParams
-from infra.lab.predict.sim import Graph, Load, PathSpec, Stats, Timing, WorkerSpec
-from infra.sizing import StackSizing, link_bytes_per_second
-from infra.sizing.formulas import tcp_software_path
+from infra.lab.predict.sim import Graph, Load, Stats, Timing, WorkerSpec
+from infra.sizing import StackSizing
 
 
 @dataclass(frozen=True)
@@ -77,28 +75,11 @@ def percentile(values: list[float], q: float) -> float:
 
 def topology(cfg: StackConfig, sizing: StackSizing, lab: LabParams,
              pool_scale: float = 1.0) -> tuple[list[WorkerSpec], dict]:
-    """One simulated worker per replica on its class's GPU (one node per class), and the paths.
-    `pool_scale` scales every worker's KV pool, decode included (params.LabParams.pool_scale)."""
-    cards = costs.cards(cfg)
-    specs = []
-    for g in cfg.workers:
-        pool = int(sizing.group(g.name).kv_cache_bytes * pool_scale)
-        blocks = prefix_cache.pool_blocks(pool, sizing.kv_bytes_per_token)
-        limits = costs.limits(g, cfg.gpu_classes[g.gpu_class])
-        specs += [WorkerSpec(f"{g.name}-{i}", g.role, g.gpu_class, g.gpu_class, cards[g.gpu_class], limits, blocks,
-                             g.cpu_buffers) for i in range(g.replicas)]
-    paths = {}
-    for t in sizing.transfers:
-        p, d = (cfg.workers[[g.name for g in cfg.workers].index(n)].gpu_class for n in (t.from_group, t.to_group))
-        # One flow moves at most the sizing's figure for the path (the TCP software path, or the
-        # link where that is slower, or what was measured); across nodes all flows share the link.
-        software = tcp_software_path(cfg.sizing, t.op)[0]
-        if t.path == "cross-node" and t.throughput_basis != "measured":
-            paths[(p, d)] = PathSpec(capacity=link_bytes_per_second(cfg.sizing.link), per_flow=software)
-        else:
-            paths[(p, d)] = PathSpec(capacity=t.throughput_bytes_per_s, per_flow=t.throughput_bytes_per_s,
-                                     per_pair=t.path == "same-node")
-    return specs, paths
+    """One simulated worker per replica, on a node and GPU of its class, and the KV paths between
+    the nodes (placement.py). `pool_scale` scales every worker's KV pool, decode included
+    (params.LabParams.pool_scale)."""
+    specs = placement.workers(cfg, sizing, pool_scale)
+    return specs, placement.paths(cfg, sizing, specs)
 
 
 def timing(lab: LabParams) -> Timing:
@@ -288,10 +269,18 @@ def predict(cfg: StackConfig, sizing: StackSizing, lab: LabParams = LAB, pool_sc
     return [predict_cell(cfg, sizing, p, c, lab, pool_scale=pool_scale) for c in b.concurrency for p in b.prefix_types]
 
 
+def _spec(s: WorkerSpec) -> dict:
+    """A worker as the JSON gives it: its card's tensor-parallel figures only where it has ranks."""
+    out = asdict(s)
+    if s.card.ranks == 1:
+        out["card"] = {"bandwidth": s.card.bandwidth, "peak_flops": s.card.peak_flops}
+    return out
+
+
 def inputs(cfg: StackConfig, sizing: StackSizing, lab: LabParams = LAB) -> dict:
     """What the prediction rests on, for the JSON output."""
     specs, paths = topology(cfg, sizing, lab)
-    return {"lab": asdict(lab), "workers": [asdict(s) for s in specs],
+    return {"lab": asdict(lab), "workers": [_spec(s) for s in specs],
             "paths": {f"{a}->{b}": {"capacity_bytes_per_s": p.capacity, "per_flow_bytes_per_s": p.per_flow}
                       for (a, b), p in paths.items()},
             "benchmark": {"prefix_tokens": cfg.benchmark.prefix_tokens, "unique_tokens": cfg.benchmark.unique_tokens,

@@ -32,10 +32,26 @@ class PredictError(ValueError):
 
 @dataclass(frozen=True)
 class Card:
-    """One GPU class's figures: DRAM bytes/s and dense BF16 FLOP/s (gpuClasses.*)."""
+    """One GPU class's figures: DRAM bytes/s and dense BF16 FLOP/s (gpuClasses.*); with
+    tensorParallel above 1 (`ranks`), one worker's GPUs together and the all-reduces between them
+    (tensor_parallel; ESTIMATES, params.py)."""
 
     bandwidth: float
     peak_flops: float
+    ranks: int = 1
+    allreduce_bytes_per_s: float = 0.0
+    allreduce_latency_s: float = 0.0
+
+
+def tensor_parallel(c: Card, ranks: int, bytes_per_s: float, latency_s: float) -> Card:
+    """A worker of `ranks` GPUs of this card (vLLM --tensor-parallel-size): each rank reads its
+    share of the weights and of the KV heads at its own DRAM bandwidth and does its share of the
+    FLOPs, so the worker has `ranks` x the card's; and each layer adds two all-reduces of the
+    step's activations (Megatron-style tensor parallelism, which vLLM's linear layers follow: after
+    attention's output projection and after the MLP's down projection)."""
+    if ranks == 1:
+        return c
+    return Card(c.bandwidth * ranks, c.peak_flops * ranks, ranks, bytes_per_s, latency_s)
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,9 @@ class ModelCost:
     flops_per_token: float  # 2 x parameters
     attention_flops_per_pair: float  # 4 x layers x attention heads x head_dim
     kv_bytes_per_token: int
+    # Tensor parallelism's all-reduces: 2 per layer, each of hidden_size x dtype bytes per token.
+    allreduces_per_step: int = 0
+    activation_bytes_per_token: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,7 +99,8 @@ def model_cost(m: Model, kv_bytes_per_token: int) -> ModelCost:
                            "cost (config.json `num_attention_heads`); write model.attentionHeads")
     return ModelCost(weight_bytes=m.parameters * m.dtype_bytes, flops_per_token=2.0 * m.parameters,
                      attention_flops_per_pair=4.0 * m.layers * m.attention_heads * m.head_dim,
-                     kv_bytes_per_token=kv_bytes_per_token)
+                     kv_bytes_per_token=kv_bytes_per_token, allreduces_per_step=2 * m.layers,
+                     activation_bytes_per_token=(m.hidden_size or m.attention_heads * m.head_dim) * m.dtype_bytes)
 
 
 def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tuple[int, int]]) -> float:
@@ -94,7 +114,13 @@ def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tupl
         kv_touched += c + n
     flops = tokens * m.flops_per_token + pairs * m.attention_flops_per_pair
     nbytes = m.weight_bytes + kv_touched * m.kv_bytes_per_token
-    return max(flops / (card.peak_flops * eff.math), nbytes / (card.bandwidth * eff.memory))
+    roofline = max(flops / (card.peak_flops * eff.math), nbytes / (card.bandwidth * eff.memory))
+    if card.ranks == 1:
+        return roofline
+    # A ring all-reduce moves 2 (r - 1) / r of the buffer through each rank's link (NCCL's bus
+    # bandwidth), after a fixed latency; the ranks wait for it, so it adds to the step.
+    moved = 2 * (card.ranks - 1) / card.ranks * tokens * m.activation_bytes_per_token
+    return roofline + m.allreduces_per_step * (card.allreduce_latency_s + moved / card.allreduce_bytes_per_s)
 
 
 def _given_int(args: list[str], option: str) -> Optional[int]:

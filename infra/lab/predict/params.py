@@ -63,3 +63,19 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 LAB = LabParams()
+
+
+# --- Beyond the lab: ESTIMATES, not fitted (the lab ran none of this; every figure that uses them is
+# outside the envelope, envelope.py) -----------------------------------------------------------------
+
+# Tensor parallelism's all-reduce (costs.tensor_parallel): NCCL's bus bandwidth between one worker's
+# GPUs and its latency per all-reduce. ESTIMATE: 360 GB/s, what nccl-tests' all_reduce_perf reports on
+# NVLink 4 (H100 SXM, 900 GB/s bidirectional) for large buffers; plausible range 20 GB/s (GPUs joined
+# by PCIe 4.0 x16 only) to 480 GB/s. Latency 10 us per all-reduce of a decode step's few KB (NCCL's
+# small-message figures on NVLink; range 5-30 us, more over PCIe). Tensor parallelism is offered only
+# on whole GPUs, which in practice are data-centre nodes with NVLink; on a PCIe-only node the
+# all-reduces take up to 18x longer for large prefills, and decode steps about 2x their latency.
+ALLREDUCE_BYTES_PER_S = 360e9
+ALLREDUCE_BYTES_PER_S_RANGE = (20e9, 480e9)
+ALLREDUCE_LATENCY_S = 10e-6
+ALLREDUCE_LATENCY_S_RANGE = (5e-6, 30e-6)
