@@ -14,7 +14,7 @@ from infra.plan import Stack, plan
 
 def check(stack: Stack, data: ClusterData) -> Report:
     report = Report(stack=stack.name, source=data.source, server_version=data.server_version)
-    fit.nodes_and_classes(stack.config, stack.sizing, data, workloads(plan(stack)), report)
+    fit.nodes_and_classes(stack.resolved, stack.sizing, data, workloads(plan(stack)), report)
     ownership.cluster_checks(stack.config, stack.name, data, report)
     storage.storage_class_check(stack.resolved, data, report)
     network.network_checks(stack.config, data, report)

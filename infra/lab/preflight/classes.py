@@ -1,6 +1,6 @@
-"""GPU classes to nodes: each class with workers must select exactly one node (the sizing plans one
-node with one GPU per class), and no two classes the same node. When a class selects none, the
-problem says why each GPU node fails its selector and which label would make it match."""
+"""GPU classes to nodes: each class with workers selects its nodes (as many as its `nodes` plans;
+fewer or more is weighed in `node_count`), and no two classes the same node. When a class selects
+none, the problem says why each GPU node fails its selector and which label would make it match."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from infra.lab.preflight import selectors
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import ClassRow, Problem, Report
 from infra.manifests.graph import describe_term, match_expressions
+from infra.resolved import ResolvedStack
 from infra.sizing import StackSizing
 
 NVIDIA_SMI_MEMORY = "nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits"
@@ -62,33 +63,26 @@ def _no_node(name: str, expr: list[dict], candidates: list[Node]) -> Problem:
                    f"no node matches {rule}, so its workers would stay Pending.{looked}", fix[0].upper() + fix[1:])
 
 
-def place(cfg: StackConfig, sizing: StackSizing, data: ClusterData, report: Report) -> dict[str, Node]:
-    """Each used GPU class's one node; problems for classes with none or several."""
+def place(cfg: StackConfig, sizing: StackSizing, data: ClusterData, report: Report) -> dict[str, list[Node]]:
+    """Each used GPU class's nodes (any number: the packing places its workers over them, and
+    `node_count` compares them with gpuClasses.<name>.nodes); problems for classes with none, and
+    for two classes on one node."""
     # The sizing lists only classes with workers; the others count 0.
     workers: dict[str, int] = defaultdict(int, {fit.gpu_class: fit.workers for fit in sizing.gpus})
     matched = {name: [n for n in data.nodes if selectors.term_matches(class_expressions(cls), n.labels)]
                for name, cls in cfg.gpu_classes.items()}
-    placed = {name: nodes[0] for name, nodes in matched.items() if workers[name] and len(nodes) == 1}
+    placed = {name: nodes for name, nodes in matched.items() if workers[name] and nodes}
     failed = set()
     for name in (c for c in cfg.gpu_classes if workers[c]):
-        nodes = matched[name]
-        if not nodes:
-            taken = {n.name for n in placed.values()}
+        if not matched[name]:
+            taken = {n.name for nodes in placed.values() for n in nodes}
             candidates = [n for n in _gpu_nodes(data) if n.name not in taken]
             report.problems.append(_no_node(name, class_expressions(cfg.gpu_classes[name]), candidates))
             failed.add(name)
-        elif len(nodes) > 1:
-            names = ", ".join(n.name for n in nodes)
-            report.problems.append(Problem(
-                f"gpuClasses.{name}", "node selector",
-                f"matches {len(nodes)} nodes ({names}); the sizing plans one node with one GPU per class, so "
-                "its workers could spread over them and the KV paths and GPU sharing would differ from the plan",
-                f"Narrow gpuClasses.{name}.nodeSelector to one node, e.g. add "
-                f"{{key: kubernetes.io/hostname, operator: In, values: [{nodes[0].name}]}}"))
-            failed.add(name)
     by_node: dict[str, list[str]] = defaultdict(list)
-    for name, node in placed.items():
-        by_node[node.name].append(name)
+    for name, nodes in placed.items():
+        for node in nodes:
+            by_node[node.name].append(name)
     for node_name, shared in by_node.items():
         if len(shared) > 1:
             report.problems.append(Problem(
@@ -100,5 +94,40 @@ def place(cfg: StackConfig, sizing: StackSizing, data: ClusterData, report: Repo
     for name, cls in cfg.gpu_classes.items():
         rule = describe_term(class_expressions(cls))
         report.classes.append(ClassRow(name, rule, workers[name], [n.name for n in matched[name]],
-                                       not workers[name] or name not in failed))
-    return {name: node for name, node in placed.items() if name not in failed}
+                                       not workers[name] or name not in failed, cls.nodes))
+    return {name: nodes for name, nodes in placed.items() if name not in failed}
+
+
+def node_count(stack: ResolvedStack, name: str, nodes: list[Node], trouble: list[str], report: Report) -> bool:
+    """The class's nodes against the `nodes` it declares, which the sizing planned for.
+    Fewer: a problem where it leaves workers Pending or more on one GPU than planned (`trouble`:
+    what the packing found, in words), else a note. More: a note, since the sizing planned for
+    fewer (per-GPU sharing can only be lower: all on one node with spread none, ceil(replicas /
+    nodes) with spread even, which is no lower for more nodes). False: the class's problem is
+    reported here, so the nodes' own GPU-sharing problems are not repeated."""
+    cls = stack.config.gpu_classes[name]
+    # A cordoned or tainted one counts: it is the class's, and its own problem says to uncordon it.
+    declared, have = cls.nodes, len(nodes)
+    names = ", ".join(n.name for n in nodes) or "none"
+    key = f"gpuClasses.{name}.nodes"
+    if have < declared:
+        what = (f"plans {declared} nodes ({key}) and its node selector matches {have} "
+                f"({names}), so the sizing's per-GPU plan assumed nodes that are not there")
+        if trouble:
+            report.problems.append(Problem(
+                f"gpuClasses.{name}", "nodes", f"{what}: {'; '.join(trouble)}",
+                f"Plan for the nodes you have: {key}: {have} (`python3 dev.py sizing {stack.name}` then plans "
+                f"the workers over {have}), or run fewer replicas, or add nodes the selector matches"))
+            return False
+        report.notes.append(f"gpuClasses.{name}: {what}; its workers still fit (the sizing planned every worker "
+                            f"that may share one GPU). Write {key}: {have} to plan for them")
+    elif have > declared:
+        even = [g for g in stack.active_on(name) if g.spread == "even"]
+        bound = "".join(f"; {g.name}'s spread even bound ceil({g.replicas}/{declared}) = "
+                        f"{stack.most_per_node(g)} per node is a safe upper bound of the "
+                        f"ceil({g.replicas}/{have}) the scheduler keeps to" for g in even)
+        report.notes.append(f"gpuClasses.{name}: its node selector matches {have} nodes ({names}), more "
+                            f"than the {declared} it plans ({key}): the sizing planned the sharing of each GPU for "
+                            f"{declared}, so it may be lower here, never higher{bound}. Write {key}: {have} to "
+                            "plan for them all")
+    return True

@@ -5,29 +5,35 @@ against the node's allocatable (memory, CPU, GPU units: one per worker), and the
 memory (GPU feature discovery's `nvidia.com/gpu.memory`, MiB) against what the sizing plans for
 the workers sharing it.
 
-Placement (docs/preflight.md): a pod whose node affinity matches exactly one node is bound to it.
-A pod that may land on several nodes (the frontend has no node affinity) is counted on every node
-that has pods bound to it, since the scheduler may put it there, even before the workers; and at
-least one node must have room for it. Cordoned nodes and nodes with a NoSchedule or NoExecute
-taint take none of the stack's pods (dynamo-lab sets no tolerations).
+Placement (docs/preflight.md): the workers are packed node by node as kube-scheduler would place
+them (packing.py: node affinity, resources, the groups' spread rules, taints and cordons); a
+Pending worker whose node affinity leaves it one node is counted among that node's needs, so the
+node's problem says why. A Job whose node affinity matches exactly one node is bound to it. A pod
+that may land on several nodes (the frontend has no node affinity) is counted on every node that
+has pods bound to it, since the scheduler may put it there, even before the workers; and at least
+one node must have room for it. Cordoned nodes and nodes with a NoSchedule or NoExecute taint take
+none of the stack's pods (dynamo-lab sets no tolerations).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
 from infra import units
 from infra.catalogue import GPU_MEMORY_LABEL
 from infra.config.models import StackConfig
-from infra.lab.preflight import classes, selectors
+from infra.lab.preflight import classes, packing, selectors
 from infra.lab.preflight.classes import NVIDIA_SMI_MEMORY
 from infra.lab.preflight.cluster_data import ClusterData, Node
-from infra.lab.preflight.report import GpuMemory, Need, NodeRow, Placed, Problem, Report
+from infra.lab.preflight.report import GpuMemory, Need, NodeRow, PendingPod, Placed, Problem, Report
 from infra.lab.preflight.workloads import PodGroup
 from infra.manifests.graph import describe_term
+from infra.resolved import ResolvedStack
 from infra.sizing import StackSizing, gpu_budget
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -74,12 +80,25 @@ def _gpu_units_fix(node: Node, resource: str, need: Fraction, has: Fraction, gpu
 
 
 def _short(node: Node, resource: str, need: Fraction, has: Fraction, bound_need: Fraction,
-           parts: list[str], bound: list[PodGroup], gpu_class: Optional[str], stack: str) -> Problem:
+           parts: list[str], bound: list[PodGroup], gpu_class: Optional[str], stack: ResolvedStack,
+           waiting: list[str]) -> Problem:
+    """A resource the pods on `node` need more of than it has; `waiting`: the Pending pods (packing)
+    that have only this node."""
     what = f"needs {fmt(resource, need)} {resource} ({' + '.join(parts)}), allocatable {fmt(resource, has)}"
     if resource not in ("memory", "cpu"):
-        return Problem(f"node {node.name}", "gpu units",
-                       f"{what}: each worker requests one {resource}, so {fmt(resource, need - has)} of them "
-                       "would stay Pending", _gpu_units_fix(node, resource, need, has, gpu_class or "?"))
+        each = {w.requests.get(resource) for w in bound if w.kind == "worker" and resource in w.requests}
+        if each == {1}:  # the lab's: one GPU unit a worker (its words unchanged)
+            return Problem(f"node {node.name}", "gpu units",
+                           f"{what}: each worker requests one {resource}, so {fmt(resource, need - has)} of them "
+                           "would stay Pending", _gpu_units_fix(node, resource, need, has, gpu_class or "?"))
+        cls = stack.config.gpu_classes.get(gpu_class or "")
+        fix = (_gpu_units_fix(node, resource, need, has, gpu_class or "?")
+               if cls is None or cls.sharing != "whole" or resource != cls.resource else
+               f"{node.name} advertises {fmt(resource, has)} {resource} and gpuClasses.{gpu_class}.gpusPerNode says "
+               f"{cls.gpus_per_node}: check its device plugin, or run fewer replicas or fewer GPUs each "
+               "(tensorParallel) on this class")
+        pending = f"{', '.join(waiting)} would stay Pending" if waiting else "some would stay Pending"
+        return Problem(f"node {node.name}", "gpu units", f"{what}: {pending}", fix)
     groups = [w.name for w in bound if w.kind == "worker"]
     if bound_need <= has:
         fix = (f"What is bound here fits, but not with the pods beside it that have no node affinity, which the "
@@ -88,7 +107,7 @@ def _short(node: Node, resource: str, need: Fraction, has: Fraction, bound_need:
                f"or free {resource} on {node.name}")
     elif resource == "memory":
         fix = (f"Lower the memory the workers here request ({', '.join(f'workers.{g}.memoryRequest' for g in groups)}"
-               f"; not below the host memory floor `python3 dev.py sizing {stack}` shows, which a smaller "
+               f"; not below the host memory floor `python3 dev.py sizing {stack.name}` shows, which a smaller "
                f"kvCacheBytes lowers), run fewer replicas on this node, or give {node.name} more memory")
     else:
         fix = (f"Lower {', '.join(f'workers.{g}.cpuRequest' for g in groups)}, run fewer replicas on this node, "
@@ -96,11 +115,40 @@ def _short(node: Node, resource: str, need: Fraction, has: Fraction, bound_need:
     return Problem(f"node {node.name}", resource, what, fix)
 
 
+def _sharing_here(cfg: StackConfig, gpu_class: str, workers: int) -> int:
+    """The most of `workers` on one node that may share one of its GPUs: a `whole` class gives each
+    its own GPUs (NodeResourcesFit counted them); on time-sliced GPUs the device plugin does not say
+    which card a replica is, so any min(workers, slicesPerGpu) of them may share one card (the rule
+    of ResolvedStack.sharing_one_gpu, with the workers the packing put there). Not `workers <=
+    gpusPerNode x sharing`: that holds only if replicas were dealt out card by card, which
+    time-slicing does not promise."""
+    cls = cfg.gpu_classes[gpu_class]
+    if cls.sharing == "whole":
+        return min(workers, 1)
+    return workers if cls.slices_per_gpu is None else min(workers, cls.slices_per_gpu)
+
+
+def _over_shared(node: Node, gpu_class: str, fits, gpu: GpuMemory) -> Problem:
+    return Problem(
+        f"node {node.name}", "gpu memory",
+        f"{gpu.workers} {gpu_class} workers land on {node.name}, where up to {gpu.sharing} may share one GPU "
+        f"(time-slicing does not say which card a replica is), and the sizing planned each GPU for "
+        f"{fits.sharing} ({units.human(fits.planned_bytes)}); time-slicing does not isolate memory",
+        f"Plan for the nodes this class has (gpuClasses.{gpu_class}.nodes) so the sizing plans each GPU for the "
+        "workers that land together, or run fewer replicas on this class")
+
+
 def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: str,
-                report: Report) -> Optional[GpuMemory]:
+                report: Report, workers: int) -> Optional[GpuMemory]:
+    """The GPU check of one node: the sizing's per-GPU plan (GpuFit.planned_bytes, the `sharing`
+    largest workers of the class on one GPU) against the GPU the node reports; the workers the
+    packing put here and how many of them may share one GPU (`_sharing_here`) are recorded, and
+    compared with the plan's `sharing` by the caller."""
     fits = next((g for g in sizing.gpus if g.gpu_class == gpu_class), None)
     if fits is None:
         return None
+    sharing = _sharing_here(cfg, gpu_class, workers)
+    more = {"workers": workers, "sharing": sharing, "planned_sharing": fits.sharing}
     cls = cfg.gpu_classes[gpu_class]
     mib = _int(node.labels.get(GPU_MEMORY_LABEL))
     if mib is None:
@@ -112,7 +160,7 @@ def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: st
             f"{gpu_class} workers plan on it",
             f"Install GPU feature discovery (it sets {GPU_MEMORY_LABEL}), or label the node yourself: kubectl label "
             f"node {node.name} {GPU_MEMORY_LABEL}=<its GPU memory in MiB: {NVIDIA_SMI_MEMORY}> --overwrite"))
-        return GpuMemory(gpu_class, fits.planned_bytes, None, None, False)
+        return GpuMemory(gpu_class, fits.planned_bytes, None, None, False, **more)
     budget = gpu_budget(cls, mib * units.MI)
     ok = fits.planned_bytes <= budget
     if not ok:
@@ -128,16 +176,15 @@ def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: st
         report.notes.append(f"node {node.name}: its GPU reports {mib}Mi, less than {gpu_class}'s "
                             f"{units.human(cls.memory)}; the plan ({units.human(fits.planned_bytes)}) still "
                             f"fits its {units.human(budget)} budget")
-    return GpuMemory(gpu_class, fits.planned_bytes, mib, budget, ok)
+    return GpuMemory(gpu_class, fits.planned_bytes, mib, budget, ok and sharing <= fits.sharing, **more)
 
 
-def _bind(work: list[PodGroup], data: ClusterData, class_node: dict[str, Node], report: Report):
-    """Workloads bound to one node, and those that may land on several (with their candidates)."""
+def _bind(work: list[PodGroup], data: ClusterData, report: Report):
+    """The pods without a worker group's spread (the frontend, the Jobs): those bound to one node, and
+    those that may land on several (with their candidates)."""
     bound: dict[str, list[PodGroup]] = defaultdict(list)
     floating: list[tuple[PodGroup, list[Node]]] = []
     for w in work:
-        if w.gpu_class is not None and w.gpu_class not in class_node:
-            continue  # its class's problem says why it has no node
         if w.affinity is None:
             candidates = list(data.nodes)
         else:
@@ -165,17 +212,99 @@ def _totals(pods: list[PodGroup]) -> tuple[dict[str, Fraction], dict[str, list[s
     return total, parts
 
 
-def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, work: list[PodGroup],
+@dataclass
+class _Placement:
+    """The packing, read per node: each group's pods placed there, and the Pending pods whose node
+    affinity leaves them only this node (counted as its needs, as the scheduler's reason is that
+    node's)."""
+
+    packed: packing.Packing
+    here: dict[str, dict[str, int]]  # node -> group -> pods placed
+    wanting: dict[str, dict[str, int]]  # node -> group -> Pending pods that have only this node
+    owner: dict[str, str]  # Pending pod -> the one node it wants
+
+    @classmethod
+    def of(cls, packed: packing.Packing, nodes: list[Node]) -> "_Placement":
+        here: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        wanting: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        owner = {}
+        for node, pods in packed.placed.items():
+            for p in pods:
+                here[node][p.group.name] += 1
+        for p in packed.order:
+            if p.name in packed.pending:
+                only = [n for n in nodes if packing.affine(p, n)]
+                if len(only) == 1:
+                    wanting[only[0].name][p.group.name] += 1
+                    owner[p.name] = only[0].name
+        return cls(packed, here, wanting, owner)
+
+    def waiting(self, node: str) -> list[str]:
+        return [p for p, n in self.owner.items() if n == node]
+
+    def workers_here(self, node: str, stack: ResolvedStack, gpu_class: str) -> int:
+        return sum(self.here[node][g.name] for g in stack.active_on(gpu_class))
+
+    def on(self, node: str, work: list[PodGroup]) -> list[PodGroup]:
+        """The worker groups on `node` (placed and wanting), each with that many replicas."""
+        return [dataclasses.replace(w, replicas=n) for w in work if w.kind == "worker"
+                if (n := self.here[node][w.name] + self.wanting[node][w.name])]
+
+
+def _pending_words(pods: list[packing.Pod], packed: packing.Packing) -> str:
+    names = ", ".join(p.name for p in pods)
+    reasons = sorted({packed.pending[p.name] for p in pods})
+    return f"{len(pods)} of its pods would stay Pending ({names}): the scheduler would say \"{'; '.join(reasons)}\""
+
+
+def _pending_fix(stack: ResolvedStack, group: PodGroup, reasons: str) -> str:
+    g = next(w for w in stack.config.workers if w.name == group.name)
+    cls = stack.config.gpu_classes[g.gpu_class]
+    fixes = []
+    if packing.ANTI_AFFINITY in reasons:
+        fixes.append(f"spread onePerNode puts one replica on each node: write workers.{g.name}.spread: even, or "
+                     f"lower workers.{g.name}.replicas to the class's nodes")
+    if packing.SPREAD in reasons:
+        fixes.append("spread even counts every node the class selects, cordoned and tainted ones too "
+                     "(nodeTaintsPolicy Ignore): uncordon or untaint them, or narrow "
+                     f"gpuClasses.{g.gpu_class}.nodeSelector to the nodes that take pods")
+    if "Insufficient" in reasons or "Too many pods" in reasons:
+        fewer = f" or fewer GPUs each (workers.{g.name}.tensorParallel)" if g.tensor_parallel > 1 else ""
+        more = (" or more time-slicing replicas per GPU from the device plugin" if cls.sharing == "timeSliced"
+                else "")
+        fixes.append(f"run fewer replicas (workers.{g.name}.replicas){fewer}, or add nodes to "
+                     f"gpuClasses.{g.gpu_class} (it plans nodes: {cls.nodes}, gpusPerNode: {cls.gpus_per_node}){more}")
+    if packing.UNSCHEDULABLE in reasons or packing.TAINTED in reasons:
+        fixes.append("make the class's cordoned or tainted nodes schedulable (kubectl uncordon NODE)")
+    text = "; or ".join(fixes) or f"change gpuClasses.{g.gpu_class}.nodeSelector to match nodes with room"
+    return text[0].upper() + text[1:]
+
+
+def nodes_and_classes(stack: ResolvedStack, sizing: StackSizing, data: ClusterData, work: list[PodGroup],
                       report: Report) -> None:
-    class_node = classes.place(cfg, sizing, data, report)
-    bound, floating = _bind(work, data, class_node, report)
-    class_on = {node.name: name for name, node in class_node.items()}
-    bound_totals = {node.name: _totals(bound[node.name])[0] for node in data.nodes}
+    cfg = stack.config
+    class_nodes = classes.place(cfg, sizing, data, report)
+    workers = [w for w in work if w.kind == "worker" and w.gpu_class in class_nodes]
+    # Jobs of a class with no node: its class's problem says why.
+    others = [w for w in work if w.kind != "worker" and (w.gpu_class is None or w.gpu_class in class_nodes)]
+    bound, floating = _bind(others, data, report)
+    booked = {n.name: _totals(bound[n.name])[0] for n in data.nodes}
+    place = _Placement.of(packing.pack(data.nodes, workers, booked), data.nodes)
+    packed = place.packed
+    report.pending = [PendingPod(p.name, p.group.name, place.owner.get(p.name), packed.pending[p.name])
+                      for p in packed.order if p.name in packed.pending]
+    class_on = {node.name: name for name, nodes in class_nodes.items() for node in nodes}
+    rows = {node.name: place.on(node.name, workers) + bound[node.name] for node in data.nodes}
+    bound_totals = {name: _totals(mine)[0] for name, mine in rows.items()}
+    covered: set[str] = set()  # nodes whose own problem explains the Pending pods that have only them
+    over: dict[str, list[Problem]] = defaultdict(list)  # per class, its nodes whose GPUs carry more than planned
     for node in data.nodes:
-        mine = bound[node.name]
+        mine = sorted(rows[node.name], key=lambda w: [x.name for x in work].index(w.name))
         extra = [w for w, candidates in floating if any(c.name == node.name for c in candidates)]
+        pods_here = [p.name for p in packed.placed.get(node.name, [])]
         if not mine:
-            report.nodes.append(NodeRow(node.name, [Placed(w.name, w.replicas, False) for w in extra], [], None, True))
+            report.nodes.append(NodeRow(node.name, [Placed(w.name, w.replicas, False) for w in extra], [], None, True,
+                                        pods_here))
             continue
         problems_before = len(report.problems)
         reason = blocked(node)
@@ -188,18 +317,48 @@ def nodes_and_classes(cfg: StackConfig, sizing: StackSizing, data: ClusterData, 
                 f"Make it schedulable: {command}; or point the class's nodeSelector at another node"))
         total, parts = _totals(mine + extra)
         needs = []
-        order = sorted(total, key=lambda r: (r in ("memory", "cpu"), r != "memory", r))
-        for resource in order:
+        gpu_class = class_on.get(node.name)
+        for resource in sorted(total, key=lambda r: (r in ("memory", "cpu"), r != "memory", r)):
             has = node.allocatable.get(resource, Fraction(0))
             ok = total[resource] <= has
             needs.append(Need(resource, total[resource], has, ok))
             if not ok:
                 report.problems.append(_short(node, resource, total[resource], has, bound_totals[node.name][resource],
-                                              parts[resource], mine, class_on.get(node.name), report.stack))
-        gpu = _gpu_memory(cfg, sizing, node, class_on[node.name], report) if node.name in class_on else None
+                                              parts[resource], mine, gpu_class, stack, place.waiting(node.name)))
+        if len(report.problems) > problems_before:
+            covered.add(node.name)
+        gpu = None
+        if gpu_class is not None and any(w.kind == "worker" for w in mine):
+            gpu = _gpu_memory(cfg, sizing, node, gpu_class, report, place.workers_here(node.name, stack, gpu_class))
+            fits = next((g for g in sizing.gpus if g.gpu_class == gpu_class), None)
+            if gpu is not None and fits is not None and gpu.sharing > fits.sharing:
+                over[gpu_class].append(_over_shared(node, gpu_class, fits, gpu))
         places = [Placed(w.name, w.replicas, True) for w in mine] + [Placed(w.name, w.replicas, False) for w in extra]
-        report.nodes.append(NodeRow(node.name, places, needs, gpu, len(report.problems) == problems_before))
+        report.nodes.append(NodeRow(node.name, places, needs, gpu, len(report.problems) == problems_before, pods_here,
+                                    place.waiting(node.name)))
+    uncovered = [p for p in packed.order if p.name in packed.pending and place.owner.get(p.name) not in covered]
+    for name, nodes in class_nodes.items():
+        stuck = [p for p in uncovered if p.group.gpu_class == name]
+        words = ([_pending_words(stuck, packed)] if stuck else []) + [o.problem for o in over[name]]
+        if classes.node_count(stack, name, nodes, words, report):
+            report.problems.extend(over[name])
+            _pending_problems(stack, stuck, packed, report)
+        shared = {o.where for o in over[name]}
+        report.nodes[:] = [dataclasses.replace(r, ok=False) if f"node {r.name}" in shared else r for r in report.nodes]
     _floating_room(floating, bound_totals, report)
+
+
+def _pending_problems(stack: ResolvedStack, stuck: list[packing.Pod], packed: packing.Packing,
+                      report: Report) -> None:
+    """Pending worker pods no node's own problem explains, one problem per group, in the scheduler's
+    words."""
+    by_group: dict[str, list[packing.Pod]] = defaultdict(list)
+    for p in stuck:
+        by_group[p.group.name].append(p)
+    for name, pods in by_group.items():
+        reasons = " ".join(packed.pending[p.name] for p in pods)
+        report.problems.append(Problem(f"workers.{name}", "schedulable", _pending_words(pods, packed),
+                                       _pending_fix(stack, pods[0].group, reasons)))
 
 
 def _floating_room(floating: list[tuple[PodGroup, list[Node]]], bound_totals: dict[str, dict[str, Fraction]],

@@ -23,6 +23,7 @@ class ClassRow:
     workers: int
     nodes: list[str]  # the nodes its selector matches
     ok: bool
+    planned_nodes: int = 1  # gpuClasses.<name>.nodes, what the sizing planned for
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class GpuMemory:
     reported_mib: Optional[int]  # the node's nvidia.com/gpu.memory label; None: missing
     budget_bytes: Optional[int]  # reported less the class's reserve
     ok: bool
+    workers: int = 0  # the class's workers the packing puts on this node
+    sharing: int = 0  # the most of them that may share one of its GPUs
+    planned_sharing: int = 0  # the most the sizing planned one GPU for (GpuFit.sharing)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,19 @@ class NodeRow:
     resources: list[Need]  # empty: nothing of this stack is bound to the node
     gpu_memory: Optional[GpuMemory]
     ok: bool
+    pods: list[str] = field(default_factory=list)  # the worker pods the packing places here ("decode-0")
+    # Worker pods counted here (in places and needs) that stay Pending: this is the one node they may use.
+    pending: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PendingPod:
+    """A worker pod the packing leaves Pending (packing.py), with the scheduler's message."""
+
+    pod: str
+    group: str
+    node: Optional[str]  # the one node its node affinity allows, whose problem says why; None: several
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,7 @@ class Report:
     checks: list[Check] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    pending: list[PendingPod] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:

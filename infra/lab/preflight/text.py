@@ -34,8 +34,12 @@ def _gpu_memory(g: GpuMemory | None) -> str:
             f"({g.reported_mib}Mi){'' if g.ok else ' !'}")
 
 
-def _places(places: list[Placed]) -> str:
-    return ", ".join(f"{p.replicas} x {p.name}" + ("" if p.bound else " (may land here)") for p in places) or "-"
+def _places(row: NodeRow) -> str:
+    def waiting(p: Placed) -> str:
+        n = sum(pod.rsplit("-", 1)[0] == p.name for pod in row.pending) if p.bound else 0
+        return f" ({n} Pending)" if n else ""
+    return ", ".join(f"{p.replicas} x {p.name}" + ("" if p.bound else " (may land here)") + waiting(p)
+                     for p in row.places) or "-"
 
 
 def _verdict(row: NodeRow) -> str:
@@ -46,7 +50,7 @@ def _verdict(row: NodeRow) -> str:
 
 def text(r: Report) -> str:
     out = [f"Preflight {r.stack}: {r.source}, Kubernetes {r.server_version}", "",
-           "GPU classes (each must select exactly one node):",
+           "GPU classes (the nodes each selects; no node may serve two):",
            text_table(["gpu class", "node selector", "workers", "matching nodes", "verdict"],
                       [[c.gpu_class, c.selector, str(c.workers), ", ".join(c.nodes) or "none",
                         ("ok" if c.ok else "FAILS") if c.workers else "unused"] for c in r.classes]),
@@ -54,9 +58,11 @@ def text(r: Report) -> str:
            "Nodes (needs / has: requests of the pods placed there / allocatable; GPU memory: the sizing's plan /"
            " the reported GPU less the class's reserve):",
            text_table(["node", "places", "GPU units", "GPU memory", "memory", "CPU", "verdict"],
-                      [[n.name, _places(n.places), _gpu_units(n.resources), _gpu_memory(n.gpu_memory),
+                      [[n.name, _places(n), _gpu_units(n.resources), _gpu_memory(n.gpu_memory),
                         _resource(n.resources, "memory"), _resource(n.resources, "cpu"), _verdict(n)]
                        for n in r.nodes]),
+           *([""] + ["Pending (the scheduler's words):"] + [f"- {p.pod}: {p.reason}" for p in r.pending]
+             if r.pending else []),
            "",
            "Cluster:",
            text_table(["check", "verdict", "detail"],

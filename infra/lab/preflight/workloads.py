@@ -9,7 +9,7 @@ in the manifests and not counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal, Optional
 
@@ -27,6 +27,12 @@ class PodGroup:
     # The required node affinity's matchExpressions; None: no affinity, any node.
     affinity: Optional[list[dict[str, Any]]]
     gpu_class: Optional[str] = None  # the GPU class whose node selector places it
+    # What else the scheduler reads off the pod template (a worker group's `spread`,
+    # infra/manifests/graph.py spread_rules): its labels, its topology spread constraints and its
+    # required pod anti-affinity terms.
+    labels: dict[str, str] = field(default_factory=dict)
+    spread: list[dict[str, Any]] = field(default_factory=list)
+    anti_affinity: list[dict[str, Any]] = field(default_factory=list)
 
 
 def expressions(pod_spec: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
@@ -36,6 +42,11 @@ def expressions(pod_spec: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
         return None
     (term,) = required["nodeSelectorTerms"]  # graph.node_affinity builds one term
     return term["matchExpressions"]
+
+
+def anti_affinity(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((((pod_spec.get("affinity") or {}).get("podAntiAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution")) or [])
 
 
 def _requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
@@ -60,8 +71,10 @@ def workloads(planned: StackPlan) -> list[PodGroup]:
                 continue
             pod = component["podTemplate"]["spec"]
             kind = "frontend" if component["type"] == "frontend" else "worker"
+            labels = dict((component["podTemplate"].get("metadata") or {}).get("labels") or {})
             out.append(PodGroup(component["name"], kind, component["replicas"], _requests(pod), expressions(pod),
-                                classes.get(component["name"])))
+                                classes.get(component["name"]), labels,
+                                list(pod.get("topologySpreadConstraints") or []), anti_affinity(pod)))
     for job in planned.of_kind("Job"):
         if job.title is None:
             continue
