@@ -24,10 +24,10 @@ from infra.errors import ConfigError, UserError
 from infra.lab import stack_files
 from infra.lab.advise import candidates
 from infra.lab.advise.candidates import ClassNode, Layout
-from infra.lab.advise.inputs import Base, Goal, Traffic
-from infra.lab.advise.stack_file import StackDoc, candidate_config
+from infra.lab.advise.inputs import Base, Goal, Point, Traffic
+from infra.lab.advise.stack_file import StackDoc, candidate_config, gpu_classes
 from infra.lab.advise.uncertainty import Uncertainty
-from infra.lab.predict import cells, pool
+from infra.lab.predict import cells, placement, pool
 from infra.lab.predict.cells import Row, TtftParts, Usage
 from infra.lab.predict.envelope import INSIDE, Envelope, envelope
 from infra.lab.predict.params import LAB, LabParams
@@ -38,16 +38,27 @@ from infra.plan import Stack, load_stack
 # The screening pass: one simulated graph, one measured run after its warm-up, per point.
 SCREEN_GRAPHS, SCREEN_RUNS = 1, 1
 REFINED_PER_FAMILY = 2
+# Beyond this many layouts (two classes of one node of 6 units give 150; the lab's 68) the search
+# keeps only layouts of at most as many workers as the traffic's most requests in flight: a closed
+# loop of C requests keeps at most C workers busy at any instant, so each further worker adds only
+# prefix-cache capacity and routing choice (docs/advise.md, "What it searches").
+MAX_LAYOUTS = 400
+# A bounded search (over MAX_LAYOUTS) screens in two steps, for its time: every accepted layout at
+# the traffic's heaviest point alone (most requests in flight, or the highest rate, and most prefix
+# types: where layouts differ most), then the best SHORTLIST of each family at every point; and it
+# predicts each family's best in full (BOUNDED_REFINED), not two. On eight nodes (132 accepted) a
+# screening at every point took 32 s and two a family in full 48 s on 2 busy cores (2026-12-03).
+SHORTLIST = 4
+BOUNDED_REFINED = 1
 # How often a long stage of the search says how far it is (search's `progress`).
 PROGRESS_S = 5.0
-# The most layouts one search predicts: two classes of 6 units give 150, three of 4 give 238; three
-# of 6 (603) would take minutes.
-MAX_LAYOUTS = 400
 
 
 # --- Evaluation ---------------------------------------------------------------------------------
 
 REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, REFINED = "sizing", "preflight", "screened", "refined"
+# A bounded search's layout screened at the heaviest point only, not shortlisted (SHORTLIST).
+SCREENED_HEAVIEST = "screened at the heaviest point"
 
 
 @dataclass(frozen=True)
@@ -169,7 +180,7 @@ def binding(c: Candidate, traffic: Traffic) -> Binding:
     options = []
     gpu = max(((share, g, i) for i, u in enumerate(c.usage) for g, share in u.gpu_busy.items()), default=None)
     if gpu:
-        workers = sum(g.replicas for g in c.layout.groups if g.gpu_class == gpu[1])
+        workers = sum(s.gpu == gpu[1] for s in placement.workers(c.stack.config, c.stack.sizing))
         options.append(Binding("GPU time-slices", gpu[0], f"{gpu[1]}'s GPU busy {gpu[0]:.0%} of the run, shared by "
                                f"{workers} worker{'s' * (workers > 1)} ({where[gpu[2]]})"))
     path = max(((share, k, i) for i, u in enumerate(c.usage) for k, share in u.path_busy.items()), default=None)
@@ -226,6 +237,10 @@ class Advice:
     full: tuple[int, int]  # simulated graphs and runs per point of the refined candidates
     refined_per_family: int
     seconds: float
+    # Over MAX_LAYOUTS: the most workers a layout had (the traffic's most requests in flight), and how
+    # many layouts the heaviest point's screening shortlisted; None and 0 for a search within it.
+    bounded: Optional[int] = None
+    shortlisted: int = 0
 
     @property
     def winner(self) -> Optional[Candidate]:
@@ -280,11 +295,12 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
                         + "; ".join(left_out) + ". Run `dynamo-lab preflight " + base.name + "` against it for "
                         "the fix")
     layouts = candidates.layouts(nodes)
+    bounded = None
     if len(layouts) > MAX_LAYOUTS:
-        raise UserError(f"{len(layouts)} layouts over the GPU classes {', '.join(n.gpu_class for n in nodes)} is more "
-                        f"than advise searches ({MAX_LAYOUTS}; each is predicted): advise from a base stack whose "
-                        "gpuClasses holds only the classes to compare (docs/advise.md, 'What it searches')")
-    found = [Candidate(layout, candidate_config(base.doc, layout, traffic)) for layout in layouts]
+        bounded = max(traffic.concurrency)
+        layouts = candidates.layouts(nodes, max_workers=bounded)
+    classes = gpu_classes(base.doc, base.config, nodes)
+    found = [Candidate(layout, candidate_config(base.doc, layout, traffic, classes)) for layout in layouts]
     families: dict[str, Family] = {}
     tell(f"{len(found)} layouts to size and preflight")
     for c in found:
@@ -298,10 +314,28 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
         else:
             c.status = SCREENED
     screening = [c for c in found if c.status == SCREENED]
-    tell(f"{len(screening)} accepted; screening each with one simulated run per point")
+    order = _order(goal)
+    shortlisted = 0
+    if bounded is not None:
+        heavy = heaviest(traffic)
+        tell(f"{len(screening)} accepted; screening each with one simulated run at the heaviest point "
+             f"({heavy.where(bool(traffic.prefix_tokens))})")
+        one = dataclasses.replace(traffic, prefix_types=(heavy.prefix_types,), concurrency=(heavy.concurrency,),
+                                  rates=(heavy.rate,) if heavy.rate is not None else ())
+        _predict(screening, one, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS, workers,
+                 done=lambda n: tell(f"{n} of {len(screening)} layouts screened at that point", due=False))
+        for c in screening:
+            c.status = SCREENED_HEAVIEST
+        screening = [c for fam in families.values()
+                     for c in sorted((c for c in screening if c.layout.family == fam.name), key=order)[:SHORTLIST]]
+        for c in screening:
+            c.status = SCREENED
+        shortlisted = len(screening)
+        refined_per_family = min(refined_per_family, BOUNDED_REFINED)
+    tell(f"{len(screening)} {'shortlisted' if bounded else 'accepted'}; screening each with one simulated run "
+         "per point")
     _predict(screening, traffic, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS, workers,
              done=lambda n: tell(f"{n} of {len(screening)} layouts screened", due=False))
-    order = _order(goal)
     best = []
     for fam in families.values():
         fam.refined = sorted((c for c in screening if c.layout.family == fam.name), key=order)[:refined_per_family]
@@ -317,4 +351,11 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
     refined = sorted((c for c in found if c.status == REFINED), key=order)
     return Advice(stack_name, base.name, data.source, nodes, left_out, traffic, goal, uncertainty, found,
                   [c for c in refined if not c.over_bound], [c for c in refined if c.over_bound],
-                  list(families.values()), full, refined_per_family, time.monotonic() - started)
+                  list(families.values()), full, refined_per_family, time.monotonic() - started, bounded,
+                  shortlisted)
+
+
+def heaviest(traffic: Traffic) -> Point:
+    """The point with the most load: the highest rate or most requests in flight, then the most
+    prefix types (the most a prefix cache must hold)."""
+    return max(traffic.points, key=lambda p: (p.rate or 0, p.concurrency, p.prefix_types))

@@ -5,10 +5,12 @@ spellings; the written file is this map, dumped as it is: write.py)."""
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
+from infra.catalogue import DEFAULT_GPU_CLASSES
 from infra.config import PROJECT
-from infra.lab.advise.candidates import Layout
+from infra.config.models import StackConfig
+from infra.lab.advise.candidates import ClassNode, Layout
 
 if TYPE_CHECKING:
     from infra.lab.advise.inputs import Traffic
@@ -36,11 +38,34 @@ def traffic_keys(traffic: "Traffic") -> dict[str, dict]:
             "benchmark": {"prefixTypes": list(prefix_types), "concurrency": list(traffic.concurrency)}}
 
 
-def candidate_config(base: StackDoc, layout: Layout, traffic: "Traffic") -> StackDoc:
-    """The base stack file's `config:` map with this layout's workers (and a given traffic). Its
-    secrets are left out: they are encrypted for the base stack alone (write.py says so)."""
+def gpu_classes(base: StackDoc, cfg: StackConfig, nodes: list[ClassNode]) -> Optional[dict]:
+    """The base's `gpuClasses` with each searched class's nodes, GPUs per node and sharing as the
+    cluster has them (candidates.ClassNode.settings), so the sizing and preflight judge what would
+    be deployed; None where every class already says so (the lab's stacks on the lab's cluster: their
+    candidates are the base file with other workers, nothing more). The map is written whole: a
+    stack's `gpuClasses` replaces the defaults (config/stack.py)."""
+    current = {"nodes": "nodes", "gpusPerNode": "gpus_per_node", "sharing": "sharing", "slicesPerGpu": "slices_per_gpu"}
+    changed = {n.gpu_class: n.settings() for n in nodes
+               if any(getattr(cfg.gpu_classes[n.gpu_class], current[k]) != v for k, v in n.settings().items())}
+    if not changed:
+        return None
+    raw = base.get(_key(base, "gpuClasses")) or DEFAULT_GPU_CLASSES
+    out = copy.deepcopy(raw)
+    for name, settings in changed.items():
+        out[name] = {**out[name], **settings}
+        if settings["sharing"] == "whole":
+            out[name].pop("slicesPerGpu", None)
+    return out
+
+
+def candidate_config(base: StackDoc, layout: Layout, traffic: "Traffic", classes: Optional[dict] = None) -> StackDoc:
+    """The base stack file's `config:` map with this layout's workers (and a given traffic, and
+    `classes` as its gpuClasses: gpu_classes). Its secrets are left out: they are encrypted for
+    the base stack alone (write.py says so)."""
     config = {k: copy.deepcopy(v) for k, v in base.items() if k not in secret_keys(base)}
     config[_key(config, "workers")] = layout.workers()
+    if classes is not None:
+        config[_key(config, "gpuClasses")] = copy.deepcopy(classes)
     return with_traffic(config, traffic)
 
 

@@ -7,7 +7,8 @@ import shlex
 from dataclasses import asdict
 from typing import Any, Optional
 
-from infra.lab.advise.candidates import ACROSS, AGGREGATED, MAX_REPLICAS_PER_CLASS, ONE_NODE
+from infra.lab.advise import search
+from infra.lab.advise.candidates import ACROSS, AGGREGATED, MAX_REPLICAS_PER_CLASS, ONE_NODE, ClassNode
 from infra.lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family, kv_overflow
 from infra.lab.predict.cells import OPEN_LOOP_REQUESTS
 from infra.lab.predict.envelope import outside_lines
@@ -194,23 +195,42 @@ def _uncertainty(a: Advice) -> list[str]:
     return lines
 
 
+def _class(n: ClassNode) -> str:
+    """A searched class as the cluster has it: the lab's one node, or its nodes and their GPUs."""
+    if n.nodes == 1 and n.sharing == "timeSliced":
+        return f"{n.gpu_class} on node {n.node} ({n.units} GPU units)"
+    what = f"{n.units} GPU units" if n.sharing == "timeSliced" else f"{n.gpus_per_node} whole GPUs"
+    return f"{n.gpu_class} on {n.nodes} node{'s' * (n.nodes > 1)} {n.node} ({what} each)"
+
+
+def _bound(n: ClassNode) -> str:
+    """The replicas searched on a class: per node, and TP sizes on whole GPUs."""
+    if n.nodes == 1 and n.tensor_parallel == (1,):
+        return f"{n.gpu_class} 1-{n.searched}"
+    tp = f", tensorParallel {'/'.join(map(str, n.tensor_parallel))}" if n.tensor_parallel != (1,) else ""
+    return f"{n.gpu_class} 1-{n.searched} a node on {n.nodes} node{'s' * (n.nodes > 1)}{tp}"
+
+
 def text(a: Advice, top: int = 3) -> str:
     counts = {s: sum(c.status == s for c in a.candidates) for s in (REFUSED_CONFIG, REFUSED_PREFLIGHT)}
     accepted = len(a.candidates) - sum(counts.values())
-    bounds = ", ".join(f"{n.gpu_class} 1-{n.searched}" for n in a.nodes)
+    bounds = ", ".join(_bound(n) for n in a.nodes)
     runs = a.full[0] * a.full[1]
     lines = [ESTIMATE, "",
-             f"Cluster: {a.source}: " + ", ".join(f"{n.gpu_class} on node {n.node} ({n.units} GPU units)"
-                                                  for n in a.nodes)]
+             f"Cluster: {a.source}: " + ", ".join(_class(n) for n in a.nodes)]
     lines += [f"  left out: {why}" for why in a.left_out]
     lines += [f"Workload: {_traffic(a)}",
               f"Goal: {a.goal.describe()}" + (f" (geometric mean over the {len(a.traffic.points)} points)"
                                                if len(a.traffic.points) > 1 else ""),
               f"Searched {len(a.candidates)} layouts as stack {a.stack} ({len(a.families)} families, each a line "
               f"below; replicas per class: {bounds}, "
-              f"the GPU units its node advertises, at most {MAX_REPLICAS_PER_CLASS}): {counts[REFUSED_CONFIG]} refused "
+              f"the GPU units its node advertises, at most {MAX_REPLICAS_PER_CLASS}"
+              + (f"; over {search.MAX_LAYOUTS} layouts, so at most {a.bounded} workers, the most requests in flight"
+                 if a.bounded else "") + f"): {counts[REFUSED_CONFIG]} refused "
               f"by the sizing, {counts[REFUSED_PREFLIGHT]} by preflight; {accepted} screened with one simulated run "
-              f"per point, and the best {a.refined_per_family} of each family predicted in full "
+              + (f"at the heaviest point ({search.heaviest(a.traffic).where(bool(a.traffic.prefix_tokens))}), the best "
+                 f"{search.SHORTLIST} of each family ({a.shortlisted}) " if a.bounded else "")
+              + f"per point, and the best {a.refined_per_family} of each family predicted in full "
               f"({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
               f"{a.seconds:.0f} s.", ""]
     if not a.ranked and not a.over:
