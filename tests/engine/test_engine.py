@@ -173,6 +173,11 @@ class EngineRun:
     options: dict[str, Any] = field(default_factory=dict, repr=False)
     sized: dict[str, tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)  # id -> (cfg, group, sizing)
     model_dir: str = ""
+    example_dir: str = ""  # the example stack's model (EXAMPLE_STACK)
+
+    def model_of(self, key: str) -> str:
+        """The model directory a checked worker was given."""
+        return self.example_dir if key.startswith(f"{EXAMPLE_STACK}/") else self.model_dir
 
 
 def _engine_python() -> str:
@@ -246,7 +251,7 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
     assert proc.returncode == 0 and report_file.is_file(), f"check_workers.py failed:\n{proc.stdout}\n{proc.stderr}"
     report = json.loads(report_file.read_text())
     run = EngineRun(report["versions"], {w["id"]: w for w in report["workers"]}, render_errors, probes,
-                    report["options"], sized_for, str(model_dir))
+                    report["options"], sized_for, str(model_dir), str(example_dir))
     engine_summary.append(" ".join(f"{k} {v}" for k, v in run.versions.items()))
     engine_summary.extend(describe(k, r) for k, r in run.results.items()
                           if not k.startswith(("override/refused/", "override/accepted/")))
@@ -294,7 +299,7 @@ def assumed(cfg: Any, group: Any, sizing: Any, model_dir: str) -> dict[str, Any]
     return {"model": model_dir, "revision": cfg.model.revision, "tokenizer_revision": None, "code_revision": None,
             "max_model_len": sizing.max_model_len, "block_size": 16, "kv_cache_memory_bytes": sizing.kv_cache_bytes,
             "gpu_memory_utilization": float(f"{sizing.gpu_memory_utilization:.2f}"), "num_gpu_blocks_override": None,
-            "kv_cache_dtype": "auto", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+            "kv_cache_dtype": "auto", "tensor_parallel_size": group.tensor_parallel, "pipeline_parallel_size": 1,
             "data_parallel_size": 1, "download_dir": None, "hf_overrides": {}, "hf_token_given": False,
             # the checkpoint's own dtype, every weight on the GPU, one model, its prefix cache on
             "dtype": "auto", "quantization": None, "quantization_config": None, "hf_config_path": None,
@@ -399,7 +404,7 @@ def test_every_worker_runs_with_the_values_the_sizing_assumed(engine):
     wrong = {}
     for key, (cfg, group, sizing) in engine.sized.items():
         r = engine.results[key]
-        got, want = effective(r.get("parsed") or {}), assumed(cfg, group, sizing, engine.model_dir)
+        got, want = effective(r.get("parsed") or {}), assumed(cfg, group, sizing, engine.model_of(key))
         if got != want:
             wrong[key] = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
     assert wrong == {}

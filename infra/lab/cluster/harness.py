@@ -24,6 +24,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 from infra.lab.cluster.api import Api, ClusterError
 from infra.lab.cluster.namespaces import inner, pdeathsig, serve
+from infra.lab.cluster.nodes import LAB_CLUSTER
 from infra.lab.cluster.state import Plan, StateDir, prepare
 from infra.lab.cluster.status import Status, status_of
 from infra.lab.paths import ROOT
@@ -61,14 +62,15 @@ def attach(state: Path) -> Handle:
 
 
 def up(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = None, attached: bool = True,
-       timeout: float = 300, log=print) -> Handle:
-    """Start a cluster and wait until it is ready (its nodes Ready, its CRDs established).
+       timeout: float = 300, log=print, nodes_from: Path = LAB_CLUSTER) -> Handle:
+    """Start a cluster and wait until it is ready (its nodes Ready, its CRDs established). Its kwok
+    nodes are those of a saved `kubectl get nodes -o json` (`nodes_from`; the lab's by default).
 
     attached: the cluster dies with this process (the pytest fixture); otherwise it outlives it
     (`dynamo-lab cluster up`) until `down`.
     """
     state = state.absolute()
-    sd = prepare(state, bins, crd_dir)
+    sd = prepare(state, bins, crd_dir, nodes_from=nodes_from)
     argv = [sys.executable, "-m", "infra.lab.cluster.harness", "serve", str(state), "0"]
     if attached:
         argv.append("--attached")

@@ -9,11 +9,12 @@ import pytest
 
 from infra.lab import upstream
 from infra.lab.cluster import harness, tools
-from tests.helpers import unavailable
+from tests.helpers import ROOT, unavailable
 
 NEEDED = ("kubernetes", "etcd", "kwok")
 ENGINE = ("pulumi", "pulumi-resource-kubernetes")
 DGD_CRD = "crds/nvidia.com_dynamographdeployments.yaml"
+RDMA_CLUSTER = ROOT / "tests" / "data" / "preflight" / "two-8gpu-rdma.json"
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +46,16 @@ def dgd_crd_dir(tmp_path_factory):
 def lab_cluster(cluster_bins, tmp_path_factory):
     state = tmp_path_factory.mktemp("cluster") / "state"
     with harness.running(state, cluster_bins) as handle:
+        yield handle
+    assert harness.leftovers(state) == []
+
+
+@pytest.fixture(scope="module")
+def rdma_cluster_with_crd(cluster_bins, dgd_crd_dir, tmp_path_factory):
+    """A cluster beyond the lab, for the example stacks: a CPU node and two 8-GPU nodes with an RDMA
+    device plugin's resource (tests/data/preflight/two-8gpu-rdma.json), and the pinned CRD."""
+    state = tmp_path_factory.mktemp("cluster") / "state"
+    with harness.running(state, cluster_bins, crd_dir=dgd_crd_dir, nodes_from=RDMA_CLUSTER) as handle:
         yield handle
     assert harness.leftovers(state) == []
 

@@ -94,7 +94,8 @@ def _pods(planned: StackPlan) -> list[tuple[str, dict[str, Any], int]]:
         for comp in dgd.manifest["spec"]["components"]:
             pod = {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": f"{graph}-{comp['name']}", "namespace": ns,
-                                "labels": {"nvidia.com/dynamo-component-type": comp["type"],
+                                "labels": {**comp["podTemplate"].get("metadata", {}).get("labels", {}),
+                                           "nvidia.com/dynamo-component-type": comp["type"],
                                            "nvidia.com/dynamo-graph-deployment-name": graph,
                                            "dynamo-lab-test/component": comp["name"]}},
                    "spec": copy.deepcopy(comp["podTemplate"]["spec"])}

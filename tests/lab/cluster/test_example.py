@@ -1,0 +1,90 @@
+"""The example beyond the lab, `two-node-rdma`, deployed by the real Pulumi engine and Kubernetes
+provider onto a cluster of its own shape: kwok's simulation of two 8-GPU nodes with an RDMA device
+plugin's resource beside a CPU node (tests/data/preflight/two-8gpu-rdma.json), the pinned CRD.
+
+What is real, and what is not, as in test_deploy.py: the CLI, the provider, the API server, Pod
+Security admission, the scheduler and the controller manager are; the Dynamo operator is not (a
+stand-in reports the graph Ready, and the graph's pods are made here from its pod templates, as the
+operator would make them, to show where the scheduler puts them). No GPU, RDMA device or NIC exists:
+kwok's nodes advertise the resources, nothing uses them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import pytest
+
+from infra.lab.cluster import pulumi_cli, pulumi_workspace
+from infra.lab.cluster.standin import GraphReady
+from infra.plan import plan
+from tests.helpers import loaded, wait_for
+from tests.lab.cluster.test_deploy import BESIDES, LOCAL, graph_key, ok, on_cluster, planned_steps, resource_steps
+from tests.lab.cluster.test_stacks import PODS, _pods
+
+pytestmark = pytest.mark.cluster
+
+STACK = "two-node-rdma"
+GPU_NODES = {"gpu-a", "gpu-b"}
+
+
+def _scheduled(api, ns: str, names: list[str]) -> dict[str, dict]:
+    """The named pods once the scheduler has placed each one or called it unschedulable."""
+    def decided():
+        items = {p["metadata"]["name"]: p for p in api.call("GET", PODS.format(ns=ns))[1]["items"]
+                 if p["metadata"]["name"] in names}
+        done = [p for p in items.values() if p["spec"].get("nodeName") or any(
+            c.get("reason") == "Unschedulable" for c in p["status"].get("conditions", []))]
+        return items if len(done) == len(names) else None
+    return wait_for(decided, 90)
+
+
+def test_the_example_deploys_its_pre_pull_runs_on_both_nodes_and_its_workers_spread(rdma_cluster_with_crd,
+                                                                                    engine_bins, tmp_path):
+    api = rdma_cluster_with_crd.api()
+    ws = pulumi_workspace.Workspace(tmp_path / "ws", STACK, rdma_cluster_with_crd.kubeconfig)
+
+    first = ok(pulumi_cli.invoke("preview", ws, engine_bins))
+    assert set(resource_steps(first)) == planned_steps(STACK)
+
+    # up completes: the pre-pull Job's two pods ran, one on each 8-GPU node (its anti-affinity), the
+    # node caches' claims bound, and the graph waited for them; the stand-in reports it Ready.
+    with GraphReady(api) as standin:
+        up = ok(pulumi_cli.invoke("up", ws, engine_bins))
+    assert standin.marked == [graph_key(STACK)], standin.marked
+    assert up["summary"].get("create") == len(planned_steps(STACK)) + BESIDES
+    assert set(on_cluster(api, STACK).values()) == {200}, on_cluster(api, STACK)
+    planned = plan(loaded(STACK, LOCAL))
+    ns = planned.stack.config.graph.namespace
+    (job,) = planned.of_kind("Job")
+    job_name = job.manifest["metadata"]["name"]
+    pulled = [p for p in api.call("GET", PODS.format(ns=ns))[1]["items"]
+              if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == job_name]
+    assert {p["spec"]["nodeName"] for p in pulled} == GPU_NODES, [p["spec"].get("nodeName") for p in pulled]
+
+    # The namespace enforces what the RDMA workers need (IPC_LOCK: privileged): Pod Security admits
+    # the graph's pods, and the scheduler gives each node one prefill and one decode worker (spread
+    # even), each with 2 GPUs and an RDMA device.
+    made = []
+    for name, pod, replicas in _pods(planned):
+        if name not in ("prefill", "decode"):
+            continue
+        for i in range(replicas):
+            p = copy.deepcopy(pod)
+            p["metadata"]["name"] += f"-{i}"
+            assert api.create(PODS.format(ns=ns), p) == 201
+            made.append(p["metadata"]["name"])
+    placed = _scheduled(api, ns, made)
+    where = Counter((p["metadata"]["labels"]["dynamo-lab-test/component"], p["spec"].get("nodeName"))
+                    for p in placed.values())
+    assert where == Counter({(g, n): 1 for g in ("prefill", "decode") for n in GPU_NODES}), where
+
+    # The operator deletes a graph's pods with the graph; here that is the test's part, before destroy
+    # (a pod still mounting the cache's claim would hold it by its pvc-protection finalizer).
+    for name in made:
+        api.call("DELETE", f"{PODS.format(ns=ns)}/{name}?gracePeriodSeconds=0")
+    wait_for(lambda: not [p for p in api.call("GET", PODS.format(ns=ns))[1]["items"]
+                          if p["metadata"]["name"] in made] or None)
+    gone = ok(pulumi_cli.invoke("destroy", ws, engine_bins))
+    assert gone["summary"].get("delete") == len(planned_steps(STACK)) + BESIDES
