@@ -128,7 +128,26 @@ def check_as_deployed(stack: str, doc: dict) -> None:
     planned = stack_document(doc, None, local_overrides(
         local_state.cluster_state().absolute() / "kubeconfig", CONTEXT))
     raw, secret_keys = stack_files.config_from_doc(planned.get("config") or {})
-    load_stack(stack, raw, secret_keys)
+    on_the_lab_nodes(load_stack(stack, raw, secret_keys).resolved)
+
+
+def on_the_lab_nodes(resolved) -> None:
+    """The local cluster simulates the lab's nodes (nodes.LAB_CLUSTER): a stack whose GPU class selects
+    none of them (an example beyond the lab) would leave its pre-pull Jobs and workers Pending until
+    their timeouts, so it is refused before anything starts."""
+    from infra.lab.cluster.nodes import LAB_CLUSTER, lab_nodes
+    from infra.lab.preflight import classes, selectors
+
+    nodes = lab_nodes(LAB_CLUSTER.read_text())
+    for name in resolved.worker_classes:
+        term = classes.class_expressions(resolved.config.gpu_classes[name])
+        if not any(selectors.term_matches(term, n["metadata"]["labels"]) for n in nodes):
+            raise LocalError(
+                f"local: gpuClasses.{name} selects none of the local cluster's nodes, which simulate the lab's "
+                f"({', '.join(n['metadata']['name'] for n in nodes)}): its workers and pre-pull Jobs would stay "
+                "Pending. The local cluster has the lab's shape only; a stack for another cluster is deployed "
+                "by the cluster tier onto a simulation of its own (docs/testing.md; for two-node-rdma: "
+                "python3 dev.py test-cluster -k test_example)")
 
 
 def without_outputs(text: str) -> str:

@@ -327,3 +327,20 @@ def test_a_missing_stack_file_is_worded_as_every_other_command_words_it():
     local_says = run_cli("up", "cross-sever", "--local").stderr.strip().splitlines()[-1]
     render_says = run_cli("render", "cross-sever").stderr.strip().splitlines()[-1]
     assert local_says == render_says, (local_says, render_says)
+
+
+def test_up_refuses_a_stack_whose_gpu_class_selects_none_of_the_local_nodes_before_any_cluster_starts(
+        tmp_path, monkeypatch):
+    # The local cluster simulates the lab's nodes: the 8GB class moved to 80GB cards selects none,
+    # and its workers and pre-pull Job would wait there until their timeouts.
+    from infra.errors import UserError
+
+    started = _stack_copy(tmp_path, monkeypatch, lambda t: t.replace("config:\n", (
+        "config:\n  dynamo-lab:gpuClasses:\n    gpu-8gb: {memory: 81559Mi, effectiveTflops: 400, nodeSelector: "
+        "[{key: nvidia.com/gpu.memory, operator: Gt, values: ['70000']}]}\n    gpu-24gb: {memory: 24564Mi, "
+        "effectiveTflops: 40, nodeSelector: [{key: nvidia.com/gpu.memory, operator: Gt, values: ['20000']}]}\n"), 1))
+    with pytest.raises(UserError) as refused:
+        local.up("cross-server", log=lambda m: None)
+    assert str(refused.value).startswith("local: gpuClasses.gpu-8gb selects none of the local cluster's nodes, which "
+                                         "simulate the lab's (gpu-server, gpu-laptop)")
+    assert started == []
