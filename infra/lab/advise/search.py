@@ -63,7 +63,9 @@ SCREENED_HEAVIEST = "screened at the heaviest point"
 
 @dataclass(frozen=True)
 class Binding:
-    resource: str  # "GPU time-slices", "the link", "the same-node KV path", "prefix-cache capacity", "host memory"
+    # "GPU time-slices" ("GPU time" on whole GPUs), "the link", "the same-node KV path",
+    # "prefix-cache capacity", "host memory"
+    resource: str
     level: float  # 0..1: busy share, missed share of reusable prefix, or share of allocatable requested
     detail: str
 
@@ -180,9 +182,17 @@ def binding(c: Candidate, traffic: Traffic) -> Binding:
     options = []
     gpu = max(((share, g, i) for i, u in enumerate(c.usage) for g, share in u.gpu_busy.items()), default=None)
     if gpu:
-        workers = sum(s.gpu == gpu[1] for s in placement.workers(c.stack.config, c.stack.sizing))
-        options.append(Binding("GPU time-slices", gpu[0], f"{gpu[1]}'s GPU busy {gpu[0]:.0%} of the run, shared by "
-                               f"{workers} worker{'s' * (workers > 1)} ({where[gpu[2]]})"))
+        specs = placement.workers(c.stack.config, c.stack.sizing)
+        workers = sum(s.gpu == gpu[1] for s in specs)
+        group = next(s.name.rsplit("-", 1)[0] for s in specs if s.gpu == gpu[1])
+        cls = next(g.gpu_class for g in c.stack.config.workers if g.name == group)
+        if c.stack.config.gpu_classes[cls].sharing == "whole":
+            # Whole GPUs: one worker owns them, nothing is time-sliced.
+            options.append(Binding("GPU time", gpu[0], f"{gpu[1]} busy {gpu[0]:.0%} of the run, owned by one worker "
+                                   f"({where[gpu[2]]})"))
+        else:
+            options.append(Binding("GPU time-slices", gpu[0], f"{gpu[1]}'s GPU busy {gpu[0]:.0%} of the run, shared "
+                                   f"by {workers} worker{'s' * (workers > 1)} ({where[gpu[2]]})"))
     path = max(((share, k, i) for i, u in enumerate(c.usage) for k, share in u.path_busy.items()), default=None)
     if path:
         a, b = path[1]

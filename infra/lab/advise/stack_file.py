@@ -63,7 +63,16 @@ def candidate_config(base: StackDoc, layout: Layout, traffic: "Traffic", classes
     `classes` as its gpuClasses: gpu_classes). Its secrets are left out: they are encrypted for
     the base stack alone (write.py says so)."""
     config = {k: copy.deepcopy(v) for k, v in base.items() if k not in secret_keys(base)}
-    config[_key(config, "workers")] = layout.workers()
+    workers = layout.workers()
+    # The base's KV transport (its first prefill or decode group's kvTransfer: RDMA and GPU buffers,
+    # say) is what a separated candidate moves its KV by; a class without the RDMA device refuses it.
+    transfer = next((w["kvTransfer"] for w in base.get(_key(base, "workers")) or []
+                     if isinstance(w, dict) and w.get("role") in ("prefill", "decode") and w.get("kvTransfer")), None)
+    if transfer is not None:
+        for w in workers:
+            if w["role"] != "agg":
+                w["kvTransfer"] = copy.deepcopy(transfer)
+    config[_key(config, "workers")] = workers
     if classes is not None:
         config[_key(config, "gpuClasses")] = copy.deepcopy(classes)
     return with_traffic(config, traffic)

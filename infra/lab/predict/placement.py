@@ -60,7 +60,8 @@ def workers(cfg: StackConfig, sizing: StackSizing, pool_scale: float = 1.0) -> l
             k = min(allowed or range(n), key=lambda k: (on_node[k], k))
             node = _node_name(g.gpu_class, n, k)
             if cls.sharing == "whole":
-                gpu = f"{node} GPU {taken[k]}"
+                first, last = taken[k], taken[k] + g.tensor_parallel - 1
+                gpu = f"{node} GPU {first}" if first == last else f"{node} GPUs {first}-{last}"
                 taken[k] += g.tensor_parallel
             else:
                 gpu = g.gpu_class if n == 1 and per_gpu_node == 1 else f"{node} GPU {on_node[k] % per_gpu_node}"

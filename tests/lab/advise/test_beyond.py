@@ -71,6 +71,9 @@ def test_whole_gpus_offer_each_tensor_parallel_size_that_divides_the_heads():
     doc = candidate_config(config, pair, inputs.traffic_of(cfg), gpu_classes(config, cfg, nodes))
     written = {w["role"]: w for w in doc["dynamo-lab:workers"]}
     assert written["prefill"]["tensorParallel"] == 2 and written["decode"]["spread"] == "even"
+    # The base moves its KV over RDMA into GPU buffers: so does every separated candidate.
+    assert written["prefill"]["kvTransfer"] == written["decode"]["kvTransfer"] == {"transport": "rdma",
+                                                                                   "bufferDevice": "cuda"}
     stack = load_stack("advised", *stack_files.config_from_doc(doc))  # the sizing accepts it
     assert [g.tensor_parallel for g in stack.sizing.groups] == [2, 2]
 
