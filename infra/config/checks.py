@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from infra import names, payloads
+from infra.catalogue import DEFAULT_GPU_CLASSES
 from infra.config.fields import (
     did_you_mean,
     dns_label,
@@ -63,8 +64,12 @@ def _names(r: ResolvedStack) -> Problems:
 def _gpu_classes(r: ResolvedStack) -> Problems:
     cfg = r.config
     classes = sorted(cfg.gpu_classes)
+    # A stack file's gpuClasses replaces the defaults whole: a default class it leaves out is gone.
+    replaced = ("; gpuClasses in this stack file replaces the default classes, so copy each one you still use "
+                "from docs/configuration.md (\"GPU classes and node placement\")")
     return [(f"workers.{g.name}.gpuClass", _unknown("GPU class", g.gpu_class, classes,
-                                                     "Defined classes (add one under gpuClasses)"))
+                                                     "Defined classes (add one under gpuClasses)")
+             + (replaced if g.gpu_class in DEFAULT_GPU_CLASSES else ""))
             for g in cfg.workers if g.gpu_class not in cfg.gpu_classes]
 
 

@@ -71,8 +71,9 @@ def resource_name(name: str) -> str:
     """An extended resource name such as nvidia.com/gpu (a domain, '/', a name)."""
     domain, sep, short = name.partition("/")
     if not sep or not _DNS_SUBDOMAIN.match(domain) or not _LABEL_NAME.match(short):
-        raise ValueError(f"{name!r} is not an extended resource name; write e.g. nvidia.com/gpu or "
-                         "nvidia.com/gpu.shared (the device plugin's renamed time-sliced resource)")
+        raise ValueError(f"{name!r} is not an extended resource name (a domain, '/', a name); write the one a "
+                         "device plugin advertises, e.g. nvidia.com/gpu, nvidia.com/gpu.shared (renamed time-sliced "
+                         "GPUs) or rdma/rdma_shared_device_a (an RDMA device)")
     return name
 
 

@@ -54,9 +54,11 @@ class GpuClass(_Model):
     node_selector: list[NodeRequirement] = Field(min_length=1, description="the nodes of this class: a required node "
                                                  "affinity, its requirements ANDed", json_schema_extra={
                                                      "accepts": "a list of node requirements (below), at least one"})
-    nodes: int = Field(1, ge=1, description="how many nodes `nodeSelector` matches; the sizing plans each alike "
-                       "and preflight checks the count against the cluster")
-    gpus_per_node: int = Field(1, ge=1, description="the physical GPUs on each node (GPU feature discovery's "
+    # Bounds far beyond the small clusters this project sizes (HGX boards carry 8 or 16 GPUs): the
+    # sizing and the pre-pull Job count per node and per GPU.
+    nodes: int = Field(1, ge=1, le=1024, description="how many nodes `nodeSelector` matches; the sizing plans each "
+                       "alike and preflight checks the count against the cluster")
+    gpus_per_node: int = Field(1, ge=1, le=64, description="the physical GPUs on each node (GPU feature discovery's "
                                "`nvidia.com/gpu.count`)")
     # The NVIDIA device plugin either advertises each card once (a worker owns its GPUs) or, with a
     # time-slicing config, N replicas of it that share the card's memory with no isolation
@@ -65,7 +67,7 @@ class GpuClass(_Model):
                                                     "advertises time-sliced replicas and several workers share "
                                                     "one GPU's memory; `whole`: each worker owns the GPUs it "
                                                     "requests (what `tensorParallel` above 1 needs)")
-    slices_per_gpu: Optional[int] = Field(None, ge=1, description="time-sliced classes: the device plugin's "
+    slices_per_gpu: Optional[int] = Field(None, ge=1, le=1024, description="time-sliced classes: the device plugin's "
                                           "replicas per GPU (`sharing.timeSlicing.resources[].replicas`), so at "
                                           "most this many workers share one GPU", json_schema_extra={
                                               "default_text": "unset: every worker on a node may share one GPU"})
@@ -77,8 +79,8 @@ class GpuClass(_Model):
                                                       "default_text": "unset: no RDMA on these nodes"})
     memory_reserve: float = Field(0.10, ge=0.0, lt=1.0, description="the fraction of GPU memory no worker may plan "
                                   "to use (driver, display, fragmentation)")
-    effective_tflops: float = Field(gt=0, description="ESTIMATE: sustained prefill TFLOP/s of one worker; only the "
-                                    "prefill-time estimate uses it")
+    effective_tflops: float = Field(gt=0, description="ESTIMATE: sustained prefill TFLOP/s of one GPU (a worker's "
+                                    "ranks have it each); only the prefill-time estimate uses it")
     # The predictor's GPU costs (docs/predictor.md): a decode step reads the weights and every running
     # request's KV from DRAM; a prefill is matrix math at a fraction of the peak. The defaults' values
     # are the lab's cards (infra/catalogue.py, LAB_CARDS).
@@ -94,6 +96,14 @@ class GpuClass(_Model):
         if self.sharing == "whole" and self.slices_per_gpu is not None:
             raise ValueError("slicesPerGpu applies to sharing: timeSliced only; with sharing: whole each worker "
                              "owns its GPUs. Remove slicesPerGpu, or write sharing: timeSliced")
+        return self
+
+    @model_validator(mode="after")
+    def _rdma_apart_from_gpus(self) -> "GpuClass":
+        if self.rdma_resource is not None and self.rdma_resource == self.resource:
+            raise ValueError(f"rdmaResource {self.rdma_resource} is the class's GPU resource: a worker requests its "
+                             "GPUs and one RDMA device as two resources. Write the resource the RDMA device plugin "
+                             "advertises, e.g. rdma/rdma_shared_device_a (kubectl describe node: Allocatable)")
         return self
 
     @property

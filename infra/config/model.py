@@ -33,8 +33,11 @@ class Model(_Model):
                                        "the local twin's model files use it", json_schema_extra={
                                            "default_text": "`attentionHeads` x `headDim`"})
     attention_heads: Optional[int] = Field(None, gt=0, description="its attention heads (config.json "
-                                           "`num_attention_heads`); only the local twin's model files use it",
-                                           json_schema_extra={"default_text": "`kvHeads`"})
+                                           "`num_attention_heads`): `tensorParallel` above 1 must divide it, the "
+                                           "predictor's attention cost reads it, the local twin's model files "
+                                           "carry it", json_schema_extra={
+                                               "default_text": "unset (required by `tensorParallel` above 1 and by "
+                                                               "`predict` and `advise`; the twin takes `kvHeads`)"})
     dtype: Literal["bfloat16", "float16", "float32", "fp8"] = Field(
         "bfloat16", description="the weights' and the KV cache's data type (the sizing's bytes per value)")
     parameters: Optional[int] = Field(None, gt=0, description="its parameter count",

@@ -76,7 +76,8 @@ class WorkerGroup(_Model):
     role: Literal["agg", "prefill", "decode"] = Field(
         description="`agg` is component type `worker`; a graph is either all `agg` or has both `prefill` and "
         "`decode`, and each side needs at least one replica in all")
-    replicas: int = Field(ge=0, description="workers in this group")
+    # A bound far beyond any cluster this project sizes; the sizing and preflight count per replica.
+    replicas: int = Field(ge=0, le=4096, description="workers in this group")
     gpu_class: str = Field(description="where the workers run", json_schema_extra={"accepts": "a key of `gpuClasses`"})
     tensor_parallel: int = Field(1, ge=1, description="GPUs per replica: vLLM `--tensor-parallel-size`, and as "
                                  "many whole GPUs (the class's resource) per pod", json_schema_extra={

@@ -26,7 +26,7 @@ from infra import prefix_cache, units
 from infra.config.models import StackConfig, WorkerGroup
 from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack
-from infra.sizing.checks import gpu_overplanned, memory, short_pool, small_claim, whole_gpus_short
+from infra.sizing.checks import gpu_overplanned, memory, short_pool, sliced_short, small_claim, whole_gpus_short
 from infra.sizing.formulas import (
     blocks_for_sequence,
     gpu_budget,
@@ -85,13 +85,21 @@ def _pools(r: ResolvedStack, weights: int) -> dict[str, int]:
                 pools[g.name] = _mi_floor(budget - weights_per_gpu(weights, g) - overhead)
             continue
         # Time-sliced (tensorParallel 1): any c of the class's workers may share one GPU.
-        fixed = sorted((g.kv_cache_bytes for g in groups if g.kv_cache_bytes is not None
-                        for _ in range(g.replicas)), reverse=True)
+        fixed = [(g.kv_cache_bytes, g.replicas) for g in groups if g.kv_cache_bytes is not None]
         n = sum(g.replicas for g in derived)
-        pool = min((budget - c * (weights + overhead) - sum(fixed[:c - k])) / k for k in range(1, min(c, n) + 1))
+        pool = min((budget - c * (weights + overhead) - largest(fixed, c - k)) / k for k in range(1, min(c, n) + 1))
         for g in derived:
             pools[g.name] = _mi_floor(pool)
     return pools
+
+
+def largest(items: list[tuple[int, int]], c: int) -> int:
+    """The sum of the `c` largest values of a multiset given as (value, count) pairs."""
+    total = 0
+    for value, count in sorted(items, reverse=True):
+        take = max(0, min(count, c))
+        total, c = total + take * value, c - take
+    return total
 
 
 def _mi_floor(nbytes: float) -> int:
@@ -217,15 +225,14 @@ def size(r: ResolvedStack) -> StackSizing:
         sized = [s for s in groups if s.name in running]
         c = r.sharing_one_gpu(cls_name)
         # The most one GPU may carry: the c largest of the class's workers (per GPU) on it at once.
-        each = sorted((s.gpu_bytes_per_worker for s in sized for _ in range(s.replicas)), reverse=True)
-        planned = sum(each[:c])
+        planned = largest([(s.gpu_bytes_per_worker, s.replicas) for s in sized], c)
         needed = sum(s.replicas * s.tensor_parallel for s in sized)
         gpus.append(GpuFit(cls_name, sum(s.replicas for s in sized), cls.memory, budget, planned, sharing=c,
                            nodes=cls.nodes, gpus_per_node=cls.gpus_per_node,
                            gpus_needed=needed if cls.sharing == "whole" else None))
         if planned > budget:
             problems.append((f"gpuClasses.{cls_name}", gpu_overplanned(cls, budget, planned, sized, c)))
-        if cls.sharing == "whole" and (short := whole_gpus_short(r, cls_name)) is not None:
+        if (short := whole_gpus_short(r, cls_name) if cls.sharing == "whole" else sliced_short(r, cls_name)):
             problems.append((f"gpuClasses.{cls_name}", short))
     cache = model_cache(r, problems)
     if problems:

@@ -141,6 +141,21 @@ def gpu_overplanned(cls: GpuClass, budget: int, planned: int, sized: list[GroupS
             "or run fewer replicas on this class")
 
 
+def sliced_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
+    """A time-sliced class with `slicesPerGpu` whose nodes advertise fewer units than it has workers:
+    nodes x gpusPerNode x slicesPerGpu, one per worker (None: they fit, or the slices are not given)."""
+    cls = r.config.gpu_classes[gpu_class]
+    if cls.slices_per_gpu is None:
+        return None
+    units, workers = cls.gpus * cls.slices_per_gpu, r.workers_on(gpu_class)
+    if workers <= units:
+        return None
+    return (f"its {workers} workers each take one time-sliced unit, and its nodes advertise {units} "
+            f"({cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPU{'s' * (cls.gpus_per_node > 1)} x "
+            f"{cls.slices_per_gpu} slices: nodes, gpusPerNode, slicesPerGpu), so {workers - units} would stay "
+            "Pending. Run fewer replicas on this class, or raise slicesPerGpu with the device plugin's replicas")
+
+
 def whole_gpus_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
     """A `whole` class whose nodes cannot hold its workers' GPUs: each pod needs tensorParallel GPUs on
     one node, packed first-fit largest first, as many as the class's nodes hold (None: they fit)."""

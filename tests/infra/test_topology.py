@@ -254,3 +254,74 @@ def test_the_probe_is_refused_where_the_kv_moves_over_rdma():
         c["probe"] = {"enabled": True}
     assert ("probe.enabled: the probe moves KV-sized host buffers over UCX TCP (infra/payloads/kv_probe.py), and "
             "decode, prefill move their KV over RDMA") in str(refused("cross-server", edit))
+
+
+# --- what a review found --------------------------------------------------------------------------
+
+def test_more_workers_than_the_time_sliced_units_are_refused_with_the_count():
+    def edit(c):
+        _two_servers("even", replicas=4)(c)
+        c["gpuClasses"]["gpu-24gb"].update(nodes=1, slicesPerGpu=2)
+    msg = str(refused("kv-routing", edit))
+    assert ("gpuClasses.gpu-24gb: its 4 workers each take one time-sliced unit, and its nodes advertise 2 (1 node x "
+            "1 GPU x 2 slices: nodes, gpusPerNode, slicesPerGpu), so 2 would stay Pending") in msg
+
+
+def test_an_rdma_resource_that_is_the_gpu_resource_is_refused():
+    def edit(c):
+        _big()(c)
+        c["gpuClasses"]["h100"]["rdmaResource"] = "nvidia.com/gpu"
+    msg = str(refused("cross-server", edit))
+    assert "rdmaResource nvidia.com/gpu is the class's GPU resource" in msg
+
+
+@pytest.mark.parametrize("key, value", [("nodes", 1025), ("gpusPerNode", 65), ("slicesPerGpu", 1025)])
+def test_counts_past_any_cluster_are_refused_before_anything_is_sized(key, value):
+    def edit(c):
+        _two_servers("even", replicas=2)(c)
+        c["gpuClasses"]["gpu-24gb"][key] = value
+    assert f"gpuClasses.gpu-24gb.{key}" in str(refused("kv-routing", edit))
+
+
+def test_a_default_class_left_out_of_a_stack_files_gpu_classes_says_they_replace_the_defaults():
+    def edit(c):
+        c["gpuClasses"] = {"gpu-24gb": DEFAULT_GPU_CLASSES["gpu-24gb"]}
+    msg = str(refused("cross-server", edit))
+    assert "unknown GPU class 'gpu-8gb'" in msg
+    assert "gpuClasses in this stack file replaces the default classes, so copy each one you still use" in msg
+
+
+def test_mixed_fixed_and_derived_pools_fit_whichever_workers_share_a_gpu():
+    # Two of four workers may share a card (slicesPerGpu 2): any pair must fit, the fixed 6 GiB pool
+    # with a derived one, or two derived ones; here the second binds (a derived pool comes out larger).
+    def edit(c):
+        c["gpuClasses"] = {**DEFAULT_GPU_CLASSES, "gpu-24gb": {**DEFAULT_GPU_CLASSES["gpu-24gb"], "nodes": 2,
+                                                              "slicesPerGpu": 2}}
+        c["workers"] = [{"name": "big", "role": "agg", "replicas": 1, "gpuClass": "gpu-24gb", "kvCacheBytes": "6Gi"},
+                        {"name": "small", "role": "agg", "replicas": 3, "gpuClass": "gpu-24gb"}]
+    s = loaded("kv-routing", edit).sizing
+    (fit,) = s.gpus
+    assert fit.sharing == 2
+    big, small = s.group("big"), s.group("small")
+    each = big.weights_bytes + big.gpu_overhead_bytes
+    assert small.kv_cache_bytes == (fit.budget_bytes - 2 * each) // 2 // units.MI * units.MI
+    assert small.kv_cache_bytes > big.kv_cache_bytes
+    assert fit.planned_bytes == 2 * small.gpu_bytes_per_worker <= fit.budget_bytes
+    assert big.gpu_bytes_per_worker + small.gpu_bytes_per_worker <= fit.budget_bytes
+
+
+def test_predict_of_a_class_without_card_figures_is_one_line_not_a_traceback(tmp_path):
+    import shutil
+
+    from tests.helpers import ROOT, run_cli
+
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    text = (ROOT / "Pulumi.cross-server.yaml").read_text().replace("config:\n", (
+        "config:\n  dynamo-lab:gpuClasses:\n    gpu-8gb: {memory: 8188Mi, effectiveTflops: 15, nodeSelector: "
+        "[{key: nvidia.com/gpu.memory, operator: Lt, values: ['12000']}]}\n    gpu-24gb: {memory: 24564Mi, "
+        "effectiveTflops: 40, nodeSelector: [{key: nvidia.com/gpu.memory, operator: Gt, values: ['20000']}]}\n"), 1)
+    (tmp_path / "Pulumi.mine.yaml").write_text(text)
+    result = run_cli("predict", "mine", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and "memoryBandwidth" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

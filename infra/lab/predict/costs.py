@@ -23,11 +23,13 @@ from typing import Optional
 
 from infra.config import engine_flags
 from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
+from infra.errors import UserError
 from infra.units import GI
 
 
-class PredictError(ValueError):
-    """A stack the predictor cannot model, with the key to write."""
+class PredictError(UserError, ValueError):
+    """A stack the predictor cannot model, with the key to write: the command line prints it in one
+    line and exits 2, as it does any UserError."""
 
 
 @dataclass(frozen=True)
