@@ -133,7 +133,7 @@ class ClassNode:
         return out
 
 
-def _gpus(node: Node, default: int) -> Optional[int]:
+def _gpus(node: Node, default: int) -> int:
     """Physical GPUs on a node by GPU feature discovery's label, else the stack's gpusPerNode."""
     try:
         return int(node.labels[GPU_COUNT_LABEL])

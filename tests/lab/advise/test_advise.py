@@ -364,7 +364,7 @@ def test_when_every_layout_is_over_the_p99_bound_none_is_recommended_and_the_lea
 
 def test_a_search_larger_than_the_bound_keeps_layouts_of_at_most_the_requests_in_flight():
     # Three classes of 8 units: 603 layouts (refused over 400 before issue 34); now bounded to
-    # layouts of at most 4 workers at concurrency 4, screened at the heaviest point first.
+    # layouts of at most 2 workers at concurrency 2, screened at the heaviest point first.
     classes = {c: {"memory": "24564Mi", "effectiveTflops": 40, "memoryBandwidth": "936G", "peakTflops": 71,
                    "nodeSelector": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [f"n-{c}"]}]}
                for c in ("a", "b", "c")}
@@ -373,12 +373,12 @@ def test_a_search_larger_than_the_bound_keeps_layouts_of_at_most_the_requests_in
     config["dynamo-lab:workers"] = [{"name": "w", "role": "agg", "replicas": 1, "gpuClass": "a"}]
     data = with_nodes(*(gpu_node(f"n-{c}", 24576, 8, 256) for c in classes))
     assert len(candidates.layouts(candidates.class_nodes(_cfg(config), data)[0])) == 603
-    a = advise(config, data=data, traffic=point(2, 4))
-    assert a.bounded == 4 and max(c.layout.workers_count for c in a.candidates) == 4
+    a = advise(config, data=data, traffic=point(2, 2))
+    assert a.bounded == 2 and max(c.layout.workers_count for c in a.candidates) == 2
     assert len(a.candidates) <= search.MAX_LAYOUTS and a.refined_per_family == search.BOUNDED_REFINED
     shortlisted = [c for c in a.candidates if c.status in (search.SCREENED, search.REFINED)]
     assert a.shortlisted == len(shortlisted) <= search.SHORTLIST * len(a.families)
-    assert "over 400 layouts, so at most 4 workers" in text.text(a)
+    assert "over 400 layouts, so at most 2 workers" in text.text(a)
 
 
 def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
