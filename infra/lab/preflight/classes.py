@@ -5,12 +5,14 @@ none, the problem says why each GPU node fails its selector and which label woul
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Optional
 
 from infra.catalogue import GPU_MEMORY_LABEL
 from infra.config.models import GpuClass, StackConfig
 from infra.lab.preflight import selectors
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import ClassRow, Problem, Report
+from infra.manifests import model_cache
 from infra.manifests.graph import describe_term, match_expressions
 from infra.resolved import ResolvedStack
 from infra.sizing import StackSizing
@@ -103,25 +105,32 @@ def node_count(stack: ResolvedStack, name: str, nodes: list[Node], trouble: list
     Fewer: a problem where it leaves workers Pending or more on one GPU than planned (`trouble`:
     what the packing found, in words), else a note. More: a note, since the sizing planned for
     fewer (per-GPU sharing can only be lower: all on one node with spread none, ceil(replicas /
-    nodes) with spread even, which is no lower for more nodes). False: the class's problem is
-    reported here, so the nodes' own GPU-sharing problems are not repeated."""
+    nodes) with spread even, which is no lower for more nodes). With the model cache on each node
+    (pre_pull_problem), any other count of the nodes that take pods is a problem. False: the class's
+    problem is reported here, so the nodes' own GPU-sharing problems are not repeated."""
     cls = stack.config.gpu_classes[name]
     # A cordoned or tainted one counts: it is the class's, and its own problem says to uncordon it.
     declared, have = cls.nodes, len(nodes)
     names = ", ".join(n.name for n in nodes) or "none"
     key = f"gpuClasses.{name}.nodes"
+    pulls = pre_pull_problem(stack, name, nodes)
     if have < declared:
         what = (f"plans {declared} nodes ({key}) and its node selector matches {have} "
                 f"({names}), so the sizing's per-GPU plan assumed nodes that are not there")
-        if trouble:
+        if trouble or pulls:
+            words = (f": {'; '.join(trouble)}" if trouble else "") + (f". {pulls.problem}" if pulls else "")
             report.problems.append(Problem(
-                f"gpuClasses.{name}", "nodes", f"{what}: {'; '.join(trouble)}",
+                f"gpuClasses.{name}", "nodes", what + words,
                 f"Plan for the nodes you have: {key}: {have} (`python3 dev.py sizing {stack.name}` then plans "
                 f"the workers over {have}), or run fewer replicas, or add nodes the selector matches"))
-            return False
+            return not trouble
         report.notes.append(f"gpuClasses.{name}: {what}; its workers still fit (the sizing planned every worker "
                             f"that may share one GPU). Write {key}: {have} to plan for them")
-    elif have > declared:
+        return True
+    if pulls:
+        report.problems.append(pulls)
+        return True
+    if have > declared:
         even = [g for g in stack.active_on(name) if g.spread == "even"]
         bound = "".join(f"; {g.name}'s spread even bound ceil({g.replicas}/{declared}) = "
                         f"{stack.most_per_node(g)} per node is a safe upper bound of the "
@@ -131,3 +140,40 @@ def node_count(stack: ResolvedStack, name: str, nodes: list[Node], trouble: list
                             f"{declared}, so it may be lower here, never higher{bound}. Write {key}: {have} to "
                             "plan for them all")
     return True
+
+
+def pre_pull_problem(stack: ResolvedStack, name: str, nodes: list[Node]) -> Optional[Problem]:
+    """With the model cache a directory on each node (modelCache.mode nodeVolume or hostPath) and
+    pre-pulled, the class's pre-pull Job runs exactly `nodes` pods, one a node (required pod
+    anti-affinity; infra/manifests/model_pull.py), and the workers start with HF_HUB_OFFLINE=1. More
+    nodes that take pods: a worker may land on one no pre-pull filled and crash-loop. Fewer: a pre-pull
+    pod stays Pending and `pulumi up` fails at the Job's deadline. None: as many, or no such cache."""
+    cfg = stack.config
+    if not (model_cache.on_nodes(cfg) and model_cache.pre_pulled(cfg)):
+        return None
+    declared = cfg.gpu_classes[name].nodes
+    takers = [n for n in nodes if not (n.unschedulable or n.taints)]
+    if len(takers) == declared:
+        return None
+    key, mode, many = f"gpuClasses.{name}.nodes", cfg.model_cache.mode, len(takers)
+    cache = (f"the model cache is a directory on each node (modelCache.mode {mode}), and the pre-pull Job fills "
+             f"{declared} node{'s' if declared > 1 else ''} ({key}; one pod a node)")
+    if many > declared:
+        return Problem(
+            f"gpuClasses.{name}", "nodes",
+            f"its node selector matches {many} nodes that take pods ({', '.join(n.name for n in takers)}), more "
+            f"than the {declared} it plans: {cache}, so a worker the scheduler puts on another node finds no model "
+            "there and, started with HF_HUB_OFFLINE=1, crash-loops",
+            f"Plan for them all: {key}: {many} (the pre-pull then fills each, and `python3 dev.py sizing "
+            f"{stack.name}` plans the workers over {many}); or narrow gpuClasses.{name}.nodeSelector to {declared} "
+            f"node{'s' if declared > 1 else ''}")
+    idle = [n.name for n in nodes if n not in takers]
+    off = f" ({', '.join(idle)} cordoned or tainted)" if idle else ""
+    fix = f"Plan for the nodes that take pods: {key}: {many}"
+    if idle:
+        fix = f"Make {', '.join(idle)} schedulable (kubectl uncordon NODE, or remove its taint), or p{fix[1:]}"
+    return Problem(
+        f"gpuClasses.{name}", "nodes",
+        f"{cache[0].upper()}{cache[1:]}, and {many} of its nodes take pods{off}: {declared - many} pre-pull "
+        "pod(s) would stay Pending and `pulumi up` would fail at the Job's deadline "
+        "(modelCache.prePull.timeoutSeconds)", fix)

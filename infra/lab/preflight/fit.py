@@ -18,7 +18,6 @@ none of the stack's pods (dynamo-lab sets no tolerations).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -27,24 +26,15 @@ from typing import Optional
 from infra import units
 from infra.catalogue import GPU_MEMORY_LABEL
 from infra.config.models import StackConfig
-from infra.lab.preflight import classes, packing, selectors
+from infra.lab.preflight import classes, gpus, packing, selectors
 from infra.lab.preflight.classes import NVIDIA_SMI_MEMORY
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.report import GpuMemory, Need, NodeRow, PendingPod, Placed, Problem, Report
+from infra.lab.preflight.shortfall import fmt, rdma_fix, short
 from infra.lab.preflight.workloads import PodGroup
 from infra.manifests.graph import describe_term
 from infra.resolved import ResolvedStack
 from infra.sizing import StackSizing, gpu_budget
-
-GPU_COUNT_LABEL = "nvidia.com/gpu.count"
-
-
-def fmt(resource: str, value: Fraction) -> str:
-    if resource == "memory":
-        return units.human(float(value))
-    if resource == "cpu" and (value * 1000).denominator == 1:
-        return units.format_cpu(int(value * 1000))
-    return str(int(value)) if value.denominator == 1 else f"{float(value):g}"
 
 
 def _int(text: Optional[str]) -> Optional[int]:
@@ -63,93 +53,18 @@ def blocked(node: Node) -> Optional[str]:
 # --- Nodes --------------------------------------------------------------------------------------
 
 
-def _gpu_units_fix(node: Node, resource: str, need: Fraction, has: Fraction, gpu_class: str) -> str:
-    base = resource.removesuffix(".shared")
-    replicas = math.ceil(need / (_int(node.labels.get(GPU_COUNT_LABEL)) or 1))
-    config = f"sharing: {{timeSlicing: {{resources: [{{name: {base}, replicas: {replicas}}}]}}}}"
-    slicing = (f"give the NVIDIA device plugin a time-slicing config so {node.name} advertises {fmt(resource, need)}: "
-               f"`{config}` (its config file, `version: v1`; docs/configuration.md, 'GPU classes')")
-    if has == 0:
-        other = next((k for k, v in node.allocatable.items() if k.startswith(base) and k != resource and v > 0), None)
-        if other:
-            return (f"{node.name} advertises {other} instead (the device plugin's renameByDefault): set "
-                    f"gpuClasses.{gpu_class}.resource: {other}; if it advertises fewer than {fmt(resource, need)}, "
-                    f"also {slicing}")
-        return f"Install the NVIDIA device plugin (or the GPU operator) on {node.name}, and {slicing}"
-    return slicing[0].upper() + slicing[1:]
-
-
-def _short(node: Node, resource: str, need: Fraction, has: Fraction, bound_need: Fraction,
-           parts: list[str], bound: list[PodGroup], gpu_class: Optional[str], stack: ResolvedStack,
-           waiting: list[str]) -> Problem:
-    """A resource the pods on `node` need more of than it has; `waiting`: the Pending pods (packing)
-    that have only this node."""
-    what = f"needs {fmt(resource, need)} {resource} ({' + '.join(parts)}), allocatable {fmt(resource, has)}"
-    if resource not in ("memory", "cpu"):
-        each = {w.requests.get(resource) for w in bound if w.kind == "worker" and resource in w.requests}
-        if each == {1}:  # the lab's: one GPU unit a worker (its words unchanged)
-            return Problem(f"node {node.name}", "gpu units",
-                           f"{what}: each worker requests one {resource}, so {fmt(resource, need - has)} of them "
-                           "would stay Pending", _gpu_units_fix(node, resource, need, has, gpu_class or "?"))
-        cls = stack.config.gpu_classes.get(gpu_class or "")
-        fix = (_gpu_units_fix(node, resource, need, has, gpu_class or "?")
-               if cls is None or cls.sharing != "whole" or resource != cls.resource else
-               f"{node.name} advertises {fmt(resource, has)} {resource} and gpuClasses.{gpu_class}.gpusPerNode says "
-               f"{cls.gpus_per_node}: check its device plugin, or run fewer replicas or fewer GPUs each "
-               "(tensorParallel) on this class")
-        pending = f"{', '.join(waiting)} would stay Pending" if waiting else "some would stay Pending"
-        return Problem(f"node {node.name}", "gpu units", f"{what}: {pending}", fix)
-    groups = [w.name for w in bound if w.kind == "worker"]
-    if bound_need <= has:
-        fix = (f"What is bound here fits, but not with the pods beside it that have no node affinity, which the "
-               f"scheduler may place here first. Lower frontend.{resource}"
-               f"{' (and the benchmark Job)' if any('benchmark' in p for p in parts) else ''}, "
-               f"or free {resource} on {node.name}")
-    elif resource == "memory":
-        fix = (f"Lower the memory the workers here request ({', '.join(f'workers.{g}.memoryRequest' for g in groups)}"
-               f"; not below the host memory floor `python3 dev.py sizing {stack.name}` shows, which a smaller "
-               f"kvCacheBytes lowers), run fewer replicas on this node, or give {node.name} more memory")
-    else:
-        fix = (f"Lower {', '.join(f'workers.{g}.cpuRequest' for g in groups)}, run fewer replicas on this node, "
-               f"or give {node.name} more CPUs")
-    return Problem(f"node {node.name}", resource, what, fix)
-
-
-def _sharing_here(cfg: StackConfig, gpu_class: str, workers: int) -> int:
-    """The most of `workers` on one node that may share one of its GPUs: a `whole` class gives each
-    its own GPUs (NodeResourcesFit counted them); on time-sliced GPUs the device plugin does not say
-    which card a replica is, so any min(workers, slicesPerGpu) of them may share one card (the rule
-    of ResolvedStack.sharing_one_gpu, with the workers the packing put there). Not `workers <=
-    gpusPerNode x sharing`: that holds only if replicas were dealt out card by card, which
-    time-slicing does not promise."""
-    cls = cfg.gpu_classes[gpu_class]
-    if cls.sharing == "whole":
-        return min(workers, 1)
-    return workers if cls.slices_per_gpu is None else min(workers, cls.slices_per_gpu)
-
-
-def _over_shared(node: Node, gpu_class: str, fits, gpu: GpuMemory) -> Problem:
-    return Problem(
-        f"node {node.name}", "gpu memory",
-        f"{gpu.workers} {gpu_class} workers land on {node.name}, where up to {gpu.sharing} may share one GPU "
-        f"(time-slicing does not say which card a replica is), and the sizing planned each GPU for "
-        f"{fits.sharing} ({units.human(fits.planned_bytes)}); time-slicing does not isolate memory",
-        f"Plan for the nodes this class has (gpuClasses.{gpu_class}.nodes) so the sizing plans each GPU for the "
-        "workers that land together, or run fewer replicas on this class")
-
-
 def _gpu_memory(cfg: StackConfig, sizing: StackSizing, node: Node, gpu_class: str,
                 report: Report, workers: int) -> Optional[GpuMemory]:
     """The GPU check of one node: the sizing's per-GPU plan (GpuFit.planned_bytes, the `sharing`
     largest workers of the class on one GPU) against the GPU the node reports; the workers the
-    packing put here and how many of them may share one GPU (`_sharing_here`) are recorded, and
-    compared with the plan's `sharing` by the caller."""
+    packing put here and how many of them may share one GPU as the node is (gpus.sharing_here) are
+    recorded, and compared with the plan's `sharing` by the caller."""
     fits = next((g for g in sizing.gpus if g.gpu_class == gpu_class), None)
     if fits is None:
         return None
-    sharing = _sharing_here(cfg, gpu_class, workers)
-    more = {"workers": workers, "sharing": sharing, "planned_sharing": fits.sharing}
     cls = cfg.gpu_classes[gpu_class]
+    sharing = gpus.sharing_here(cls, node, workers)
+    more = {"workers": workers, "sharing": sharing, "planned_sharing": fits.sharing}
     mib = _int(node.labels.get(GPU_MEMORY_LABEL))
     if mib is None:
         found = node.labels.get(GPU_MEMORY_LABEL)
@@ -257,10 +172,18 @@ def _pending_words(pods: list[packing.Pod], packed: packing.Packing) -> str:
     return f"{len(pods)} of its pods would stay Pending ({names}): the scheduler would say \"{'; '.join(reasons)}\""
 
 
-def _pending_fix(stack: ResolvedStack, group: PodGroup, reasons: str) -> str:
+def _pending_fix(stack: ResolvedStack, group: PodGroup, reasons: str, nodes: list[Node]) -> str:
     g = next(w for w in stack.config.workers if w.name == group.name)
     cls = stack.config.gpu_classes[g.gpu_class]
     fixes = []
+    rdma = cls.rdma_resource
+    if rdma is not None and f"Insufficient {rdma}" in reasons:
+        # The RDMA device plugin's resource, not the GPUs': which nodes of the class lack it.
+        lacking = [n for n in nodes if packing.affine(packing.Pod(group.name, group), n)
+                   and n.allocatable.get(rdma, Fraction(0)) < group.requests.get(rdma, 1)]
+        fixes.append(rdma_fix(g.gpu_class, rdma, ", ".join(n.name for n in lacking) or "the class's nodes",
+                              lacking[0] if lacking else None,
+                              lacking[0].allocatable.get(rdma, Fraction(0)) if lacking else Fraction(0)))
     if packing.ANTI_AFFINITY in reasons:
         fixes.append(f"spread onePerNode puts one replica on each node: write workers.{g.name}.spread: even, or "
                      f"lower workers.{g.name}.replicas to the class's nodes")
@@ -268,14 +191,17 @@ def _pending_fix(stack: ResolvedStack, group: PodGroup, reasons: str) -> str:
         fixes.append("spread even counts every node the class selects, cordoned and tainted ones too "
                      "(nodeTaintsPolicy Ignore): uncordon or untaint them, or narrow "
                      f"gpuClasses.{g.gpu_class}.nodeSelector to the nodes that take pods")
-    if "Insufficient" in reasons or "Too many pods" in reasons:
+    others = reasons.replace(f"Insufficient {rdma}", "") if rdma is not None else reasons
+    if "Insufficient" in others or "Too many pods" in others:
         fewer = f" or fewer GPUs each (workers.{g.name}.tensorParallel)" if g.tensor_parallel > 1 else ""
-        more = (" or more time-slicing replicas per GPU from the device plugin" if cls.sharing == "timeSliced"
-                else "")
+        gpu_short = f"Insufficient {cls.resource}" in reasons
+        more = (" or more time-slicing replicas per GPU from the device plugin"
+                if cls.sharing == "timeSliced" and gpu_short else "")
         fixes.append(f"run fewer replicas (workers.{g.name}.replicas){fewer}, or add nodes to "
                      f"gpuClasses.{g.gpu_class} (it plans nodes: {cls.nodes}, gpusPerNode: {cls.gpus_per_node}){more}")
     if packing.UNSCHEDULABLE in reasons or packing.TAINTED in reasons:
         fixes.append("make the class's cordoned or tainted nodes schedulable (kubectl uncordon NODE)")
+    fixes = [f[0].lower() + f[1:] for f in fixes]
     text = "; or ".join(fixes) or f"change gpuClasses.{g.gpu_class}.nodeSelector to match nodes with room"
     return text[0].upper() + text[1:]
 
@@ -323,16 +249,23 @@ def nodes_and_classes(stack: ResolvedStack, sizing: StackSizing, data: ClusterDa
             ok = total[resource] <= has
             needs.append(Need(resource, total[resource], has, ok))
             if not ok:
-                report.problems.append(_short(node, resource, total[resource], has, bound_totals[node.name][resource],
-                                              parts[resource], mine, gpu_class, stack, place.waiting(node.name)))
+                report.problems.append(short(node, resource, total[resource], has, bound_totals[node.name][resource],
+                                             parts[resource], mine, gpu_class, stack, place.waiting(node.name)))
         if len(report.problems) > problems_before:
             covered.add(node.name)
         gpu = None
         if gpu_class is not None and any(w.kind == "worker" for w in mine):
+            resource = cfg.gpu_classes[gpu_class].resource
+            ours = [w for w in mine if w.kind == "worker" and w.gpu_class == gpu_class and resource in w.requests]
+            as_planned = gpus.class_on_node(
+                stack, gpu_class, node, sum((w.replicas * w.requests[resource] for w in ours), Fraction(0)),
+                [f"{w.replicas} x {w.name}, {fmt(resource, w.requests[resource])} each" for w in ours],
+                total[resource] > node.allocatable.get(resource, Fraction(0)), report)
             gpu = _gpu_memory(cfg, sizing, node, gpu_class, report, place.workers_here(node.name, stack, gpu_class))
             fits = next((g for g in sizing.gpus if g.gpu_class == gpu_class), None)
-            if gpu is not None and fits is not None and gpu.sharing > fits.sharing:
-                over[gpu_class].append(_over_shared(node, gpu_class, fits, gpu))
+            # A node whose GPUs are not the class's says so in its own problem, not again as memory.
+            if as_planned and gpu is not None and fits is not None and gpu.sharing > fits.sharing:
+                over[gpu_class].append(gpus.over_shared(stack, node, gpu_class, fits, gpu))
         places = [Placed(w.name, w.replicas, True) for w in mine] + [Placed(w.name, w.replicas, False) for w in extra]
         report.nodes.append(NodeRow(node.name, places, needs, gpu, len(report.problems) == problems_before, pods_here,
                                     place.waiting(node.name)))
@@ -342,14 +275,14 @@ def nodes_and_classes(stack: ResolvedStack, sizing: StackSizing, data: ClusterDa
         words = ([_pending_words(stuck, packed)] if stuck else []) + [o.problem for o in over[name]]
         if classes.node_count(stack, name, nodes, words, report):
             report.problems.extend(over[name])
-            _pending_problems(stack, stuck, packed, report)
+            _pending_problems(stack, stuck, packed, data.nodes, report)
         shared = {o.where for o in over[name]}
         report.nodes[:] = [dataclasses.replace(r, ok=False) if f"node {r.name}" in shared else r for r in report.nodes]
     _floating_room(floating, bound_totals, report)
 
 
 def _pending_problems(stack: ResolvedStack, stuck: list[packing.Pod], packed: packing.Packing,
-                      report: Report) -> None:
+                      nodes: list[Node], report: Report) -> None:
     """Pending worker pods no node's own problem explains, one problem per group, in the scheduler's
     words."""
     by_group: dict[str, list[packing.Pod]] = defaultdict(list)
@@ -358,7 +291,7 @@ def _pending_problems(stack: ResolvedStack, stuck: list[packing.Pod], packed: pa
     for name, pods in by_group.items():
         reasons = " ".join(packed.pending[p.name] for p in pods)
         report.problems.append(Problem(f"workers.{name}", "schedulable", _pending_words(pods, packed),
-                                       _pending_fix(stack, pods[0].group, reasons)))
+                                       _pending_fix(stack, pods[0].group, reasons, nodes)))
 
 
 def _floating_room(floating: list[tuple[PodGroup, list[Node]]], bound_totals: dict[str, dict[str, Fraction]],

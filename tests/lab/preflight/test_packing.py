@@ -24,6 +24,10 @@ LAB = cluster_data.read_file(str(DATA / "lab.json"))
 RDMA = cluster_data.read_file(str(DATA / "two-8gpu-rdma.json"))
 BIG = {"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]}
 SMALL = {"key": "nvidia.com/gpu.memory", "operator": "Lt", "values": ["12000"]}
+PRE_PULL_SHORT = ("The model cache is a directory on each node (modelCache.mode nodeVolume), and the pre-pull Job "
+                  "fills 2 nodes (gpuClasses.gpu-24gb.nodes; one pod a node), and 1 of its nodes take pods: 1 "
+                  "pre-pull pod(s) would stay Pending and `pulumi up` would fail at the Job's deadline "
+                  "(modelCache.prePull.timeoutSeconds)")
 
 
 def kv_routing(replicas: int, spread: str, nodes: int = 2):
@@ -83,17 +87,27 @@ def test_a_class_planning_two_servers_on_the_lab_with_one_reports_the_shortfall(
                                       "(gpu-server), so the sizing's per-GPU plan assumed nodes that are not there: "
                                       "4 gpu-24gb workers land on gpu-server, where up to 4 may share one GPU")
     assert "the sizing planned each GPU for 2" in problem.problem
+    # The model cache is on each node (nodeVolume): the pre-pull Job's second pod has no second node.
+    assert problem.problem.endswith(PRE_PULL_SHORT)
     assert problem.fix.startswith("Plan for the nodes you have: gpuClasses.gpu-24gb.nodes: 1")
     # onePerNode: the second replica has no second node.
     report = check(loaded("kv-routing", kv_routing(2, "onePerNode")), LAB)
     (problem,) = report.problems
-    assert problem.problem.endswith(
+    assert (
         "1 of its pods would stay Pending (worker-24gb-1): the scheduler would say \"0/2 nodes are available: 1 "
-        "node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match pod anti-affinity rules.\"")
+        "node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match pod anti-affinity rules.\"."
+    ) in problem.problem and problem.problem.endswith(PRE_PULL_SHORT)
     assert [(p.pod, p.node) for p in report.pending] == [("worker-24gb-1", "gpu-server")]
-    # spread none planned every worker on one GPU: fewer nodes only costs a note.
-    report = check(loaded("kv-routing", kv_routing(4, "none")), LAB)
-    assert report.fits and report.notes[0].endswith("Write gpuClasses.gpu-24gb.nodes: 1 to plan for them")
+    # spread none planned every worker on one GPU: the workers fit, but the pre-pull Job does not.
+    (problem,) = check(loaded("kv-routing", kv_routing(4, "none")), LAB).problems
+    assert problem.problem.endswith(PRE_PULL_SHORT) and "would stay Pending (" not in problem.problem
+    # With one cache for all nodes (pvc) or none, fewer nodes only costs a note.
+    for mode in ("pvc", "off"):
+        def cache(c, mode=mode):
+            kv_routing(4, "none")(c)
+            c["modelCache"] = {"mode": mode}
+        report = check(loaded("kv-routing", cache), LAB)
+        assert report.fits and report.notes[0].endswith("Write gpuClasses.gpu-24gb.nodes: 1 to plan for them")
 
 
 def test_the_two_node_rdma_stack_fits_two_8gpu_nodes_tp2_pods_taking_two_gpus_and_an_rdma_device():

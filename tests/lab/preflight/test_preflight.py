@@ -391,7 +391,7 @@ def test_preflight_says_which_pod_security_level_the_graph_namespace_will_enforc
     assert _pod_security_row(report_for("cross-server", str(LAB))) == (
         "dynamo-lab-cross-server will enforce baseline (`pulumi up` labels it): the model cache's preparation "
         "step runs as root (restricted refuses it, baseline allows it); it does not exist yet")
-    pvc = report_for("cross-server", str(LAB), lambda c: c.update(modelCache={"mode": "pvc"}))
+    pvc = report_for("cross-server", str(LAB), lambda c: c.update(modelCache={"mode": "off"}))
     assert _pod_security_row(pvc).startswith("dynamo-lab-cross-server will enforce restricted (`pulumi up` labels "
                                              "it): every pod of the stack meets restricted")
     ours = _namespace("dynamo-lab-cross-server", {"dynamo-lab/stack": "cross-server",
@@ -420,20 +420,25 @@ def test_a_class_on_a_label_of_its_own_says_which_label_to_set(tmp_path):
                           "lab.example/gpu-class=8gb"
 
 
-def test_a_class_matching_more_nodes_than_it_plans_is_a_note(tmp_path):
+def test_a_class_matching_more_nodes_than_it_plans_is_a_note_with_one_model_cache(tmp_path):
     """Issue 34: a class may select several nodes. same-server plans one (gpuClasses' default nodes: 1)
-    with every worker on its GPU; a second server can only lower that sharing."""
+    with every worker on its GPU; a second server can only lower that sharing. Without a cache on each
+    node (off here; pvc alike) the workers find the model on either node: a note. With a cache on each
+    node (nodeVolume, the stack's own), the pre-pull fills one: a problem (test_node_sharing.py)."""
     def second_big_node(version, items):
         twin = copy.deepcopy(node(items, "gpu-server"))
         twin["metadata"]["name"] = twin["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-server-2"
         items.append(twin)
 
-    report = report_for("same-server", saved(tmp_path, second_big_node))
+    report = report_for("same-server", saved(tmp_path, second_big_node),
+                        lambda c: c.update(modelCache={"mode": "off"}))
     assert report.fits, report.problems
     (note,) = report.notes
     assert note.startswith("gpuClasses.gpu-24gb: its node selector matches 2 nodes (gpu-server, gpu-server-2), "
                            "more than the 1 it plans (gpuClasses.gpu-24gb.nodes): the sizing planned the sharing of "
                            "each GPU for 1, so it may be lower here, never higher")
+    (problem,) = report_for("same-server", saved(tmp_path, second_big_node)).problems
+    assert (problem.where, problem.check) == ("gpuClasses.gpu-24gb", "nodes")
 
 
 def test_two_classes_on_one_node_are_refused(tmp_path):
