@@ -13,11 +13,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from infra.catalogue import EXAMPLE_STACKS
 from infra.errors import ConfigError
 from infra.plan import load_stack, plan
 from tests.helpers import ROOT, STACKS, encoded, run_cli
 
-DOCS = {s: yaml.safe_load((ROOT / f"Pulumi.{s}.yaml").read_text()) for s in STACKS}
+# The lab's stacks and the example beyond it (several nodes, whole GPUs, tensorParallel, RDMA).
+MUTATED = [*STACKS, *EXAMPLE_STACKS]
+DOCS = {s: yaml.safe_load((ROOT / f"Pulumi.{s}.yaml").read_text()) for s in MUTATED}
 ODD_VALUES = [None, True, 0, -1, 1.5, 10**12, 10**30, 1e400, "1e400", "1e999999999", "9" * 60, "", "x", "-3",
               "1Gi", "10 Gi", [], {}, [1], {"a": 1}]
 
@@ -58,11 +61,11 @@ def _mutate(config: dict, path: tuple, op: str, odd):
 
 @st.composite
 def mutated(draw):
-    stack = draw(st.sampled_from(STACKS))
+    stack = draw(st.sampled_from(MUTATED))
     config = copy.deepcopy(DOCS[stack]["config"])
     if draw(st.booleans()):
         config["dynamo-lab:benchmark"] = {"enabled": True}
-        if stack != "kv-routing":
+        if stack not in ("kv-routing", *EXAMPLE_STACKS):  # the probe measures TCP; the example's KV is RDMA
             config["dynamo-lab:probe"] = {"enabled": True}
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         paths = [p for p in _paths(config) if p]
