@@ -28,15 +28,13 @@ from infra.config.models import StackConfig
 from infra.lab.preflight import classes, selectors
 from infra.lab.preflight.cluster_data import ClusterData, Node
 from infra.lab.preflight.fit import blocked
+from infra.lab.preflight.gpus import GPU_COUNT_LABEL, NodeGpus
 
 # The search's bound per node of a time-sliced class, for its time: a node may advertise more GPU
 # units, but on a 24GB-class card (21.6 GiB after its reserve) a seventh worker leaves each under
 # 0.5 GiB of KV pool once its 1.1 GiB of weights and 1.5 GiB of CUDA overhead are counted
 # (docs/advise.md).
 MAX_REPLICAS_PER_CLASS = 6
-# GPU feature discovery's count of physical GPUs on a node (docs/sources.md, "Several workers on one GPU").
-GPU_COUNT_LABEL = "nvidia.com/gpu.count"
-
 AGGREGATED = "aggregated"
 ONE_NODE = "one-node"
 ACROSS = "across"
@@ -133,12 +131,11 @@ class ClassNode:
         return out
 
 
-def _gpus(node: Node, default: int) -> int:
-    """Physical GPUs on a node by GPU feature discovery's label, else the stack's gpusPerNode."""
-    try:
-        return int(node.labels[GPU_COUNT_LABEL])
-    except (KeyError, ValueError):
-        return default
+def _gpus(node: Node, resource: str, default: int) -> int:
+    """Physical GPUs on a node as preflight reads them (GPU feature discovery's count, or the units
+    over the replicas label; a count below one is none: preflight.gpus.NodeGpus), else the stack's
+    gpusPerNode."""
+    return NodeGpus.of(node, resource).count or default
 
 
 def _tensor_parallel(cfg: StackConfig, gpus_per_node: int) -> tuple[int, ...]:
@@ -174,7 +171,7 @@ def class_nodes(cfg: StackConfig, data: ClusterData) -> tuple[list[ClassNode], l
         if mine:
             left_out.append(f"{name}: node {mine[0].name} is {taken[mine[0].name]}'s already (one class per node)")
             continue
-        kinds = {(math.floor(n.allocatable[cls.resource]), _gpus(n, cls.gpus_per_node),
+        kinds = {(math.floor(n.allocatable[cls.resource]), _gpus(n, cls.resource, cls.gpus_per_node),
                   n.labels.get("nvidia.com/gpu.memory")) for n in usable}
         if len(kinds) > 1:
             left_out.append(f"{name}: its nodes differ ({', '.join(n.name for n in usable)}: GPU units, "

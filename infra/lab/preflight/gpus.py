@@ -12,6 +12,9 @@ replicas a GPU (the labels, where present, say so directly). Against the class (
 - The workers that may share one card there: on a time-sliced node min(the workers packed there,
   its replicas a GPU), all of them where it has one GPU; 1 on whole GPUs (the caller compares it
   with the sizing's planned `sharing`). Without `nvidia.com/gpu.count` the class's word is taken.
+- MPS sharing (`sharing-strategy=mps`): a problem (MPS caps each worker's memory at the card's over
+  its replicas; the sizing plans time-sliced shares). A count below one is taken as no count;
+  without a count, the replicas label gives one (units / replicas).
 - Fewer GPUs than `gpusPerNode`: a problem where the pods placed there need more whole GPUs than
   the node has (unless the GPU units check already said so), else a note; more: a note.
 """
@@ -54,9 +57,13 @@ class NodeGpus:
 
     @classmethod
     def of(cls, node: Node, resource: str) -> "NodeGpus":
-        count = _int(node.labels.get(GPU_COUNT_LABEL))
+        # A count below one says nothing (a node with a GPU resource has a GPU): as if unlabelled.
+        count = _int(node.labels.get(GPU_COUNT_LABEL)) or None
         have = node.allocatable.get(resource, Fraction(0))
         labelled, strategy = _int(node.labels.get(REPLICAS_LABEL)), node.labels.get(STRATEGY_LABEL)
+        if count is None and labelled and have:
+            # No count, but the replicas each GPU is advertised as: units / replicas GPUs.
+            count = math.ceil(have / labelled)
         if strategy == "none":
             return cls(count, have, 1, f"{STRATEGY_LABEL}=none")
         if labelled is not None and labelled >= 1:
@@ -117,6 +124,17 @@ def class_on_node(stack: ResolvedStack, gpu_class: str, node: Node, needed: Frac
     gpus = NodeGpus.of(node, cls.resource)
     ok = True
     key = f"gpuClasses.{gpu_class}"
+    if node.labels.get(STRATEGY_LABEL) == "mps" and gpus.sliced:
+        # MPS, unlike time-slicing, caps each client's GPU memory at the card's over its replicas (the
+        # NVIDIA device plugin's MPS sharing): the sizing plans shares of an uncapped card.
+        ok = False
+        report.problems.append(Problem(
+            f"node {node.name}", "gpu sharing",
+            f"shares its GPUs with MPS ({STRATEGY_LABEL}=mps, {gpus.replicas} replicas a GPU), which caps each "
+            f"worker's GPU memory at the card's over {gpus.replicas}; dynamo-lab sizes time-sliced sharing, each "
+            "worker's share of an uncapped card, so a worker planned above the cap would fail to allocate",
+            f"Share {node.name}'s GPUs by time-slicing (the device plugin's sharing.timeSlicing) or not at all "
+            f"(whole GPUs, {key}.sharing: whole)"))
     if cls.sharing == "whole" and gpus.sliced:
         ok = False
         gpu_count = ("its one GPU once" if gpus.count == 1 else

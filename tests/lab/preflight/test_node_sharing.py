@@ -131,3 +131,35 @@ def test_a_node_without_the_rdma_resource_its_pods_want_is_its_own_problem():
     assert problem.where == "node gpu-a"
     assert "each worker with kvTransfer.transport: rdma requests one rdma/rdma_shared_device_a" in problem.problem
     assert problem.fix.startswith("Install the RDMA device plugin") and "time-slicing" not in problem.fix
+
+
+def _relabelled(data, node: str, labels: dict):
+    """`data` with `node`'s labels changed (a value None removes the label)."""
+    def edit(n):
+        merged = {**n.labels, **labels}
+        return dataclasses.replace(n, labels={k: v for k, v in merged.items() if v is not None})
+    return dataclasses.replace(data, nodes=[edit(n) if n.name == node else n for n in data.nodes])
+
+
+def test_mps_sharing_is_a_problem_since_it_caps_each_workers_memory():
+    # The second review: MPS caps each client at the card's memory over its replicas, which the
+    # sizing (shares of an uncapped, time-sliced card) does not plan for.
+    mps = _relabelled(LAB, "gpu-server", {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4"})
+    report = check(loaded("kv-routing"), mps)
+    assert not report.fits
+    (problem,) = [p for p in report.problems if p.check == "gpu sharing"]
+    assert problem.where == "node gpu-server"
+    assert "shares its GPUs with MPS (nvidia.com/gpu.sharing-strategy=mps, 4 replicas a GPU)" in problem.problem
+    assert check(loaded("kv-routing"), LAB).fits  # the lab's own labels: time-slicing, as before
+
+
+def test_without_a_gpu_count_the_replicas_label_gives_it_and_a_zero_count_is_none():
+    # 4 units advertised 4 ways is one card: planned for 2 a GPU over 2 GPUs, all 4 would share it.
+    def edit(c):
+        classes(slicesPerGpu=2, gpusPerNode=2)(c)
+        c["workers"][0].update(replicas=4)
+    no_count = _relabelled(LAB, "gpu-server", {"nvidia.com/gpu.count": None})
+    report = check(loaded("kv-routing", edit), no_count)
+    assert not report.fits and "up to 4 may share one GPU" in report.problems[0].problem
+    zero = _relabelled(LAB, "gpu-server", {"nvidia.com/gpu.count": "0"})
+    assert not any("gpusPerNode: 0" in n for n in check(loaded("kv-routing"), zero).notes)
