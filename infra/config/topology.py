@@ -59,7 +59,7 @@ def transfer(r: ResolvedStack) -> Problems:
     for g in cfg.workers:
         if g.role != "agg":
             found += _transport(g, cfg.gpu_classes)
-    rdma = sorted(g.name for g in cfg.workers if g.role != "agg" and g.kv_transfer.transport == "rdma")
+    rdma = sorted(g.name for g in cfg.workers if g.rdma)
     if cfg.probe.enabled and rdma:
         found.append(("probe.enabled", f"the probe moves KV-sized host buffers over UCX TCP "
                       f"(infra/payloads/kv_probe.py), and {', '.join(rdma)} move their KV over RDMA, a path it "

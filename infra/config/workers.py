@@ -156,6 +156,11 @@ class WorkerGroup(_Model):
         return self
 
     @property
+    def rdma(self) -> bool:
+        """Whether this worker moves its KV over RDMA (a prefill or decode group on transport rdma)."""
+        return self.role in ("prefill", "decode") and self.kv_transfer.transport == "rdma"
+
+    @property
     def cpu_buffers(self) -> bool:
         """Whether vLLM keeps a host mirror of this worker's KV pool (NixlConnector, cpu buffers)."""
         return self.role in ("prefill", "decode") and self.kv_transfer.buffer_device == "cpu"

@@ -109,14 +109,9 @@ def worker_devices(cfg: StackConfig, group: WorkerGroup) -> dict[str, int]:
     device where its KV moves over RDMA (the class's rdmaResource; config.checks requires it)."""
     gpu = cfg.gpu_classes[group.gpu_class]
     devices = {gpu.resource: group.tensor_parallel}
-    if rdma(group) and gpu.rdma_resource is not None:
+    if group.rdma and gpu.rdma_resource is not None:
         devices[gpu.rdma_resource] = 1
     return devices
-
-
-def rdma(group: WorkerGroup) -> bool:
-    """Whether this worker moves its KV over RDMA."""
-    return group.role != "agg" and group.kv_transfer.transport == "rdma"
 
 
 # The label the spread rules select a group's pods by, on its pod template.
@@ -131,8 +126,8 @@ def spread_rules(stack: ResolvedStack, group: WorkerGroup) -> tuple[dict[str, An
     its own pods per node (onePerNode). Both count only nodes the pod's node affinity selects."""
     if group.spread == "none":
         return {}, {}
-    mine = {"matchLabels": {GROUP_LABEL: stack.service(group)}}
     labels = {GROUP_LABEL: stack.service(group)}
+    mine = {"matchLabels": labels}
     if group.spread == "even":
         return labels, {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": HOSTNAME,
                                                        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": mine}]}
@@ -200,7 +195,7 @@ def worker_component(stack: ResolvedStack, group: WorkerGroup, sized: GroupSizin
         "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
                                 sized.memory_limit_bytes, worker_devices(cfg, group)),
     })
-    if rdma(group):
+    if group.rdma:
         main["securityContext"] = security.rdma_container()
     if workers_download(cfg):
         with_hf_token(cfg, main)

@@ -70,7 +70,7 @@ RESTRICTED = ("restricted", "every pod of the stack meets restricted")
 
 
 def _level(cfg: StackConfig) -> tuple[PodSecurityLevel, str]:
-    if any(g.replicas and g.role != "agg" and g.kv_transfer.transport == "rdma" for g in cfg.workers):
+    if any(g.replicas and g.rdma for g in cfg.workers):
         return RDMA_LEVEL
     return LEVELS.get(cfg.model_cache.mode, RESTRICTED)
 

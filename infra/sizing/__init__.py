@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from infra import prefix_cache, units
-from infra.config.models import StackConfig, WorkerGroup
+from infra.config.models import StackConfig
 from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack
 from infra.sizing.checks import gpu_overplanned, memory, short_pool, sliced_short, small_claim, whole_gpus_short
@@ -40,6 +40,7 @@ from infra.sizing.formulas import (
     path_throughput,
     prefill_seconds_estimate,
     transfer_seconds,
+    weights_per_gpu,
 )
 from infra.sizing.report import (
     GpuFit,
@@ -58,12 +59,6 @@ __all__ = [
     "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
     "prefill_seconds_estimate", "size", "transfer_seconds", "weights_per_gpu",
 ]
-
-
-def weights_per_gpu(weights: int, g: WorkerGroup) -> int:
-    """ESTIMATE: a rank's share of the weights, the model's over tensorParallel (vLLM shards the
-    attention, MLP, embedding and LM head over the ranks; the norms, a few KiB, are on every rank)."""
-    return math.ceil(weights / g.tensor_parallel)
 
 
 def _pools(r: ResolvedStack, weights: int) -> dict[str, int]:

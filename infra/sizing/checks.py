@@ -14,6 +14,7 @@ from infra.sizing.formulas import (
     gpu_budget,
     host_memory_floor,
     largest_pool_for_limit,
+    weights_per_gpu,
 )
 from infra.sizing.report import GroupSizing, KvLayout
 
@@ -101,7 +102,7 @@ def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: 
         grow = f"raise workers.{g.name}.kvCacheBytes to at least {at_least}"
     else:
         cls = cfg.gpu_classes[g.gpu_class]
-        weights = math.ceil(cfg.model.parameters * cfg.model.dtype_bytes / g.tensor_parallel)
+        weights = weights_per_gpu(cfg.model.parameters * cfg.model.dtype_bytes, g)
         sharing = f"for {workers} workers" if workers > 1 else "for one worker's rank"
         pool_is = (f"the {g.gpu_class} GPU ({units.human(cls.memory)}, {units.human(gpu_budget(cls))} after "
                    f"its {cls.memory_reserve:.0%} reserve) leaves {units.human(pool)} of KV pool per worker "

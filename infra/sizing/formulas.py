@@ -8,7 +8,7 @@ from typing import Optional
 
 from infra import prefix_cache, units
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
-from infra.config.models import GpuClass, Link, Model, SizingParameters
+from infra.config.models import GpuClass, Link, Model, SizingParameters, WorkerGroup
 from infra.sizing.report import KvLayout, ThroughputBasis
 
 
@@ -83,6 +83,12 @@ def tcp_software_path(s: SizingParameters, op: str) -> tuple[float, str, Through
         return (float(s.same_node_bytes_per_second), "same-node (sizing.sameNodeBytesPerSecond)",
                 ThroughputBasis.CONFIGURED)
     return float(SAME_NODE_BYTES_PER_SECOND[op]), SAME_NODE_DEFAULT.format(op=op), ThroughputBasis.ESTIMATE
+
+
+def weights_per_gpu(weights: int, g: WorkerGroup) -> int:
+    """ESTIMATE: a rank's share of the weights, the model's over tensorParallel (vLLM shards the
+    attention, MLP, embedding and LM head over the ranks; the norms, a few KiB, are on every rank)."""
+    return math.ceil(weights / g.tensor_parallel)
 
 
 def kv_block_bytes(m: Model) -> int:

@@ -84,13 +84,11 @@ def paths(cfg: StackConfig, sizing: StackSizing, specs: list[WorkerSpec]) -> dic
     nodes_of: dict[str, set] = defaultdict(set)
     for s in specs:
         nodes_of[s.name.rsplit("-", 1)[0]].add(s.node)
-    groups = {g.name: g for g in cfg.workers}
     out = {}
     for t in sizing.transfers:
-        transport = groups[t.from_group].kv_transfer.transport
         for pn in sorted(nodes_of[t.from_group]):
             for dn in sorted(nodes_of[t.to_group]):
-                out[(pn, dn)] = _path(cfg, t, pn == dn, transport)
+                out[(pn, dn)] = _path(cfg, t, pn == dn, t.transport)
     return out
 
 
