@@ -73,7 +73,7 @@ FAST_TIER = ["-m", "not slow and not lab and not engine and not cluster", "-n", 
 SLOW_TIER = ["-m", "slow", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
 ENGINE_TIER = ["-m", "engine"]
-# The cluster tier's binaries (infra/lab/cluster/tools.py): the control plane, the Pulumi CLI and the
+# The cluster tier's binaries (dynamo_lab/cluster/tools.py): the control plane, the Pulumi CLI and the
 # Kubernetes provider; found or built before pytest starts, so a cold build is seen.
 CLUSTER_TOOLS = ["kubernetes", "etcd", "kwok", "pulumi", "pulumi-resource-kubernetes"]
 # Two workers, each module on one (its cluster is module-scoped): the engine's runs mostly wait on
@@ -81,7 +81,7 @@ CLUSTER_TOOLS = ["kubernetes", "etcd", "kwok", "pulumi", "pulumi-resource-kubern
 CLUSTER_TIER = ["-m", "cluster", "-n", "2", "--dist", "loadfile"]
 
 # dev.py's own commands (the docstring above), and the lab's command line's, which it runs in .venv
-# (infra/lab/cli.py; a test holds the two equal): anything else is refused before an install.
+# (dynamo_lab/cli.py; a test holds the two equal): anything else is refused before an install.
 OWN_COMMANDS = ("test", "test-slow", "test-lab", "test-engine", "time-tests", "time-render", "time-advise",
                 "cluster-tools", "test-cluster", "setup", "lock", "lock-bench", "lock-engine")
 LAB_COMMANDS = ("render", "sizing", "preflight", "advise", "diff", "golden", "probe", "twin", "bench", "report",
@@ -324,7 +324,7 @@ def main(argv: list[str]) -> int:
         return lock_bench(*rest)
     if command == "cluster-tools":
         # Standard library only: no environment to sync first.
-        return run_to_the_end([sys.executable, "-m", "infra.lab.cluster.tools", *rest], cwd=ROOT)
+        return run_to_the_end([sys.executable, "-m", "dynamo_lab.cluster.tools", *rest], cwd=ROOT)
     if command == "setup":
         sync()
         _log(f"{VENV.name} is ready: `pulumi up` uses it (Pulumi.yaml)")
@@ -343,7 +343,7 @@ def main(argv: list[str]) -> int:
         cmd = [str(python), "-m", "pytest", *(LAB_TIER if command == "test-lab" else FAST_TIER), *rest]
     elif command == "test-cluster":
         # The tools are found or built first (cluster-tools), outside pytest, so a cold build is seen.
-        tools = run_to_the_end([sys.executable, "-m", "infra.lab.cluster.tools", *CLUSTER_TOOLS], cwd=ROOT)
+        tools = run_to_the_end([sys.executable, "-m", "dynamo_lab.cluster.tools", *CLUSTER_TOOLS], cwd=ROOT)
         if tools != 0:
             return tools
         cmd = [str(_test_python()), "-m", "pytest", *CLUSTER_TIER, *rest]
@@ -358,7 +358,7 @@ def main(argv: list[str]) -> int:
         # for `bench --target cluster`, which only prints the in-cluster steps.
         if _runs_the_twin(argv) and "DYNAMO_LAB_TWIN_PYTHON" not in env:
             env["DYNAMO_LAB_TWIN_PYTHON"] = str(ensure_twin())
-        cmd = [str(python), "-m", "infra.lab", *argv]
+        cmd = [str(python), "-m", "dynamo_lab", *argv]
     return run_to_the_end(cmd, cwd=ROOT, env=env)
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Collection, Optional, Union
 
-from infra.config import StackConfig, load
+from infra.config import StackConfig
+from infra.load import load
 from infra.manifests import (
     benchmark,
     graph,

@@ -4,7 +4,7 @@ The schema (infra/config/) says what a user may write; this module says what it 
 stack: the per-stack defaults filled in (the graph's name and namespace, the benchmark's requests),
 each worker group's context length and where it came from, the groups that run workers and the GPU
 classes they run on, every name derived from the graph's (infra/names.py), and where the model cache
-lives. The cross-key checks (config.checks), the sizing, the builders, the plan, preflight, predict
+lives. The cross-key checks (infra.validate), the sizing, the builders, the plan, preflight, predict
 and advise read these facts here; none works them out again (tests/infra/test_one_definition.py).
 """
 
@@ -48,7 +48,7 @@ def derived_context(w: Workload) -> int:
 
 def _context(cfg: StackConfig, group: WorkerGroup) -> Optional[Context]:
     """The group's extraArgs `--max-model-len`, else workload.maxModelLen, else the derived length;
-    None when extraArgs gives one that is not a token count (config.checks refuses it)."""
+    None when extraArgs gives one that is not a token count (infra.validate refuses it)."""
     given = group.extra_arg("--max-model-len")
     if given is not None:
         tokens = vllm_int(given)
@@ -65,8 +65,8 @@ class ResolvedStack:
     name: str  # the stack's
     config: StackConfig  # the stack file, per-stack defaults filled in
     # Each worker group's context, in the order of `config.workers` (by position, not name: two
-    # groups may share a name until config.checks refuses it, and each keeps its own); None for a
-    # group whose extraArgs length is not a token count (config.checks refuses that too).
+    # groups may share a name until infra.validate refuses it, and each keeps its own); None for a
+    # group whose extraArgs length is not a token count (infra.validate refuses that too).
     contexts: tuple[Optional[Context], ...]
     # The groups that start workers (replicas > 0), in the file's order, and the GPU classes they
     # run on, each once in that order.
@@ -139,7 +139,7 @@ class ResolvedStack:
         """The directory on each GPU node that a node cache (nodeVolume, hostPath) really is: the
         stack's own `<modelCache.hostPath>/dynamo-lab-cache.<graph namespace>` (NODE_CACHE_PREFIX),
         normalized (fields.node_path), the path the PersistentVolume or the pods' hostPath and the
-        pre-pull's root step use, and the one config.checks judges."""
+        pre-pull's root step use, and the one infra.validate judges."""
         return node_path(f"{self.config.model_cache.host_path}/{NODE_CACHE_PREFIX}{self.namespace}")
 
     @property
@@ -171,7 +171,7 @@ class ResolvedStack:
 
 def resolve(cfg: StackConfig, stack: str) -> ResolvedStack:
     """`cfg` (schema-valid) as stack `stack` resolves it. Raises nothing: what cannot resolve is left
-    out for config.checks to refuse with its key."""
+    out for infra.validate to refuse with its key."""
     w, b = cfg.workload, cfg.benchmark
     cfg = cfg.model_copy(update={
         "graph": cfg.graph.model_copy(update={

@@ -18,11 +18,11 @@ from typing import Any, Callable, NoReturn, Optional
 
 import pytest
 
+from dynamo_lab import cli, mockrun, stack_files
 from infra import catalogue
 from infra.config import PROJECT
 from infra.config.models import StackConfig
 from infra.errors import ConfigError
-from infra.lab import cli, mockrun, stack_files
 from infra.plan import Stack, load_stack
 from infra.sizing import StackSizing
 

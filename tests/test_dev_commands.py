@@ -25,13 +25,13 @@ def installs(monkeypatch):
                                   ["bench", "--target=cluster", "same-server"]])
 def test_bench_against_the_cluster_prints_steps_without_installing_the_twin(installs, argv):
     assert dev.main(argv) == 0
-    assert installs == [".venv", "ran -m infra.lab " + " ".join(argv)]
+    assert installs == [".venv", "ran -m dynamo_lab " + " ".join(argv)]
 
 
 @pytest.mark.parametrize("argv", [["bench", "same-server", "--target", "twin", "--quick"], ["twin", "kv-routing"]])
 def test_the_commands_that_start_the_twin_get_its_environment(installs, argv):
     assert dev.main(argv) == 0
-    assert installs == [".venv", ".venv-twin", "ran -m infra.lab " + " ".join(argv)]
+    assert installs == [".venv", ".venv-twin", "ran -m dynamo_lab " + " ".join(argv)]
 
 
 def test_every_marked_tier_is_left_out_of_the_fast_tier_and_run_by_ci():
@@ -115,7 +115,7 @@ def test_the_interpreter_asked_for_is_the_same_from_inside_a_venv(monkeypatch, t
 def test_dev_py_knows_the_lab_commands_and_its_own():
     import argparse
 
-    from infra.lab import cli
+    from dynamo_lab import cli
 
     (commands,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
     # `cluster` has a command line of its own, which cli.main hands argv to before its parser.

@@ -419,7 +419,7 @@ READ = ["get", "list", "watch"]
 def _declared() -> dict[tuple[str, str], set[str]]:
     """(apiVersion, kind) -> the namespaces its objects go in ("" for a cluster-wide kind), over
     every shipped stack as shipped and with every optional part on (the golden renders' variants)."""
-    from infra.lab import review, stack_files
+    from dynamo_lab import review, stack_files
     from infra.plan import HELM_RELEASE, load_stack, plan
 
     out: dict[tuple[str, str], set[str]] = {}
@@ -508,8 +508,8 @@ def test_the_cluster_job_keeps_its_tools_by_their_pins_and_hands_them_to_root_be
     job = _workflow("ci.yml")["jobs"]["cluster"]
     caches = _cache_steps(job)
     tools = caches["~/.cache/dynamo-lab/cluster-tools"]
-    for pinned in ("tools/cluster/**/go.sum", "tools/cluster/**/go.mod", "infra/lab/cluster/tools.py",
-                   "infra/lab/cluster/tool_build.py"):
+    for pinned in ("tools/cluster/**/go.sum", "tools/cluster/**/go.mod", "dynamo_lab/cluster/tools.py",
+                   "dynamo_lab/cluster/tool_build.py"):
         assert pinned in tools["with"]["key"], pinned
     assert any("go/pkg/mod" in path and "go-build" in path for path in caches)
     assert "~/.cache/uv" in caches

@@ -1,6 +1,6 @@
 """How long `advise` takes: `python3 dev.py time-advise [--runs N]`.
 
-A benchmark, not a test: N runs, each in a fresh process, of `python -m infra.lab advise STACK
+A benchmark, not a test: N runs, each in a fresh process, of `python -m dynamo_lab advise STACK
 --from tests/data/preflight/lab.json` (the lab's cluster: 68 layouts, the stack's 8 benchmark
 points, the predictor's validation for the uncertainty), as many of the same search at
 concurrency 16 and 32 (`--concurrency 16,32`: each request is simulated, so a deeper queue costs
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     p.add_argument("--stack", default="kv-routing")
     args = p.parse_args(argv)
     for cluster, extra in CASES:
-        cmd = [sys.executable, "-m", "infra.lab", "advise", args.stack, "--from", str(ROOT / cluster), *extra]
+        cmd = [sys.executable, "-m", "dynamo_lab", "advise", args.stack, "--from", str(ROOT / cluster), *extra]
         walls = []
         for n in range(1, args.runs + 1):
             wall, cpu = _timed(cmd)

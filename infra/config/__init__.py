@@ -1,6 +1,7 @@
-"""Stack configuration: the models (every default), the loader and the cross-key checks."""
+"""Stack configuration: the schema, one module per section (every default), and how single values
+and engine flags are read. Loading a stack file (infra/load.py) and the cross-key checks
+(infra/validate/) sit above the resolved stack and import this, never the reverse."""
 
-from infra.config.load import load
 from infra.config.models import PROJECT, StackConfig
 
-__all__ = ["PROJECT", "StackConfig", "load"]
+__all__ = ["PROJECT", "StackConfig"]

@@ -9,5 +9,5 @@ from pydantic.alias_generators import to_camel
 PROJECT = "dynamo-lab"
 
 
-class _Model(BaseModel):
+class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True)

@@ -6,10 +6,10 @@ from typing import Optional
 
 from pydantic import Field, field_validator
 
-from infra.config.base import _Model
+from infra.config.base import Section
 
 
-class ClusterTarget(_Model):
+class ClusterTarget(Section):
     """The cluster a stack deploys to, from Pulumi's own keys `kubernetes:context` and
     `kubernetes:kubeconfig` (not `dynamo-lab:*`): every Kubernetes resource and the Helm release
     use one explicit provider built from them, never the default provider."""

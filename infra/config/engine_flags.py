@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 # The one managed flag extraArgs may set: a group's own context length, checked like
-# workload.maxModelLen (config.checks) and written by dynamo-lab in its place.
+# workload.maxModelLen (infra.validate) and written by dynamo-lab in its place.
 CONTEXT_FLAG = "--max-model-len"
 CONFIG_FILE_FLAG = "--config"
 

@@ -7,11 +7,11 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.fields import Bytes, LabelKey, ResourceName, Throughput, label_value
 
 
-class NodeRequirement(_Model):
+class NodeRequirement(Section):
     """One `matchExpressions` entry of a required node affinity term (ANDed with the others)."""
 
     key: LabelKey = Field(description="the node label the requirement tests",
@@ -40,7 +40,7 @@ class NodeRequirement(_Model):
         return self
 
 
-class GpuClass(_Model):
+class GpuClass(Section):
     """A kind of GPU node: how many nodes of it, how many GPUs each, and whether workers share a GPU.
     The lab has one node with one time-sliced GPU per class; all workers of a class share it."""
 

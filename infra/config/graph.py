@@ -8,12 +8,12 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator, model_validator
 
 from infra import units
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.fields import Bytes, Cidr, Cpu, OptionalDnsLabel
 from infra.names import GRAPH_NAME_MAX
 
 
-class Frontend(_Model):
+class Frontend(Section):
     router_mode: Literal["kv", "round-robin", "random"] = Field("kv", description="`DYN_ROUTER_MODE`: how the "
                                                                 "frontend picks a worker")
     replicas: int = Field(1, ge=1, description="frontend pods")
@@ -24,7 +24,7 @@ class Frontend(_Model):
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
 
 
-class FrontendSource(_Model):
+class FrontendSource(Section):
     """Where requests to the frontend's port may come from, besides the graph namespace: one
     namespace (all its pods) or one address range."""
 
@@ -40,7 +40,7 @@ class FrontendSource(_Model):
         return self
 
 
-class Graph(_Model):
+class Graph(Section):
     # None: the stack name, so each variant's graph is recognisable in `kubectl get dgd`.
     name: OptionalDnsLabel = Field(None, description="the DynamoGraphDeployment's name", json_schema_extra={
         "accepts": f"a DNS label starting with a letter, at most {GRAPH_NAME_MAX} characters (names derived from "

@@ -7,7 +7,7 @@ from typing import Optional
 from pydantic import Field, field_validator
 
 from infra import units
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.fields import Bytes
 from infra.config.gpu_classes import NodeRequirement
 
@@ -19,7 +19,7 @@ FINISHED_JOB_TTL = 86400
 BENCH_READY_WAIT_SECONDS = 1800
 
 
-class Probe(_Model):
+class Probe(Section):
     """In-cluster KV-transfer probe (infra/payloads/kv_probe.py) deployed next to the graph; off by default."""
 
     enabled: bool = Field(False, description="deploy the in-cluster KV-transfer probe (docs/probe.md)",
@@ -44,7 +44,7 @@ class Probe(_Model):
                                             "(`ttlSecondsAfterFinished`); read the result before")
 
 
-class Benchmark(_Model):
+class Benchmark(Section):
     """The sweep: defaults are the lab's matrix (prefix types x concurrency, 3 runs per point)."""
 
     prefix_types: list[int] = Field([2, 7, 12, 24], min_length=1, description="the sweep's prefix types (the "
@@ -79,7 +79,7 @@ class Benchmark(_Model):
     image: str = Field("python:3.11-slim", description="the benchmark Job's image",
                        json_schema_extra={"accepts": "an image"})
     # The AIPerf release the Job installs, from infra/payloads/aiperf-requirements.txt, which pins it
-    # and every dependency by hash; config.checks refuses another (a hash-pinned lock holds one).
+    # and every dependency by hash; infra.validate refuses another (a hash-pinned lock holds one).
     aiperf_version: str = Field("0.13.0", pattern=r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$",
                                 description="the AIPerf release the Job installs, hash-pinned with its "
                                 "dependencies (infra/payloads/aiperf-requirements.txt; `python3 dev.py lock-bench`)",

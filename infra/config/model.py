@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from infra import units
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_MODEL
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.fields import Bytes
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
@@ -19,7 +19,7 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
 COMMIT_HASH = r"^[0-9a-f]{40}$"
 
 
-class Model(_Model):
+class Model(Section):
     name: str = Field(DEFAULT_MODEL, description="the served model; one that is not built in also needs `layers`, "
                       "`kvHeads`, `headDim` and `parameters`", json_schema_extra={"accepts": "a Hugging Face model id"})
     layers: Optional[int] = Field(None, gt=0, description="the model's layers (config.json `num_hidden_layers`)",

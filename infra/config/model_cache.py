@@ -7,11 +7,11 @@ from typing import Annotated, Literal, Optional
 from pydantic import BeforeValidator, Field, model_validator
 
 from infra import units
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.fields import Bytes, OptionalDnsLabel
 
 
-class ModelCacheClaim(_Model):
+class ModelCacheClaim(Section):
     """The PersistentVolumeClaim of `modelCache.mode: pvc`: an existing one, or one dynamo-lab creates."""
 
     # An existing claim in the graph namespace: dynamo-lab creates none and cannot see its size.
@@ -44,7 +44,7 @@ class ModelCacheClaim(_Model):
         return self
 
 
-class PrePull(_Model):
+class PrePull(Section):
     """Job(s) that download the model into the cache, once per cache location, before the workers start."""
 
     enabled: bool = Field(True, description="download the model into each cache with a Job before the workers "
@@ -66,7 +66,7 @@ DATA_ROOTS = ("/var/lib/dynamo-lab", "/srv", "/data", "/mnt")
 NODE_CACHE_PREFIX = "dynamo-lab-cache."
 
 
-class ModelCache(_Model):
+class ModelCache(Section):
     """Where the workers' Hugging Face cache lives, so the model is fetched once per node, not per pod."""
 
     # The lab has two GPU nodes and no storage both can mount, so each node keeps its own copy in a
@@ -91,7 +91,7 @@ class ModelCache(_Model):
                                           "the node's system, kubelet, container-runtime and CNI directories (see "
                                           "docs/model-cache.md)"})
     # The node directory is judged whole, after <hostPath>/dynamo-lab-cache.<namespace> is joined and
-    # normalized (config.checks): it must lie under one of these, and never in a directory of the
+    # normalized (infra.validate): it must lie under one of these, and never in a directory of the
     # node's system, kubelet, container runtime or network plugin, whatever this list says.
     allowed_roots: list[str] = Field(
         list(DATA_ROOTS), description="`nodeVolume` and `hostPath`: the node directories a cache may lie under; "

@@ -3,13 +3,13 @@
 A stack file holds only what differs from the defaults. Keys are camelCase, as Pulumi config keys
 usually are (`dynamo-lab:workers`, `memoryLimit`, ...); unknown keys are errors, never ignored.
 Checks that need one value live on the models, in each section's module; checks across keys live
-in `config.checks` and read the resolved stack (infra/resolved.py); `config.load` turns raw Pulumi
+in `infra.validate` and read the resolved stack (infra/resolved.py); `infra.load` turns raw Pulumi
 config into a `StackConfig` or a `ConfigError`.
 
 Each field's `description` is what the key means to a user, and its `json_schema_extra` says what
 the type cannot: `accepts` (the values taken, where the type and its constraints say less) and
 `default_text` (a default filled per stack or by the code, in words). docs/configuration.md's
-reference is generated from them (`python3 dev.py config-reference`, infra/lab/config_reference.py);
+reference is generated from them (`python3 dev.py config-reference`, dynamo_lab/config_reference.py);
 the `#` comments say why, for whoever changes the code, and never repeat the description.
 
 | module | section |
@@ -30,7 +30,7 @@ the `#` comments say why, for whoever changes the code, and never repeat the des
 
 from __future__ import annotations
 
-from infra.config.base import PROJECT, _Model
+from infra.config.base import PROJECT, Section
 from infra.config.cluster import ClusterTarget
 from infra.config.gpu_classes import GpuClass, NodeRequirement
 from infra.config.graph import Frontend, FrontendSource, Graph
@@ -47,5 +47,5 @@ __all__ = [
     "BENCH_READY_WAIT_SECONDS", "DATA_ROOTS", "FINISHED_JOB_TTL", "NODE_CACHE_PREFIX", "PROJECT", "Benchmark",
     "ClusterTarget", "Frontend", "FrontendSource", "GpuClass", "Graph", "KvTransfer", "Link", "MeasuredThroughput",
     "Model", "ModelCache", "ModelCacheClaim", "NodeRequirement", "Platform", "PrePull", "Probe", "SizingParameters",
-    "StackConfig", "WorkerGroup", "Workload", "_Model",
+    "StackConfig", "WorkerGroup", "Workload", "Section",
 ]

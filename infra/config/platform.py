@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from infra.catalogue import DYNAMO_RELEASE
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.fields import DnsLabel, ExactRelease
 
 # Top-level chart keys that Dynamo 1.4+ removed; setting them makes the chart fail (docs/sources.md).
@@ -20,7 +20,7 @@ REMOVED_CHART_KEYS = {
 }
 
 
-class Platform(_Model):
+class Platform(Section):
     manage: bool = Field(True, description="install the Dynamo platform chart in this stack")
     chart: str = Field("dynamo-platform", description="the platform chart's name",
                        json_schema_extra={"accepts": "a chart name"})

@@ -8,11 +8,11 @@ from pydantic import Field
 
 from infra import units
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.fields import Bytes, LinkRate, Throughput
 
 
-class Link(_Model):
+class Link(Section):
     rate: LinkRate = Field(units.parse_rate_bits("1gbit"), description="the cross-node link's rate")
     # 1GbE carries 110-117 MB/s of payload in practice (docs/lab.md): 0.92 x 125 MB/s = 115 MB/s.
     # The probe over a veth shaped to 1 Gbit/s (2026-11-30) moved the workers' block READs and
@@ -22,7 +22,7 @@ class Link(_Model):
                               "0.92 x 125 MB/s = 115 MB/s")
 
 
-class MeasuredThroughput(_Model):
+class MeasuredThroughput(Section):
     from_group: str = Field(description="the path's prefill group",
                             json_schema_extra={"accepts": "a prefill group of `workers`"})
     to_group: str = Field(description="the path's decode group",
@@ -30,7 +30,7 @@ class MeasuredThroughput(_Model):
     bytes_per_second: Throughput = Field(description="the throughput measured on that path (e.g. by the probe)")
 
 
-class SizingParameters(_Model):
+class SizingParameters(Section):
     vllm_base_memory: Bytes = Field(units.parse_memory("3584Mi"), description="host RSS of a vLLM worker without "
                                     "a KV mirror")
     host_headroom_percent: float = Field(10, ge=0, le=100, description="headroom over the KV mirror for copy "

@@ -10,7 +10,7 @@ from typing import Optional
 from pydantic import Field, SecretStr
 
 from infra.catalogue import DEFAULT_GPU_CLASSES, SERVING_IMAGE
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.cluster import ClusterTarget
 from infra.config.fields import OperatorImage
 from infra.config.gpu_classes import GpuClass
@@ -24,7 +24,7 @@ from infra.config.workers import WorkerGroup
 from infra.config.workload import Workload
 
 
-class StackConfig(_Model):
+class StackConfig(Section):
     gpu_classes: dict[str, GpuClass] = Field(
         default_factory=lambda: {k: GpuClass.model_validate(v) for k, v in DEFAULT_GPU_CLASSES.items()},
         description="the kinds of GPU node, by name; replaces the defaults (\"GPU classes and node placement\", below) "
@@ -48,6 +48,6 @@ class StackConfig(_Model):
                                           "the Hub read it (docs/security.md)", json_schema_extra={
         "accepts": "a Pulumi secret only: `pulumi config set --secret hfToken ... --stack STACK`; a plain-text "
                    "token is refused (and never shown)"})
-    # Filled by config.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).
+    # Filled by infra.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).
     cluster: Optional[ClusterTarget] = Field(None, description="the cluster the stack deploys to, from the "
                                              "`kubernetes:*` keys")

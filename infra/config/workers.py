@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from infra import units
 from infra.config import engine_flags
-from infra.config.base import _Model
+from infra.config.base import Section
 from infra.config.fields import Bytes, Cpu, UcxTls, dns_label
 
 # vLLM 0.31.0 ships NixlPullConnector (alias NixlConnector: the decode side READs the KV) and
@@ -31,7 +31,7 @@ def _supported_connector(name: Any) -> Any:
     return name
 
 
-class KvTransfer(_Model):
+class KvTransfer(Section):
     connector: Annotated[Literal["NixlConnector"], BeforeValidator(_supported_connector)] = Field(
         "NixlConnector", description="vLLM's KV connector; prefill/decode only", json_schema_extra={
             "accepts": "`NixlConnector` only (the decode side READs the KV): Dynamo 1.6's vLLM component refuses "
@@ -70,7 +70,7 @@ class KvTransfer(_Model):
         return "READ"
 
 
-class WorkerGroup(_Model):
+class WorkerGroup(Section):
     name: str = Field(max_length=40, description="names the graph component", json_schema_extra={
         "accepts": "a DNS label of at most 40 characters, unique, not `frontend`; `<graph>-<name>` must fit 63"})
     role: Literal["agg", "prefill", "decode"] = Field(

@@ -6,10 +6,10 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from infra.config.base import _Model
+from infra.config.base import Section
 
 
-class Workload(_Model):
+class Workload(Section):
     """The requests a variant is sized for; the defaults are the lab's (docs/lab.md)."""
 
     # 2,371 input tokens on average: a shared prefix of 2,000 (one of `prefix_types` prefixes) and

@@ -106,7 +106,7 @@ def _resources(cpu_request: str, cpu_limit: Optional[str], mem_request: int, mem
 
 def worker_devices(cfg: StackConfig, group: WorkerGroup) -> dict[str, int]:
     """The extended resources one worker pod requests: a GPU per tensor-parallel rank, and one RDMA
-    device where its KV moves over RDMA (the class's rdmaResource; config.checks requires it)."""
+    device where its KV moves over RDMA (the class's rdmaResource; infra.validate requires it)."""
     gpu = cfg.gpu_classes[group.gpu_class]
     devices = {gpu.resource: group.tensor_parallel}
     if group.rdma and gpu.rdma_resource is not None:

@@ -35,7 +35,7 @@ def on_nodes(cfg: StackConfig) -> bool:
 
 def volume(stack: ResolvedStack, gpu_class: Optional[str], host_path_type: str = "Directory") -> dict[str, Any]:
     """The pod volume of a pod on `gpu_class`'s node (None: a pod on any node, for a claim). A hostPath
-    is the stack's own directory (ResolvedStack.node_cache_directory, the one config.checks judged) and
+    is the stack's own directory (ResolvedStack.node_cache_directory, the one infra.validate judged) and
     must exist for the workers (the pre-pull Job makes it, writable)."""
     mc = stack.config.model_cache
     if mc.mode == "hostPath":

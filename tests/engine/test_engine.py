@@ -373,7 +373,7 @@ def test_a_pool_that_cannot_hold_max_model_len_is_refused_by_vllm(engine):
 
 
 def test_the_sizing_refuses_a_context_exactly_where_vllm_does(engine):
-    """The project's own check (config.checks, the sizing) and vLLM's draw the same line: the longest
+    """The project's own check (infra.validate, the sizing) and vLLM's draw the same line: the longest
     context a pool holds renders and starts; one token more is refused by both."""
     assert (BITE_STACK, "bite/fits") not in engine.render_errors, engine.render_errors.get((BITE_STACK, "bite/fits"))
     fits, over = engine.results["bite/fits"], engine.results["bite/one-token-over"]

@@ -70,7 +70,7 @@ def test_python_m_infra_outside_pulumi_points_to_the_lab_without_importing_it():
     probe = ("import runpy, sys\n"
              "try:\n    runpy.run_module('infra', run_name='__main__', alter_sys=True)\n"
              "except SystemExit as exc:\n    print(repr(exc.code), file=sys.stderr)\n"
-             "    print(sorted(m for m in sys.modules if m.startswith('infra.lab')))\n    raise\n")
+             "    print(sorted(m for m in sys.modules if m.startswith('dynamo_lab')))\n    raise\n")
     proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1  # sys.exit(message)
     assert proc.stdout.strip() == "[]"
@@ -79,7 +79,7 @@ def test_python_m_infra_outside_pulumi_points_to_the_lab_without_importing_it():
 
 
 def test_python_m_infra_lab_is_the_lab_command_line():
-    proc = subprocess.run([sys.executable, "-m", "infra.lab", "--help"], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "dynamo_lab", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: dynamo-lab")

@@ -24,7 +24,7 @@ NAME_SUFFIXES = ("-model-cache", "-kv-probe", "-model-pull", "-frontend", "-benc
 NAME_PREFIXES = ("dynamo-lab-",)  # the default graph namespace, `dynamo-lab-<stack>`
 # Where a group's own context length may be read from its extraArgs: where it is resolved, and the
 # check that refuses one that is not a token count (it quotes what the user wrote).
-CONTEXT_READERS = {RESOLVED, "infra/config/checks.py"}
+CONTEXT_READERS = {RESOLVED, "infra/validate/__init__.py"}
 
 
 def _derived_name(node: ast.JoinedStr) -> bool:
@@ -92,7 +92,7 @@ def test_no_module_builds_a_derived_fact_its_owner_builds():
     'tokens = engine_flags.value(group.extra_args, "--max-model-len")',
 ])
 def test_the_check_sees_each_kind_of_second_builder(source):
-    assert len(second_builders(source, "infra/lab/somewhere.py")) == 1
+    assert len(second_builders(source, "dynamo_lab/somewhere.py")) == 1
 
 
 @pytest.mark.parametrize("source", [
@@ -102,7 +102,7 @@ def test_the_check_sees_each_kind_of_second_builder(source):
     'flag = group.extra_arg("--enforce-eager")',
 ])
 def test_the_check_leaves_what_derives_nothing(source):
-    assert second_builders(source, "infra/lab/somewhere.py") == []
+    assert second_builders(source, "dynamo_lab/somewhere.py") == []
 
 
 def test_the_owners_may_build_their_facts():

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.lab import cli
+from dynamo_lab import cli
 from tests.helpers import ROOT, run_cli
 
 
@@ -76,14 +76,14 @@ def test_console_script_is_installed():
 
 def test_a_reader_that_stops_early_gets_no_traceback():
     # `dynamo-lab sizing STACK | head -1`: the reader is gone before the report is written (`true` reads nothing).
-    proc = subprocess.run(f"{sys.executable} -m infra.lab sizing cross-server | true",
+    proc = subprocess.run(f"{sys.executable} -m dynamo_lab sizing cross-server | true",
                           shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
 
 
 def test_a_python_without_the_projects_packages_is_told_to_use_dev_py():
     # -S: this Python without its site-packages, as the system python3 outside .venv is.
-    proc = subprocess.run([sys.executable, "-S", "-m", "infra.lab", "sizing", "cross-server"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-S", "-m", "dynamo_lab", "sizing", "cross-server"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "Traceback" not in proc.stderr and "ModuleNotFoundError" not in proc.stderr
@@ -92,7 +92,7 @@ def test_a_python_without_the_projects_packages_is_told_to_use_dev_py():
 
 def test_help_names_only_the_entries_that_run_the_tools():
     text = " ".join(cli.parser().format_help().split())  # argparse wraps lines
-    assert "python -m infra.lab COMMAND" in text and "python3 dev.py COMMAND" in text
+    assert "python -m dynamo_lab COMMAND" in text and "python3 dev.py COMMAND" in text
     # `python -m infra` is the Pulumi program's entry: it only says where the tools are.
     assert "python -m infra`" not in text and "python -m infra " not in text
 
@@ -115,7 +115,7 @@ def test_help_names_every_command_that_reads_a_cluster():
 
 def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_path, monkeypatch):
     # As `pip install .` installs it: the code in site-packages, no Pulumi.yaml beside it.
-    from infra.lab import stack_files
+    from dynamo_lab import stack_files
 
     monkeypatch.setattr(stack_files, "ROOT", tmp_path / "site-packages")
     elsewhere = tmp_path / "elsewhere"
@@ -130,11 +130,11 @@ def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_p
 
 
 def test_the_process_entry_exits_with_the_commands_code_and_its_whole_output():
-    # python -m infra.lab (and the console script) end through cli.entry, which freezes the heap
+    # python -m dynamo_lab (and the console script) end through cli.entry, which freezes the heap
     # before exit: the output still arrives whole and the exit code is the command's.
-    bad = subprocess.run([sys.executable, "-m", "infra.lab", "sizing", "no-such-stack"], cwd=ROOT,
+    bad = subprocess.run([sys.executable, "-m", "dynamo_lab", "sizing", "no-such-stack"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stdout == "" and "no stack file Pulumi.no-such-stack.yaml" in bad.stderr
-    good = subprocess.run([sys.executable, "-m", "infra.lab", "sizing", "cross-server"], cwd=ROOT,
+    good = subprocess.run([sys.executable, "-m", "dynamo_lab", "sizing", "cross-server"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert good.returncode == 0 and good.stdout == run_cli("sizing", "cross-server").stdout

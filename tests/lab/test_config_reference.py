@@ -10,6 +10,7 @@ import re
 import pytest
 from pydantic import BaseModel, Field
 
+from dynamo_lab import cli, config_reference
 from infra import units
 from infra.catalogue import (
     BUILTIN_MODELS,
@@ -29,7 +30,6 @@ from infra.config.models import (
     Workload,
 )
 from infra.errors import UserError
-from infra.lab import cli, config_reference
 from tests.helpers import ROOT
 
 STALE = "docs/configuration.md's reference is stale: run python3 dev.py config-reference"
@@ -116,7 +116,7 @@ def test_the_currency_check_sees_a_changed_default(monkeypatch):
 def _models() -> list[type[BaseModel]]:
     return [cls for cls in vars(models).values()
             if inspect.isclass(cls) and issubclass(cls, BaseModel) and cls.__module__.startswith("infra.config.")
-            and cls is not models._Model]
+            and cls is not models.Section]
 
 
 def test_every_field_has_a_description():
@@ -157,7 +157,7 @@ def test_printed_defaults_are_the_models():
     assert _shown("modelCache.mode") == models.ModelCache().mode
     assert _shown("graph.networkPolicy") == "false"
     assert units.parse_throughput(_shown("sizing.sameNodeBytesPerSecond")) == SAME_NODE_BYTES_PER_SECOND["READ"]
-    # Filled per stack by config.load: the workload's.
+    # Filled per stack by infra.load: the workload's.
     assert int(_shown("benchmark.prefixTokens")) == Workload().prefix_tokens
     assert int(_shown("benchmark.uniqueTokens")) == Workload().unique_tokens
     assert rows["gpuClasses"][0] == ", ".join(f"`{name}`" for name in DEFAULT_GPU_CLASSES)

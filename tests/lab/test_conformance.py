@@ -1,5 +1,5 @@
 """What the project emits, checked against real schemas: Dynamo's CRD and chart values as pinned in
-infra/lab/upstream.py (the 1.5.0 development line at upstream commit 2a6da14c, not the v1.6.2
+dynamo_lab/upstream.py (the 1.5.0 development line at upstream commit 2a6da14c, not the v1.6.2
 release; it finds or downloads them) and the Kubernetes 1.34 schemas; and what the
 preflight assumes of the chart (the Kubernetes versions it supports).
 
@@ -18,8 +18,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from infra.lab import upstream
-from infra.lab.preflight import versions
+from dynamo_lab import upstream
+from dynamo_lab.preflight import versions
 from tests.helpers import DGD, RELEASE, STACKS, everything_on, run_stack
 
 REMOVED = ["grove.enabled", "nats.enabled", "etcd.enabled", "kai-scheduler.enabled"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab import cli
+from dynamo_lab import cli
 from tests.helpers import ROOT, run_cli
 
 FAKE_IP = textwrap.dedent("""\
@@ -31,7 +31,7 @@ FAKE_IP = textwrap.dedent("""\
     exit 0
     """)
 # The probe as root would run it (the stand-ins need no root): a 1 Gbit/s shaped link.
-PROBE_AS_ROOT = ("import os, sys\nos.geteuid = lambda: 0\nfrom infra.lab import cli\n"
+PROBE_AS_ROOT = ("import os, sys\nos.geteuid = lambda: 0\nfrom dynamo_lab import cli\n"
                  "sys.exit(cli.main(['probe', 'local', '--bytes', '1Mi', '--link', '1gbit']))\n")
 
 

@@ -89,7 +89,7 @@ def test_probe_logs_runs_as_printed_either_way(shell, outputs, form):
 
 
 def test_the_printed_cluster_bench_steps_run_as_printed(shell, outputs, tmp_path):
-    from infra.lab.bench import sweep
+    from dynamo_lab.bench import sweep
 
     cfg, _ = sized(STACK, everything_on(STACK))
     out_dir = tmp_path / "bench out"  # a space, which the steps must quote

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+from dynamo_lab import cli, probe_flows, probe_runner
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
-from infra.lab import cli, probe_flows, probe_runner
 from tests.helpers import ROOT, sized, unavailable
 
 RATE_1GBIT = 125e6  # bytes/s
@@ -36,7 +36,7 @@ def no_leftover_namespaces():
 
 
 def _probe(*args):
-    proc = subprocess.run([sys.executable, "-m", "infra.lab", "probe", "local", *args, "--json"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "dynamo_lab", "probe", "local", *args, "--json"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -181,6 +181,6 @@ def test_shaped_link_without_root_says_so(monkeypatch):
 
 
 def test_probe_needs_bytes_or_a_stack():
-    proc = subprocess.run([sys.executable, "-m", "infra.lab", "probe", "local"], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "dynamo_lab", "probe", "local"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 2 and "one of the arguments --bytes --stack is required" in proc.stderr

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.lab import render
+from dynamo_lab import render
 from tests.helpers import run_stack
 
 

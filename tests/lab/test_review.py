@@ -9,8 +9,8 @@ import subprocess
 import pytest
 import yaml
 
+from dynamo_lab import review
 from infra import catalogue
-from infra.lab import review
 from tests.helpers import ROOT, STACKS, run_cli
 
 
@@ -32,7 +32,8 @@ def project_repo(tmp_path):
     """A throwaway git repo holding the project (code + stack files), committed on main."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    shutil.copytree(ROOT / "infra", repo / "infra", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("infra", "dynamo_lab"):
+        shutil.copytree(ROOT / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
     for p in ROOT.glob("Pulumi*.yaml"):
         shutil.copy(p, repo / p.name)
     _git(repo, "init", "-q", "-b", "main")
@@ -150,8 +151,8 @@ def test_golden_says_which_files_it_wrote(project_repo, rendered):
 
 def test_the_tests_shipped_stacks_are_named_not_found():
     # A user's stack file in the checkout (advise --write's) must not become a test case.
+    from dynamo_lab import stack_files
     from infra import catalogue
-    from infra.lab import stack_files
 
     assert STACKS == list(catalogue.SHIPPED_STACKS)
     assert set(STACKS) <= set(stack_files.stacks_in(ROOT)), "a shipped stack's file is missing"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from dynamo_lab.sizing_text import table, verdict
 from infra.errors import ConfigError
-from infra.lab.sizing_text import table, verdict
 from tests.helpers import ROOT, sized
 
 

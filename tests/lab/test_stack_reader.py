@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.lab import stack_files
-from infra.lab.preflight import cluster_data
+from dynamo_lab import stack_files
+from dynamo_lab.preflight import cluster_data
 from tests.helpers import ROOT, run_cli
 
 SAVED = ROOT / "tests/data/preflight/lab.json"
@@ -167,7 +167,7 @@ def test_a_kubeconfig_that_is_not_yaml_text_only_loses_the_contexts_hint(tmp_pat
 @pytest.mark.parametrize("kind", ["binary", "deep", "alias-bomb"])
 def test_up_local_reads_the_stack_file_with_the_same_reader(tmp_path, kind):
     # `up --local` runs as root: what is not a stack file stops it in one line, before anything starts.
-    from infra.lab.cluster import local
+    from dynamo_lab.cluster import local
 
     (tmp_path / "Pulumi.bad.yaml").write_bytes(NOT_STACK_FILES[kind][0])
     with pytest.raises(local.LocalError) as caught:

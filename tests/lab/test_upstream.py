@@ -1,6 +1,6 @@
 """Where the conformance data comes from: a named directory, or a download at the pinned commit
 into a cache (served here from loopback, never the internet); and, wherever it
-comes from, each file must match the sha256 committed in infra/lab/upstream.py."""
+comes from, each file must match the sha256 committed in dynamo_lab/upstream.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab import upstream
+from dynamo_lab import upstream
 
 
 def _content(name: str) -> bytes:
@@ -74,10 +74,10 @@ def test_every_pinned_file_has_a_committed_sha256():
 def test_a_download_that_differs_from_the_pin_is_refused_and_not_kept(nowhere_but, mirror, monkeypatch):
     # The mirror serves other bytes than the committed sha256 says: the first download must not be trusted.
     monkeypatch.setenv("DYNAMO_LAB_UPSTREAM_URL", mirror.url)
-    with pytest.raises(upstream.UpstreamUnavailable, match="not the [0-9a-f]{64} pinned in infra/lab/upstream.py"):
+    with pytest.raises(upstream.UpstreamUnavailable, match="not the [0-9a-f]{64} pinned in dynamo_lab/upstream.py"):
         upstream.locate()
     assert not any(upstream.cache_dir().rglob("*.yaml"))
-    with pytest.raises(upstream.UpstreamUnavailable, match="pinned in infra/lab/upstream.py"):
+    with pytest.raises(upstream.UpstreamUnavailable, match="pinned in dynamo_lab/upstream.py"):
         upstream.locate()  # and again: nothing of it was cached as good
 
 
@@ -97,7 +97,7 @@ def test_a_cached_file_that_changed_is_refused(nowhere_but, mirror, monkeypatch,
     found = upstream.locate()
     crd = found.file("crds/nvidia.com_dynamographdeployments.yaml")
     crd.write_text(crd.read_text() + "tampered: true\n")
-    with pytest.raises(upstream.UpstreamUnavailable, match="pinned in infra/lab/upstream.py.*delete .* to download"):
+    with pytest.raises(upstream.UpstreamUnavailable, match="pinned in dynamo_lab/upstream.py.*delete .* to download"):
         upstream.locate()
 
 

@@ -13,8 +13,8 @@ import re
 import pytest
 
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_MODEL
-from infra.config import load
 from infra.config.model import DTYPE_BYTES, Model
+from infra.load import load
 from infra.sizing.formulas import kv_bytes_per_token
 from tests.helpers import raw_config
 

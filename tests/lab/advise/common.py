@@ -9,10 +9,11 @@ from typing import Any, Optional
 
 import yaml
 
-from infra.lab.advise import inputs, search
-from infra.lab.advise.uncertainty import MetricError, Uncertainty
-from infra.lab.preflight import cluster_data
-from infra.lab.preflight.cluster_data import ClusterData, Node
+from dynamo_lab.advise import inputs, search
+from dynamo_lab.advise.traffic import Traffic
+from dynamo_lab.advise.uncertainty import MetricError, Uncertainty
+from dynamo_lab.preflight import cluster_data
+from dynamo_lab.preflight.cluster_data import ClusterData, Node
 from tests.helpers import ROOT
 
 LAB = cluster_data.read_file(str(ROOT / "tests" / "data" / "preflight" / "lab.json"))
@@ -28,11 +29,11 @@ def base(stack: str = "kv-routing") -> dict[str, Any]:
 
 
 def point(prefix_types: int, concurrency: int, input_tokens: int = 2371, prefix_tokens: int = 2000,
-          output_tokens: int = 64) -> inputs.Traffic:
-    return inputs.Traffic(input_tokens, prefix_tokens, output_tokens, (prefix_types,), (concurrency,), given=True)
+          output_tokens: int = 64) -> Traffic:
+    return Traffic(input_tokens, prefix_tokens, output_tokens, (prefix_types,), (concurrency,), given=True)
 
 
-def advise(config: Optional[dict] = None, data: ClusterData = LAB, traffic: Optional[inputs.Traffic] = None,
+def advise(config: Optional[dict] = None, data: ClusterData = LAB, traffic: Optional[Traffic] = None,
            goal: Optional[inputs.Goal] = None, full: tuple[int, int] = CHEAP,
            name: str = "advised", base_name: str = "kv-routing") -> search.Advice:
     """A search of `config` (default: base_name's file) on `data` for the traffic (default: the

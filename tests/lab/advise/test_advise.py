@@ -11,11 +11,12 @@ import re
 import pytest
 import yaml
 
+from dynamo_lab import stack_files
+from dynamo_lab.advise import candidates, inputs, search, stack_file, text, uncertainty, write
+from dynamo_lab.advise.traffic import Point, Traffic
+from dynamo_lab.predict.cells import Error
+from dynamo_lab.preflight.checks import check
 from infra.errors import ConfigError, UserError
-from infra.lab import stack_files
-from infra.lab.advise import candidates, inputs, search, stack_file, text, uncertainty, write
-from infra.lab.predict.cells import Error
-from infra.lab.preflight.checks import check
 from infra.plan import load_stack
 from tests.helpers import ROOT, run_cli
 from tests.lab.advise.common import CHEAP, FIXED, LAB, advise, base, family, gpu_node, point, small_lab, with_nodes
@@ -114,7 +115,7 @@ def test_a_given_workload_sets_the_workload_sized_for_and_the_benchmark_matrix()
     config = base()
     config["dynamo-lab:benchmark"] = {"runs": 5, "uniqueTokens": 100}
     layout = candidates.Layout(candidates.AGGREGATED, (candidates.Group("worker-24gb", "agg", "gpu-24gb", 1),))
-    w = inputs.Traffic(16384, 1000, 128, (1, 4), (2, 8), given=True)
+    w = Traffic(16384, 1000, 128, (1, 4), (2, 8), given=True)
     out = stack_file.candidate_config(config, layout, w)
     assert out["dynamo-lab:workload"] == {"inputTokens": 16384, "prefixTokens": 1000, "outputTokens": 128,
                                           "prefixTypes": 4, "concurrency": 8}
@@ -276,7 +277,7 @@ def test_bad_arguments_are_refused_before_anything_is_read_or_written(args, says
 
 
 def test_the_goal_choices_are_the_searchs():
-    from infra.lab.cli import parser
+    from dynamo_lab.cli import parser
 
     advise_parser = parser()._subparsers._group_actions[0].choices["advise"]
     goal = next(a for a in advise_parser._actions if a.dest == "goal")
@@ -317,7 +318,7 @@ def test_without_the_labs_stacks_to_measure_its_error_advise_stops_and_says_why(
 
 
 def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
-    w = inputs.Traffic(2371, 2000, 64, (2, 24), (4,), given=True)
+    w = Traffic(2371, 2000, 64, (2, 24), (4,), given=True)
     a = advise(data=small_lab(), traffic=w, goal=inputs.Goal("requests-per-s"))
     lines = text.text(a).splitlines()
     at = lines.index("requests/s at each point (prefix types x concurrency), estimates:")
@@ -391,8 +392,8 @@ def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
 
 
 def test_with_no_shared_prefix_each_concurrency_is_one_point_and_the_output_says_why():
-    w = inputs.Traffic(1000, 0, 64, (2, 7, 12, 24), (1, 2), given=True)
-    assert w.points == [inputs.Point(1, 1), inputs.Point(1, 2)]  # not 8 points of one workload
+    w = Traffic(1000, 0, 64, (2, 7, 12, 24), (1, 2), given=True)
+    assert w.points == [Point(1, 1), Point(1, 2)]  # not 8 points of one workload
     keys = stack_file.traffic_keys(w)
     assert keys["benchmark"]["prefixTypes"] == [1] and keys["workload"]["prefixTypes"] == 1
     a = advise(data=small_lab(), traffic=w)
@@ -467,7 +468,7 @@ def test_the_search_says_what_it_does_as_it_goes(monkeypatch):
     ("--prefix-types", "2,2", "2 is given twice"),
 ])
 def test_a_list_value_the_search_cannot_use_is_refused_by_the_parser(flag, value, says, capsys):
-    from infra.lab.cli import parser
+    from dynamo_lab.cli import parser
 
     with pytest.raises(SystemExit) as refused:
         parser().parse_args(["advise", "kv-routing", flag, value])
@@ -478,7 +479,7 @@ def test_a_list_value_the_search_cannot_use_is_refused_by_the_parser(flag, value
 def test_an_open_loop_ranks_by_ttft_at_each_rate_and_says_who_falls_behind():
     # --rate: requests arrive at R/s whatever a layout does (a closed loop lets a slow layout send
     # fewer); 12/s is more than a layout sending each request's KV over the 1 Gbit/s link completes.
-    w = inputs.Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 12.0))
+    w = Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 12.0))
     one_gpu_each = with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4))
     a = advise(data=one_gpu_each, traffic=w)
     words = text.text(a)
@@ -539,7 +540,7 @@ def test_a_layout_whose_kv_does_not_fit_says_how_often_and_where():
 
 def test_a_recommendation_that_falls_behind_says_so_and_whether_another_keeps_up():
     # At 50/s every layout of a one-GPU-per-node lab falls behind: the verdict says so.
-    w = inputs.Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 50.0))
+    w = Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 50.0))
     a = advise(data=with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4)),
                traffic=w)
     assert all(c.rows[1].keeps_up is False for c in a.ranked)

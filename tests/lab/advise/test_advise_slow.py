@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.lab import stack_files
-from infra.lab.advise import inputs, search, text, uncertainty, write
-from infra.lab.predict import cells, validate
-from infra.lab.preflight.checks import check
+from dynamo_lab import stack_files
+from dynamo_lab.advise import inputs, search, text, uncertainty, write
+from dynamo_lab.predict import cells, validate
+from dynamo_lab.preflight.checks import check
 from tests.helpers import ROOT, run_cli, sized
 from tests.lab.advise.common import CHEAP, advise, base, family, gpu_node, point, with_nodes
 

@@ -3,11 +3,11 @@ parallelism; the search up to symmetry, bounded, pruned by the sizing before any
 
 from __future__ import annotations
 
-from infra.lab import stack_files
-from infra.lab.advise import candidates, inputs, search
-from infra.lab.advise.stack_file import candidate_config, gpu_classes
-from infra.lab.predict import placement
-from infra.lab.preflight import cluster_data
+from dynamo_lab import stack_files
+from dynamo_lab.advise import candidates, inputs, search
+from dynamo_lab.advise.stack_file import candidate_config, gpu_classes
+from dynamo_lab.predict import placement
+from dynamo_lab.preflight import cluster_data
 from infra.plan import load_stack
 from tests.helpers import ROOT
 from tests.lab.advise.common import advise, base, point

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.lab.advise import search
-from infra.lab.preflight import cluster_data
-from infra.lab.preflight.checks import check
+from dynamo_lab.advise import search
+from dynamo_lab.preflight import cluster_data
+from dynamo_lab.preflight.checks import check
 from tests.helpers import ROOT
 from tests.lab.advise.common import advise, base, point
 

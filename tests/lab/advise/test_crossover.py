@@ -1,12 +1,12 @@
-"""The open question's sweep (infra/lab/advise/crossover.py): each layout it predicts is one the
+"""The open question's sweep (dynamo_lab/advise/crossover.py): each layout it predicts is one the
 sizing and preflight accept on the saved cluster, and "first wins" reads the table as it says."""
 
 from __future__ import annotations
 
-from infra.lab import stack_files
-from infra.lab.advise import crossover as x
-from infra.lab.preflight import cluster_data
-from infra.lab.preflight.checks import check
+from dynamo_lab import stack_files
+from dynamo_lab.advise import crossover as x
+from dynamo_lab.preflight import cluster_data
+from dynamo_lab.preflight.checks import check
 from infra.plan import load_stack
 from tests.helpers import ROOT
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import yaml
 
-from infra.lab.advise import candidates, inputs, search, text, write
-from infra.lab.advise.uncertainty import MetricError, Uncertainty
-from infra.lab.predict.envelope import Envelope
+from dynamo_lab.advise import candidates, inputs, search, text, write
+from dynamo_lab.advise.traffic import Traffic
+from dynamo_lab.advise.uncertainty import MetricError, Uncertainty
+from dynamo_lab.predict.envelope import Envelope
 from tests.lab.advise.common import CHEAP, FIXED, advise, base, gpu_node, point, with_nodes
 
 # The lab's 24GB node alone, with 2 GPU units: 3 layouts, cheap enough to search at concurrency 16.
@@ -34,7 +35,7 @@ def test_at_concurrency_16_advise_says_physics_only_and_names_what_is_outside():
 
 
 def test_at_the_labs_points_every_figure_is_inside_and_the_output_is_as_before():
-    a = advise(data=ONE_NODE, traffic=inputs.Traffic(2371, 2000, 64, (24,), (4, 8), given=True))
+    a = advise(data=ONE_NODE, traffic=Traffic(2371, 2000, 64, (24,), (4, 8), given=True))
     assert a.ranked and all(not c.envelope.extrapolated for c in a.ranked)
     words = text.text(a)
     assert "envelope" not in words and "physics only" not in words

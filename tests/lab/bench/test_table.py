@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infra.lab.bench import table
+from dynamo_lab.bench import table
 from infra.payloads import aiperf_sweep
 from tests.helpers import ROOT
 

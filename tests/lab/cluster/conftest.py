@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from infra.lab import upstream
-from infra.lab.cluster import harness, tools
+from dynamo_lab import upstream
+from dynamo_lab.cluster import harness, tools
 from tests.helpers import ROOT, unavailable
 
 NEEDED = ("kubernetes", "etcd", "kwok")
@@ -30,7 +30,7 @@ def cluster_bins() -> dict:
 
 @pytest.fixture(scope="session")
 def dgd_crd_dir(tmp_path_factory):
-    """The DynamoGraphDeployment CRD pinned in infra/lab/upstream.py (sha256-checked): from Dynamo's 1.5.0
+    """The DynamoGraphDeployment CRD pinned in dynamo_lab/upstream.py (sha256-checked): from Dynamo's 1.5.0
     development line at upstream commit 2a6da14c, not the v1.6.2 release the stacks install, whose CRDs
     could not be had here."""
     try:

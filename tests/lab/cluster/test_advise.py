@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.lab import stack_files
-from infra.lab.cluster import pulumi_cli, pulumi_workspace, stack_overrides
-from infra.lab.cluster.standin import GraphReady
+from dynamo_lab import stack_files
+from dynamo_lab.cluster import pulumi_cli, pulumi_workspace, stack_overrides
+from dynamo_lab.cluster.standin import GraphReady
 from infra.plan import load_stack, plan
 from tests.helpers import wait_for
 from tests.lab.cluster.test_deploy import BESIDES, copy_checkout, object_path, ok, type_token
@@ -36,8 +36,8 @@ WORKERS = "dynamo-lab:workers"
 
 
 def _cli(tree: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess:
-    """`python -m infra.lab ARGS` in the copy, as a user in the project directory runs it."""
-    return subprocess.run([sys.executable, "-m", "infra.lab", *args], cwd=tree, capture_output=True, text=True,
+    """`python -m dynamo_lab ARGS` in the copy, as a user in the project directory runs it."""
+    return subprocess.run([sys.executable, "-m", "dynamo_lab", *args], cwd=tree, capture_output=True, text=True,
                           env={**os.environ, "KUBECONFIG": str(kubeconfig)}, timeout=900)
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.cluster import status
-from infra.lab.cluster.api import ClusterError
-from infra.lab.cluster.components import Component, KubeApiserver
-from infra.lab.cluster.control_plane import ControlPlane
-from infra.lab.cluster.state import StateDir
+from dynamo_lab.cluster import status
+from dynamo_lab.cluster.api import ClusterError
+from dynamo_lab.cluster.components import Component, KubeApiserver
+from dynamo_lab.cluster.control_plane import ControlPlane
+from dynamo_lab.cluster.state import StateDir
 
 
 class Fake(Component):

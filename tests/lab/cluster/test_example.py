@@ -16,8 +16,8 @@ from collections import Counter
 
 import pytest
 
-from infra.lab.cluster import pulumi_cli, pulumi_workspace
-from infra.lab.cluster.standin import GraphReady
+from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import loaded, wait_for
 from tests.lab.cluster.test_deploy import BESIDES, LOCAL, graph_key, ok, on_cluster, planned_steps, resource_steps

@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from infra.lab.cluster import harness, pulumi_cli, pulumi_workspace
-from infra.lab.cluster.standin import GraphReady
-from infra.lab.paths import ROOT
+from dynamo_lab.cluster import harness, pulumi_cli, pulumi_workspace
+from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.paths import ROOT
 from infra.plan import HF_TOKEN_KEY, plan
 from tests.helpers import loaded, wait_for
 from tests.lab.cluster.test_deploy import BESIDES, LOCAL, ok, on_cluster, planned_steps

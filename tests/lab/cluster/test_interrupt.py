@@ -25,8 +25,8 @@ from typing import Optional
 
 import pytest
 
-from infra.lab import procs, upstream
-from infra.lab.cluster import harness, pulumi_cli, pulumi_workspace, tools
+from dynamo_lab import procs, upstream
+from dynamo_lab.cluster import harness, pulumi_cli, pulumi_workspace, tools
 from tests.helpers import ROOT, wait_for
 
 STACK = "cross-server"
@@ -78,7 +78,7 @@ PULUMI = textwrap.dedent("""\
 INVOKER = textwrap.dedent("""\
     import json, sys
     from pathlib import Path
-    from infra.lab.cluster import pulumi_cli, pulumi_workspace
+    from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
     driver, mode, root = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     ws = pulumi_workspace.Workspace(root, "s1", root / "kubeconfig")
     pulumi_cli.command = lambda action, ws, bins, **kw: [sys.executable, driver, mode, str(ws.root), ws.stack]
@@ -180,7 +180,7 @@ def test_cluster_down_does_not_count_the_command_that_started_it_as_the_cluster(
     """`python3 dev.py cluster down --state DIR` (or sudo) names the directory too, as its parent."""
     state = tmp_path / "state"
     wrapper = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[2:]).returncode)"
-    done = subprocess.run([sys.executable, "-c", wrapper, str(state), sys.executable, "-m", "infra.lab", "cluster",
+    done = subprocess.run([sys.executable, "-c", wrapper, str(state), sys.executable, "-m", "dynamo_lab", "cluster",
                            "down", "--state", str(state)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "cluster: down; nothing left running\n", "")
 
@@ -212,7 +212,7 @@ def local_home(engine_bins, cluster_bins, tmp_path):
     yield env, cache / "local", tmp_path / "tmp"
     state = cache / "local" / "cluster"
     if harness.leftovers(state):
-        subprocess.run([sys.executable, "-m", "infra.lab", "down", STACK, "--local"], cwd=ROOT, env=env,
+        subprocess.run([sys.executable, "-m", "dynamo_lab", "down", STACK, "--local"], cwd=ROOT, env=env,
                        capture_output=True, timeout=300)
         harness.stop(state)
     assert harness.leftovers(state) == []
@@ -221,7 +221,7 @@ def local_home(engine_bins, cluster_bins, tmp_path):
 def dynamo_lab(env, *args: str) -> subprocess.Popen:
     """`dynamo-lab ARGS` as a terminal runs it: a process group of its own, the terminal's
     foreground job, to which Ctrl-C sends SIGINT."""
-    return subprocess.Popen([sys.executable, "-m", "infra.lab", *args], cwd=ROOT, env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "dynamo_lab", *args], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
@@ -294,11 +294,11 @@ def test_ctrl_c_of_up_local_in_its_preview_then_in_its_creates_leaves_nothing_an
     assert not (ws.root / "up.tmp").exists()
 
     # 3. The next `up` needs no `pulumi cancel`; 4. `down` leaves nothing.
-    done = subprocess.run([sys.executable, "-m", "infra.lab", "up", STACK, "--local"], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "dynamo_lab", "up", STACK, "--local"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "locked" not in done.stdout + done.stderr
-    done = subprocess.run([sys.executable, "-m", "infra.lab", "down", STACK, "--local"], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "dynamo_lab", "down", STACK, "--local"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.strip().endswith("nothing left running"), done.stderr[-3000:]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.cluster import api, components, harness
-from infra.lab.cluster.tools import kwok_stages
+from dynamo_lab.cluster import api, components, harness
+from dynamo_lab.cluster.tools import kwok_stages
 
 pytestmark = pytest.mark.cluster
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from infra.lab.cluster import local, local_state, pulumi_cli, pulumi_workspace
+from dynamo_lab.cluster import local, local_state, pulumi_cli, pulumi_workspace
 from tests.helpers import run_cli
 
 

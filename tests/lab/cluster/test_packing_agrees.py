@@ -1,4 +1,4 @@
-"""Preflight's packing (infra/lab/preflight/packing.py) against the real kube-scheduler, on kwok
+"""Preflight's packing (dynamo_lab/preflight/packing.py) against the real kube-scheduler, on kwok
 clusters beyond the lab's one node per class (issue 34, item 3): the lab with a second 24GB server
 (tests/data/preflight/lab-two-servers.json: 3 nodes) and two 8-GPU H100 nodes with an RDMA device
 beside a CPU node (two-8gpu-rdma.json: 3 nodes). Each cluster runs in its own network namespace, as
@@ -21,9 +21,9 @@ from collections import Counter
 
 import pytest
 
-from infra.lab.cluster import harness
-from infra.lab.preflight import packing
-from infra.lab.preflight.workloads import workloads
+from dynamo_lab.cluster import harness
+from dynamo_lab.preflight import packing
+from dynamo_lab.preflight.workloads import workloads
 from infra.plan import plan
 from tests.helpers import ROOT, loaded, wait_for
 from tests.lab.cluster.test_placement import _clear, _cordon, _graph_namespace, _preflight, _scheduled

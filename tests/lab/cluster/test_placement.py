@@ -15,9 +15,9 @@ import copy
 
 import pytest
 
+from dynamo_lab.preflight import cluster_data
+from dynamo_lab.preflight.checks import check
 from infra.config.models import ClusterTarget
-from infra.lab.preflight import cluster_data
-from infra.lab.preflight.checks import check
 from infra.plan import StackPlan, plan
 from tests.helpers import STACKS, loaded, wait_for
 from tests.lab.cluster.test_stacks import PODS, _namespace, _pods

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.cluster import pulumi_cli, pulumi_workspace
-from infra.lab.cluster.standin import GraphReady
+from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import loaded
 from tests.lab.cluster.test_deploy import LOCAL, copy_checkout, object_path, ok

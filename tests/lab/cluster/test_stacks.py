@@ -2,7 +2,7 @@
 
 What is real here: the API server's validation of every object the plan holds (and of the
 DynamoGraphDeployment against the pinned CRD, from Dynamo's 1.5.0 development line at upstream
-commit 2a6da14c, not the v1.6.2 release: infra/lab/upstream.py), Pod Security admission of every pod
+commit 2a6da14c, not the v1.6.2 release: dynamo_lab/upstream.py), Pod Security admission of every pod
 under the labels the stack gives its namespaces, the scheduler placing pods by the GPU classes'
 node affinity and time-sliced GPU counts (kwok's simulated lab nodes), and preflight's live read of
 the same cluster. What is not: the Dynamo operator, whose module no registry serves here, so the
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from infra.lab.cluster.api import STRICT
+from dynamo_lab.cluster.api import STRICT
 from infra.manifests.security import ENFORCE_LABEL, PSA_VERSION
 from infra.plan import HELM_RELEASE, StackPlan, plan
 from tests.helpers import STACKS, everything_on, loaded

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.cluster import tool_build, tool_trust, tools
-from infra.lab.cluster.tools import BY_NAME, Decision, decide
+from dynamo_lab.cluster import tool_build, tool_trust, tools
+from dynamo_lab.cluster.tools import BY_NAME, Decision, decide
 
 GO_SUM = "example.com/m v1.0.0 h1:abc=\n"
 

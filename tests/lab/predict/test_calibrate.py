@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.lab import published
-from infra.lab.predict import calibrate, cells, pool, text
-from infra.lab.predict.params import LAB
+from dynamo_lab import published
+from dynamo_lab.predict import calibrate, cells, pool, text
+from dynamo_lab.predict.params import LAB
 from tests.helpers import run_cli, sized
 
 STACKS = {name: sized(name) for name in ("kv-routing", "same-server")}

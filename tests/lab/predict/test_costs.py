@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from dynamo_lab.predict import costs
 from infra.config.models import GpuClass, WorkerGroup
-from infra.lab.predict import costs
 from tests.helpers import sized
 
 RTX_3090 = costs.Card(bandwidth=936e9, peak_flops=71e12)

@@ -7,10 +7,10 @@ import json
 import pytest
 import yaml
 
+from dynamo_lab import published
+from dynamo_lab.predict import cells
+from dynamo_lab.predict import envelope as env
 from infra.catalogue import DEFAULT_GPU_CLASSES
-from infra.lab import published
-from infra.lab.predict import cells
-from infra.lab.predict import envelope as env
 from tests.helpers import ROOT, loaded, run_cli
 
 

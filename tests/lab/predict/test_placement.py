@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.lab import stack_files
-from infra.lab.predict import cells, costs, params, placement
-from infra.lab.predict.envelope import envelope
+from dynamo_lab import stack_files
+from dynamo_lab.predict import cells, costs, params, placement
+from dynamo_lab.predict.envelope import envelope
 from infra.plan import load_stack
 from infra.sizing import link_bytes_per_second
 

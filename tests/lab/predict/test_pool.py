@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infra.lab.predict import pool
-from infra.lab.predict.params import LAB
+from dynamo_lab.predict import pool
+from dynamo_lab.predict.params import LAB
 from tests.helpers import sized
 
 

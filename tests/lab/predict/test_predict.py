@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from infra.lab.predict import cells, text, validate
-from infra.lab.predict.params import LAB
+from dynamo_lab.predict import cells, text, validate
+from dynamo_lab.predict.params import LAB
 from tests.helpers import ROOT, run_cli, sized
 
 

@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
+from dynamo_lab.predict.costs import Card, Efficiency, Limits, ModelCost
+from dynamo_lab.predict.events import Sharing, Sim
+from dynamo_lab.predict.kvcache import Cache
+from dynamo_lab.predict.sim import Graph, Load, PathSpec, Stalled, Timing, WorkerSpec
 from infra import prefix_cache
-from infra.lab.predict.costs import Card, Efficiency, Limits, ModelCost
-from infra.lab.predict.events import Sharing, Sim
-from infra.lab.predict.kvcache import Cache
-from infra.lab.predict.sim import Graph, Load, PathSpec, Stalled, Timing, WorkerSpec
 
 KV = 114_688  # Qwen3-0.6B's KV bytes per token
 # A card so fast and a host so quick that only what a test looks at takes time.

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from dynamo_lab.cli import main
+from dynamo_lab.preflight import cluster_data
 from infra.config.models import ClusterTarget
-from infra.lab.cli import main
-from infra.lab.preflight import cluster_data
 from tests.lab.preflight.test_preflight import lab
 
 LISTS = {

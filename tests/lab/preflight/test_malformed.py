@@ -79,7 +79,7 @@ def test_dev_zero_is_refused_at_the_cap_not_read_forever(capsys):
 
 
 def test_the_cap_applies_to_stdin_too(tmp_path):
-    script = ("import sys; from infra.lab.preflight import cluster_data as c\n"
+    script = ("import sys; from dynamo_lab.preflight import cluster_data as c\n"
               "try: c.read_file('-', limit=1000)\n"
               "except c.ClusterUnreadable as e: print(e); sys.exit(2)\n")
     proc = subprocess.run([sys.executable, "-c", script], input=b" " * 1001, cwd=ROOT, capture_output=True,

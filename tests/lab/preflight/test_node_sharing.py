@@ -1,4 +1,4 @@
-"""Preflight judges the stack file's GPU classes against the nodes as they are (infra/lab/preflight/
+"""Preflight judges the stack file's GPU classes against the nodes as they are (dynamo_lab/preflight/
 gpus.py, classes.pre_pull_problem, shortfall.rdma_fix): a node's physical GPUs (nvidia.com/gpu.count)
 and its time-slicing (allocatable over them, or GFD's nvidia.com/gpu.replicas) against the class's
 sharing, gpusPerNode and slicesPerGpu; the nodes a per-node model cache's pre-pull fills against the
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
-from infra.lab.preflight.checks import check
+from dynamo_lab.preflight.checks import check
 from tests.helpers import loaded
 from tests.lab.preflight.test_packing import BIG, LAB, RDMA, SMALL, TWO_SERVERS
 

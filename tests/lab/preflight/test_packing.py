@@ -1,5 +1,5 @@
 """Preflight beyond the lab's one node per class (issue 34, item 3): a GPU class over several nodes,
-its workers packed per node as kube-scheduler places them (infra/lab/preflight/packing.py), on the
+its workers packed per node as kube-scheduler places them (dynamo_lab/preflight/packing.py), on the
 saved clusters tests/data/preflight/lab-two-servers.json (the lab plus a second 24GB server) and
 two-8gpu-rdma.json (two 8-GPU H100 nodes with an RDMA device, and a CPU node)."""
 
@@ -11,10 +11,10 @@ from fractions import Fraction
 
 import pytest
 
+from dynamo_lab.preflight import cluster_data, packing
+from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.workloads import workloads
 from infra.errors import ConfigError
-from infra.lab.preflight import cluster_data, packing
-from infra.lab.preflight.checks import check
-from infra.lab.preflight.workloads import workloads
 from infra.plan import plan
 from tests.helpers import ROOT, loaded
 

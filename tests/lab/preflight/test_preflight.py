@@ -12,10 +12,10 @@ from typing import Any, Callable, Optional
 
 import pytest
 
+from dynamo_lab.cli import main
+from dynamo_lab.preflight import cluster_data
+from dynamo_lab.preflight.checks import check
 from infra.config.models import ClusterTarget
-from infra.lab.cli import main
-from infra.lab.preflight import cluster_data
-from infra.lab.preflight.checks import check
 from tests.helpers import ROOT, everything_on, loaded
 
 DATA = ROOT / "tests" / "data" / "preflight"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.lab.preflight import selectors, versions
+from dynamo_lab.preflight import selectors, versions
 
 LABELS = {"nvidia.com/gpu.memory": "24576", "kubernetes.io/hostname": "gpu-server", "plus": "+7",
           "huge": str(2**63), "word": "large"}

@@ -9,9 +9,9 @@ from typing import Optional
 
 import pytest
 
-from infra.lab.cli import main
-from infra.lab.preflight import cluster_data, text
-from infra.lab.preflight.checks import check
+from dynamo_lab.cli import main
+from dynamo_lab.preflight import cluster_data, text
+from dynamo_lab.preflight.checks import check
 from tests.helpers import loaded
 from tests.lab.preflight.test_preflight import LAB, lab, preflight, problems, report_for, saved
 

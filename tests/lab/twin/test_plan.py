@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from dynamo_lab.twin import runner as twin
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
-from infra.lab.twin import runner as twin
 from tests.helpers import sized
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab import stack_files
+from dynamo_lab import stack_files
 from tests.helpers import ROOT, unavailable
 
 pytestmark = pytest.mark.lab
@@ -71,7 +71,7 @@ def _port_closed(port: int) -> bool:
 
 
 def _bench(stack, out, env):
-    proc = subprocess.run([sys.executable, "-m", "infra.lab", "bench", stack, "--target", "twin", "--quick",
+    proc = subprocess.run([sys.executable, "-m", "dynamo_lab", "bench", stack, "--target", "twin", "--quick",
                            "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -99,7 +99,7 @@ def test_quick_sweep_reproduces_the_labs_direction(run_env, tmp_path):
     # docs/measurements.md gives the spread measured over repeated runs.
     assert same["ttft_p50_ms"] >= 2 * kv["ttft_p50_ms"]
     png = tmp_path / "plot.png"
-    report = subprocess.run([sys.executable, "-m", "infra.lab", "report", str(tmp_path / "same" / "results.jsonl"),
+    report = subprocess.run([sys.executable, "-m", "dynamo_lab", "report", str(tmp_path / "same" / "results.jsonl"),
                              "--baseline", str(tmp_path / "kv" / "results.jsonl"), "--plot", str(png), "--published"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert report.returncode == 0, report.stderr
@@ -109,7 +109,7 @@ def test_quick_sweep_reproduces_the_labs_direction(run_env, tmp_path):
 
 
 def test_ctrl_c_stops_every_twin_process(run_env):
-    proc = subprocess.Popen([sys.executable, "-m", "infra.lab", "twin", "same-server"], cwd=ROOT, env=run_env,
+    proc = subprocess.Popen([sys.executable, "-m", "dynamo_lab", "twin", "same-server"], cwd=ROOT, env=run_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()  # printed once every worker registered

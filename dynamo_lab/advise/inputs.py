@@ -1,0 +1,158 @@
+"""What `advise` is asked: the base stack (read and loaded once), the traffic to rank layouts for,
+the goal; and the checks of a given traffic, made once, before the cluster is read.
+
+`Traffic` (traffic.py) is not the stack file's `workload` section (infra/config/workload.py, the one point a
+variant is sized for): it is a request shape over a matrix of (prefix types, concurrency) points,
+the base stack's `benchmark` section by default. A given traffic sets a candidate's `workload` to
+its largest point and its `benchmark` to its matrix (stack_file.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from pydantic import ValidationError
+
+from dynamo_lab import stack_files
+from dynamo_lab.advise.stack_file import StackDoc, with_traffic
+from dynamo_lab.advise.traffic import Traffic
+from infra.config.models import StackConfig
+from infra.config.models import Workload as SizedWorkload
+from infra.errors import ConfigError, UserError
+from infra.load import load as load_config
+from infra.plan import Stack, load_stack
+
+# The most requests in flight advise simulates: each is simulated, and the lab ran 4 and 8.
+MAX_CONCURRENCY = 64
+# The most points (prefix types x concurrency or rates) advise simulates: every layout is simulated
+# at each, and the shipped stacks' benchmark has 8.
+MAX_POINTS = 32
+
+
+@dataclass(frozen=True)
+class Base:
+    """The base stack: its file's `config:` map as written (every candidate is it, with other
+    workers), and that map loaded and sized."""
+
+    name: str
+    doc: StackDoc
+    stack: Stack
+
+    @property
+    def config(self) -> StackConfig:
+        return self.stack.config
+
+    @classmethod
+    def of(cls, name: str, doc: StackDoc) -> "Base":
+        return cls(name, doc, load_stack(name, *stack_files.config_from_doc(doc)))  # a ConfigError names its key
+
+
+def read_base(name: str) -> Base:
+    """Pulumi.<name>.yaml, read once."""
+    return Base.of(name, stack_files.stack_doc(name))
+
+
+def traffic_of(cfg: StackConfig) -> Traffic:
+    """A stack's own traffic: its benchmark section."""
+    b = cfg.benchmark
+    return Traffic(b.prefix_tokens + b.unique_tokens, b.prefix_tokens, b.output_tokens, tuple(b.prefix_types),
+                   tuple(b.concurrency), given=False)
+
+
+def given_traffic(base: Base, input_tokens: Optional[int] = None, prefix_tokens: Optional[int] = None,
+                  output_tokens: Optional[int] = None, prefix_types: Optional[list[int]] = None,
+                  concurrency: Optional[list[int]] = None, rates: Optional[list[float]] = None) -> Optional[Traffic]:
+    """The base's traffic with what the command line gives (None when it gives nothing), checked:
+    a UserError (exit 2) for a traffic no layout could serve. `rates` (--rate) makes it open loop;
+    the candidates are still sized, as for any given traffic, for the largest concurrency (--concurrency,
+    else the base's benchmark list), which the predictor then does not simulate."""
+    flags = {"input_tokens": input_tokens, "prefix_tokens": prefix_tokens, "output_tokens": output_tokens,
+             "prefix_types": prefix_types, "concurrency": concurrency, "rates": rates}
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in flags.items() if v is not None}
+    if not given:
+        return None
+    traffic = dataclasses.replace(traffic_of(base.config), **given, given=True)
+    _prefix_within_input(base, traffic)
+    return traffic
+
+
+def _prefix_within_input(base: Base, t: Traffic) -> None:
+    """The stack file's own rule, that the shared prefix is part of the input (its `workload`
+    model's), worded for the flags that set them."""
+    try:
+        # The one rule of the two that can fail: the flags are positive (the prefix 0 or more).
+        SizedWorkload(inputTokens=t.input_tokens, prefixTokens=t.prefix_tokens)
+    except ValidationError:
+        raise UserError(f"the shared prefix ({t.prefix_tokens:,} tokens: --prefix-tokens, else {base.name}'s "
+                        f"benchmark) is not less than the input ({t.input_tokens:,}: --input-tokens): the prefix is "
+                        "part of each prompt. Lower --prefix-tokens (0: no shared prefix) or raise "
+                        "--input-tokens") from None
+
+
+FLAGS = ("--input-tokens is workload.inputTokens, --prefix-tokens workload.prefixTokens, --output-tokens "
+         "workload.outputTokens, --prefix-types and --concurrency workload's largest and benchmark's lists")
+
+# The most requests/s advise simulates arriving: a faster rate floods any layout of a small cluster,
+# and the answer (all of them queue without bound) needs no search.
+MAX_RATE = 1000.0
+
+
+def check_traffic(base: Base, traffic: Traffic) -> None:
+    """A traffic that no layout could serve (longer than the model's context, say) is the user's
+    input to fix, not 68 refusals: say so once (exit 2)."""
+    if max(traffic.concurrency) > MAX_CONCURRENCY:
+        # With --rate the concurrency is not simulated, only sized for.
+        does, why = (("sizes layouts for", "with --rate, --concurrency is what each layout is sized for")
+                     if traffic.open_loop else
+                     ("simulates", "each request is simulated, and a search would take many minutes"))
+        raise UserError(f"concurrency {max(traffic.concurrency)} is more than advise {does} ({MAX_CONCURRENCY} "
+                        f"requests in flight; {why}): ask for at most {MAX_CONCURRENCY}")
+    if len(traffic.points) > MAX_POINTS:
+        raise UserError(f"{len(traffic.points)} points is more than advise simulates ({MAX_POINTS}; every layout is "
+                        f"simulated at each, prefix types x {'rates' if traffic.open_loop else 'concurrency'}): give "
+                        "fewer --prefix-types, --concurrency or --rate values")
+    if traffic.rates and max(traffic.rates) > MAX_RATE:
+        raise UserError(f"--rate {max(traffic.rates):g} requests/s is more than advise simulates ({MAX_RATE:g}/s): "
+                        f"ask for at most {MAX_RATE:g}")
+    if not traffic.given:
+        return
+    raw, secrets = stack_files.config_from_doc(with_traffic(base.doc, traffic))
+    try:
+        load_config(raw, base.name, secrets)
+    except ConfigError as exc:
+        mine = [f"{key}: {message}" for key, message in exc.problems if key.startswith(("workload.", "benchmark."))]
+        if mine:
+            raise UserError(f"no layout can serve the workload given ({FLAGS}): " + "; ".join(mine)) from None
+
+
+GOALS = {"ttft-p50": "lowest TTFT p50", "requests-per-s": "highest requests/s"}
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str  # a key of GOALS
+    # Either goal: every point's TTFT p99 at most this. A tail bound is not the median the TTFT p50
+    # goal ranks by: a layout can have the lowest p50 and a long tail.
+    ttft_p99_max_ms: Optional[float] = None
+
+    @property
+    def metric(self) -> str:
+        return "ttft_p50_ms" if self.name == "ttft-p50" else "requests_per_s"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.name == "requests-per-s"
+
+    def describe(self) -> str:
+        bound = f" with TTFT p99 at most {self.ttft_p99_max_ms:,.0f} ms at every point" if self.ttft_p99_max_ms else ""
+        return GOALS[self.name] + bound
+
+
+def check_goal(goal: Goal, traffic: Traffic) -> None:
+    """An open loop's requests/s is the rate asked for, for every layout that keeps up: no ranking."""
+    if traffic.open_loop and goal.name == "requests-per-s":
+        raise UserError("--goal requests-per-s ranks what a closed loop completes; with --rate every layout that "
+                        "keeps up completes the rate asked for, so it ranks nothing: with --rate use --goal ttft-p50 "
+                        "(the default; a layout that falls behind shows it as a growing TTFT), or drop --rate")

@@ -1,0 +1,394 @@
+"""The advice in words (and as JSON): every figure is the predictor's, and says so."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict
+from typing import Any, Optional
+
+from dynamo_lab.advise import search
+from dynamo_lab.advise.candidates import ACROSS, AGGREGATED, MAX_REPLICAS_PER_CLASS, ONE_NODE, ClassNode
+from dynamo_lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family, kv_overflow
+from dynamo_lab.predict.cells import OPEN_LOOP_REQUESTS
+from dynamo_lab.predict.envelope import outside_lines
+from dynamo_lab.sizing_text import text_table
+
+ESTIMATE = ("ESTIMATES, not measurements: every figure here is the predictor's, a simulation of the serving graph "
+            "whose constants were fitted to one lab's published table (two GPUs on 1GbE; docs/predictor.md). "
+            "Measure the layout you deploy (docs/benchmark.md).")
+KINDS = {AGGREGATED: "aggregated", ONE_NODE: "one-node prefill/decode", ACROSS: "cross-node prefill/decode"}
+LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s": "requests/s"}
+
+
+def _traffic(a: Advice) -> str:
+    w = a.traffic
+    points = len(w.points)
+    concurrency = (f"open loop at {', '.join(f'{r:g}' for r in w.rates)} requests/s (Poisson arrivals; sized for "
+                   f"concurrency {max(w.concurrency)})" if w.open_loop
+                   else f"concurrency {', '.join(map(str, w.concurrency))}")
+    if w.prefix_tokens:
+        shape = (f"{w.prefix_tokens:,} shared prefix, {w.input_tokens - w.prefix_tokens:,} unique), "
+                 f"{w.output_tokens:,} output tokens; prefix types {', '.join(map(str, w.prefix_types))} x "
+                 f"{concurrency}")
+    else:
+        shape = (f"no shared prefix), {w.output_tokens:,} output tokens; {concurrency} (with no shared prefix "
+                 f"the prefix types, {', '.join(map(str, w.prefix_types))}, are one workload: one point per "
+                 f"{'rate' if w.open_loop else 'concurrency'})")
+    return (f"{w.input_tokens:,} input tokens ({shape}: {points} point{'s' * (points > 1)} "
+            f"({'given' if w.given else f'the benchmark section of {a.base}'})")
+
+
+def _figures(c: Candidate) -> str:
+    return (f"TTFT p50 {c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, "
+            f"{c.mean('requests_per_s'):.1f} requests/s")
+
+
+# Below this share no resource is said to bind: the layout's own latency (transfers, steps) sets it.
+NEAR_LIMIT = 0.5
+
+
+def _binds(c: Candidate) -> str:
+    return c.binding.resource if c.binding.level >= NEAR_LIMIT else f"none over {NEAR_LIMIT:.0%}"
+
+
+def _overflow(a: Advice, c: Candidate) -> Optional[str]:
+    o = kv_overflow(c)
+    if o is None:
+        return None
+    where = a.traffic.points[o.point].where(bool(a.traffic.prefix_tokens))
+    held = (f"its requests held all {o.cache_blocks:,} blocks of its pool" if o.kv_blocks_peak >= o.cache_blocks
+            else f"its requests held at most {o.kv_blocks_peak:,} of its {o.cache_blocks:,} blocks at once, and a "
+            "running request's next blocks were more than were free")
+    return (f"its KV does not always fit: {o.preemptions:,} preemption{'s' * (o.preemptions > 1)} over {o.runs} "
+            f"simulated run{'s' * (o.runs > 1)} per point, the most on {o.worker} ({where}: {held}; vLLM freed the "
+            "last-admitted request's blocks and recomputes it from its first token, and the figures include that)")
+
+
+def _behind(a: Advice, c: Candidate) -> list:
+    """Open loop: the (point, row) pairs where it completes requests slower than they arrive
+    (cells.Row.keeps_up); none in a closed loop."""
+    return [(pt, r) for pt, r in zip(a.traffic.points, c.rows, strict=True) if r.keeps_up is False]
+
+
+def _falls_behind(a: Advice, c: Candidate) -> Optional[str]:
+    """Where it falls behind (_behind): its backlog grows for as long as the load lasts, so its
+    figures there are the run's, not a steady state's."""
+    behind = _behind(a, c)
+    if not behind:
+        return None
+    prefix = bool(a.traffic.prefix_tokens)
+    return ("it falls behind the arrivals (" + "; ".join(f"at {pt.where(prefix)} it completes "
+                                                        f"{r.completion_ratio:.0%} of them" for pt, r in behind)
+            + f"): its backlog grows for as long as the load lasts, so its TTFT and requests/s there are those of "
+            f"a run of {OPEN_LOOP_REQUESTS} arrivals, not a steady state")
+
+
+def _winner_behind(a: Advice) -> str:
+    """The recommendation falls behind somewhere: say where, and which ranked layout keeps up at every
+    point, if one does (it ranks lower on the goal, as its TTFT elsewhere is higher)."""
+    behind = [pt.where(bool(a.traffic.prefix_tokens)) for pt, _ in _behind(a, a.winner)]
+    keeping = [(i, c) for i, c in enumerate(a.ranked) if not _behind(a, c)]
+    other = (f"{keeping[0][1].layout.label} (rank {keeping[0][0] + 1}) keeps up at every point" if keeping else
+             "none of the layouts ranked keeps up at every point: lower the --rate, or add GPUs")
+    return f"The recommendation falls behind the arrivals at {'; '.join(behind)}; {other}."
+
+
+def _why(c: Candidate, winner: Optional[Candidate], a: Advice) -> str:
+    """What its time goes to and what binds it, against the winner's; whether its KV fits and, in
+    an open loop, whether it keeps up."""
+    parts = c.ttft_parts_ms
+    total = parts.total
+    said = [s for s in (_falls_behind(a, c), _overflow(a, c)) if s]
+    if parts.transfer > 0.25 * total:
+        said.append(f"its first tokens wait for a KV transfer ({parts.transfer:,.0f} ms of a mean "
+                    f"{total:,.0f} ms TTFT)" + (", which aggregated workers never make"
+                                                  if winner and winner.layout.kind == AGGREGATED else ""))
+    if c.binding.level < NEAR_LIMIT:
+        said.append(f"nothing is near its limit (the most used: {c.binding.resource}, {c.binding.detail})")
+    else:
+        said.append(f"binds: {c.binding.resource}, {c.binding.detail}")
+    return "; ".join(said)
+
+
+# What ends with a full stop and a space inside a sentence.
+ABBREVIATIONS = ("e.g", "i.e")
+
+
+def _sentence(reason: str) -> str:
+    """A refusal's first sentence, whole, and " ..." where more follows (the JSON output has it all).
+    It ends at the first full stop and space outside parentheses and double quotes (the sizing
+    quotes vLLM's own words) that is not an abbreviation's."""
+    depth, quoted = 0, False
+    for i, ch in enumerate(reason):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif (ch == "." and reason[i + 1:i + 2] == " " and not depth and not quoted
+              and not reason[:i].endswith(ABBREVIATIONS)):
+            return reason[:i] + " ..."
+    return reason
+
+
+def _percent(x: float) -> str:
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
+def _gap(a: Advice, better: Candidate, worse: Candidate) -> str:
+    metric = LABELS[a.goal.metric]
+    ratio = better.score / worse.score if a.goal.higher_is_better else worse.score / better.score
+    if a.goal.higher_is_better:
+        return f"{metric} {_percent(1 - 1 / ratio)} lower than the recommendation's" if ratio < 2 else (
+            f"{metric} 1/{ratio:.1f} of the recommendation's")
+    return f"{metric} {_percent(ratio - 1)} higher than the recommendation's" if ratio < 2 else (
+        f"{metric} {ratio:.1f}x the recommendation's")
+
+
+def base_setting(fam: Family) -> Optional[str]:
+    """The one key outside the layout (not `workers`, not `gpuClasses`) that refused every layout of
+    a family, if it was one: a setting of the base stack, such as the probe on an aggregated graph."""
+    if fam.best is not None or fam.refused_preflight or not fam.refused_config:
+        return None
+    keys = {c.reason.split(":", 1)[0] for c in fam.refused_config}
+    key = keys.pop() if len(keys) == 1 else None
+    return key if key and not key.startswith(("workers.", "gpuClasses")) else None
+
+
+def _family(a: Advice, fam: Family) -> str:
+    refused = []
+    for what, group in (("the sizing", fam.refused_config), ("preflight", fam.refused_preflight)):
+        if group:
+            first = group[0]
+            refused.append(f"{len(group)} refused by {what} (e.g. {first.layout.label}: {_sentence(first.reason)})")
+    head = f"{fam.name}: {fam.looked_at} looked at" + (f", {'; '.join(refused)}" if refused else "")
+    best = fam.best
+    if best is None:
+        setting = base_setting(fam)
+        because = (f" All for the base stack's `{setting}`, not their workers: advise from a base without it to "
+                   "compare this family" if setting else "")
+        return f"{head}. Dropped: none of its layouts passes the sizing and preflight.{because}"
+    winner = a.winner
+    if best.over_bound:
+        bound = a.goal.ttft_p99_max_ms
+        verdict = (f"dropped, not ranked: its TTFT p99 reaches {_over_ms(best.worst_p99_ms, bound)} ms, over the "
+                   f"bound of {bound:,.0f} ms")
+    elif best is winner:
+        verdict = "kept: the recommendation"
+    else:
+        close = a.close_call
+        within = close is not None and close[0] is best
+        fate = ("kept, too close to call with the recommendation" if within else "dropped"
+                if not (best.envelope | winner.envelope).extrapolated else "not recommended, physics only")
+        verdict = f"{fate} (rank {a.ranked.index(best) + 1}): {_gap(a, winner, best)}"
+    return f"{head}. Best: {best.layout.label} ({_figures(best)}); {verdict}. Why: {_why(best, winner, a)}."
+
+
+def _uncertainty(a: Advice) -> list[str]:
+    lines = ["The predictor's error against the lab's table (`predict --validate`: fitted to its concurrency-4 "
+             "cells, concurrency 8 held out), |predicted - published| / published:"]
+    for metric, e in a.uncertainty.metrics.items():
+        lines.append(f"  {LABELS[metric]}: fitted median {e.fit_median:.0%} (worst {e.fit_worst:.0%}); held out "
+                     f"median {e.holdout_median:.0%} (worst {e.holdout_worst:.0%})")
+    return lines
+
+
+def _class(n: ClassNode) -> str:
+    """A searched class as the cluster has it: the lab's one node, or its nodes and their GPUs."""
+    if n.nodes == 1 and n.sharing == "timeSliced":
+        return f"{n.gpu_class} on node {n.node} ({n.units} GPU units)"
+    what = f"{n.units} GPU units" if n.sharing == "timeSliced" else f"{n.gpus_per_node} whole GPUs"
+    return f"{n.gpu_class} on {n.nodes} node{'s' * (n.nodes > 1)} {n.node} ({what} each)"
+
+
+def _bound(n: ClassNode) -> str:
+    """The replicas searched on a class: per node, and TP sizes on whole GPUs."""
+    if n.nodes == 1 and n.tensor_parallel == (1,):
+        return f"{n.gpu_class} 1-{n.searched}"
+    tp = f", tensorParallel {'/'.join(map(str, n.tensor_parallel))}" if n.tensor_parallel != (1,) else ""
+    return f"{n.gpu_class} 1-{n.searched} a node on {n.nodes} node{'s' * (n.nodes > 1)}{tp}"
+
+
+def text(a: Advice, top: int = 3) -> str:
+    counts = {s: sum(c.status == s for c in a.candidates) for s in (REFUSED_CONFIG, REFUSED_PREFLIGHT)}
+    accepted = len(a.candidates) - sum(counts.values())
+    bounds = ", ".join(_bound(n) for n in a.nodes)
+    runs = a.full[0] * a.full[1]
+    lines = [ESTIMATE, "",
+             f"Cluster: {a.source}: " + ", ".join(_class(n) for n in a.nodes)]
+    lines += [f"  left out: {why}" for why in a.left_out]
+    lines += [f"Workload: {_traffic(a)}",
+              f"Goal: {a.goal.describe()}" + (f" (geometric mean over the {len(a.traffic.points)} points)"
+                                               if len(a.traffic.points) > 1 else ""),
+              f"Searched {len(a.candidates)} layouts as stack {a.stack} ({len(a.families)} families, each a line "
+              f"below; replicas per class: {bounds}, "
+              f"the GPU units its node advertises, at most {MAX_REPLICAS_PER_CLASS}"
+              + (f"; over {search.MAX_LAYOUTS} layouts, so at most {a.bounded} workers, the most requests in flight"
+                 if a.bounded else "") + f"): {counts[REFUSED_CONFIG]} refused "
+              f"by the sizing, {counts[REFUSED_PREFLIGHT]} by preflight; {accepted} screened with one simulated run "
+              + (f"at the heaviest point ({search.heaviest(a.traffic).where(bool(a.traffic.prefix_tokens))}), the best "
+                 f"{search.SHORTLIST} of each family ({a.shortlisted}) " if a.bounded else "")
+              + f"per point, and the best {a.refined_per_family} of each family predicted in full "
+              f"({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
+              f"{a.seconds:.0f} s.", ""]
+    if not a.ranked and not a.over:
+        lines.append("No layout passes the sizing and preflight on this cluster: the families below say why.")
+    else:
+        if a.ranked:
+            shown = a.ranked[:top]
+            body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
+                     f"{c.mean('requests_per_s'):.1f}", _binds(c)] for i, c in enumerate(shown)]
+            head = ["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"]
+            outside = outside_lines([(f"rank {i + 1}", c.envelope) for i, c in enumerate(shown)], every="each")
+            if any(c.preemptions for c in shown):  # the column only where some KV does not fit
+                head.append("preempted")
+                for row, c in zip(body, shown, strict=True):
+                    row.append(f"{c.preemptions:,}")
+            if outside:  # the column only where some figure is outside: inside, the table is as it was
+                head.append("envelope")
+                for row, c in zip(body, shown, strict=True):
+                    row.append("outside" if c.envelope.extrapolated else "inside")
+            mean = " (geometric means over the points)" if len(a.traffic.points) > 1 else ""
+            within = " within the TTFT p99 bound" if a.goal.ttft_p99_max_ms is not None else ""
+            lines += [f"Top {len(shown)}{within}, estimates{mean}:", text_table(head, body), *outside, ""]
+            if len(a.traffic.points) > 1:
+                lines += _by_point(a, shown)
+        if a.over:
+            lines += [_over_bound(a, top), ""]
+        lines.append(_verdict(a))
+        if a.winner is not None and _behind(a, a.winner):
+            lines.append(_winner_behind(a))
+        for fam in a.families:
+            if (setting := base_setting(fam)) is not None:
+                lines.append(f"Not compared: {fam.name}: every layout of it is refused by {a.base}'s `{setting}`, "
+                             "a setting of the base stack, not of the layout.")
+    lines += [""] + _uncertainty(a) + ["", "Families, each by its best layout:"]
+    lines += [f"- {_family(a, fam)}" for fam in a.families]
+    return "\n".join(lines)
+
+
+def _over_ms(value: float, bound: float) -> str:
+    """A TTFT p99 over the bound, with the decimals that show it over (150.4 ms is not "150 ms")."""
+    digits = next((d for d in range(3) if round(value, d) > bound), 3)
+    return f"{value:,.{digits}f}"
+
+
+def _over_bound(a: Advice, top: int) -> str:
+    """The layouts predicted in full whose TTFT p99 goes over the bound: apart from the ranking."""
+    over = a.over
+    bound = a.goal.ttft_p99_max_ms
+    listed = "; ".join(f"{c.layout.label} (TTFT p99 up to {_over_ms(c.worst_p99_ms, bound)} ms)" for c in over[:top])
+    more = f"; and {len(over) - top} more (--json lists them)" if len(over) > top else ""
+    return (f"Over the TTFT p99 bound of {a.goal.ttft_p99_max_ms:,.0f} ms, not ranked: {len(over)} of the "
+            f"{len(a.ranked) + len(over)} predicted in full, the least over first: {listed}{more}.")
+
+
+def _by_point(a: Advice, shown: list[Candidate]) -> list[str]:
+    """The goal's metric of each shown layout at each point (prefix types x concurrency, or with no
+    shared prefix concurrency alone)."""
+    metric = a.goal.metric
+    fmt = (lambda v: f"{v:.1f}") if metric == "requests_per_s" else (lambda v: f"{v:,.0f}")
+    prefix = bool(a.traffic.prefix_tokens)
+    head = ["rank"] + [pt.label(prefix) for pt in a.traffic.points]
+    body = [[str(i + 1)] + [fmt(getattr(r, metric)) for r in c.rows] for i, c in enumerate(shown)]
+    unit = "" if metric == "requests_per_s" else " ms"
+    load = "requests/s arriving" if a.traffic.open_loop else "concurrency"
+    what = f"prefix types x {load}" if prefix else f"{load}; no shared prefix"
+    return [f"{LABELS[metric]}{unit} at each point ({what}), estimates:", text_table(head, body), ""]
+
+
+def _verdict(a: Advice) -> str:
+    w = a.winner
+    if w is None:
+        return (f"No recommendation: every layout predicted in full has a TTFT p99 over "
+                f"{a.goal.ttft_p99_max_ms:,.0f} ms at some point. Raise --ttft-p99-max, or lower the "
+                f"{'--rate' if a.traffic.open_loop else 'concurrency'}.")
+    close = a.close_call
+    if close:
+        other, gap, threshold = close
+        kind = w.layout.kind
+        rival = next((c for c in a.ranked if c.layout.kind != kind), None)
+        apart = ""
+        if other.layout.kind == kind and rival is not None and rival.envelope.extrapolated:
+            apart = (f" Both are {KINDS[kind]} layouts: the best of another kind, {rival.layout.label}, has "
+                     f"{_gap(a, w, rival)}, physics only (outside what the validation covered: "
+                     f"{'; '.join(rival.envelope.outside)}).")
+        elif other.layout.kind == kind and rival is not None and a.relative_gap(w, rival) >= threshold:
+            apart = (f" Both are {KINDS[kind]} layouts: the best of another kind, "
+                     f"{rival.layout.label}, has {_gap(a, w, rival)}, beyond that error.")
+        return (f"Too close to call: {w.layout.label} and {other.layout.label} differ by {_percent(gap)} on "
+                f"{LABELS[a.goal.metric]}, within the predictor's held-out median error of {threshold:.0%}. Either "
+                f"may be the better one on the cluster: measure both (docs/benchmark.md).{apart}")
+    runner = a.ranked[1] if len(a.ranked) > 1 else None
+    if a.compared.extrapolated:
+        return _physics_only(a, w, runner)
+    beyond = (f", {a.relative_gap(w, runner):.0%} better on {LABELS[a.goal.metric]} than the runner-up "
+              f"({runner.layout.label}), beyond the predictor's held-out median error of "
+              f"{a.uncertainty.metrics[a.goal.metric].holdout_median:.0%}") if runner else ""
+    return f"Recommended (an estimate): {w.layout.label}: {_figures(w)}{beyond}. Why: {_why(w, None, a)}."
+
+
+def _physics_only(a: Advice, w: Candidate, runner: Optional[Candidate]) -> str:
+    """The verdict where the compared figures' inputs are outside what the validation covered: the
+    predictor's measured error does not apply, so no claim is made against it."""
+    gap = (f", {_percent(a.relative_gap(w, runner))} better on {LABELS[a.goal.metric]} than the runner-up "
+           f"({runner.layout.label})") if runner else ""
+    compared = "the comparison, whose inputs are" if runner else "its figures, whose inputs are"
+    return (f"Recommended (an estimate, physics only): {w.layout.label}: {_figures(w)}{gap}. No validated error "
+            f"applies to {compared} outside what the validation covered: {'; '.join(a.compared.outside)}. Measure "
+            f"before relying on it (docs/benchmark.md). Why: {_why(w, None, a)}.")
+
+
+def _candidate(c: Candidate) -> dict[str, Any]:
+    out: dict[str, Any] = {"layout": c.layout.label, "family": c.layout.family, "workers": c.layout.workers(),
+                           "status": c.status}
+    if c.reason:
+        out["reason"] = c.reason
+    if c.rows:
+        out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
+                    "score": c.score, "over_bound": c.over_bound,
+                    "means": {m: c.mean(m) for m in LABELS},
+                    "preemptions": c.preemptions,
+                    "kv_overflow": None if kv_overflow(c) is None else asdict(kv_overflow(c)),
+                    "points": [{**asdict(r), "preemptions": r.preemptions,
+                                "keeps_up": r.keeps_up,  # open loop only (cells.Row.keeps_up)
+                                "gpu_busy": u.gpu_busy,
+                                "path_busy": {f"{a}->{b}": share for (a, b), share in u.path_busy.items()},
+                                "ttft_parts_ms": asdict(u.ttft_parts_ms)}
+                               for r, u in zip(c.rows, c.usage, strict=True)],
+                    "binds": c.binding.__dict__, **c.envelope.as_dict()})
+        for point, env in zip(out["points"], c.envelopes, strict=True):
+            point.update(env.as_dict())
+    return out
+
+
+def to_json(a: Advice) -> str:
+    close = a.close_call
+    return json.dumps({
+        "estimate": True, "note": ESTIMATE, "stack": a.stack, "base": a.base, "cluster": a.source,
+        "nodes": [n.__dict__ for n in a.nodes], "left_out": a.left_out,
+        "workload": {**a.traffic.__dict__, "open_loop": a.traffic.open_loop,
+                     "points": [pt._asdict() for pt in a.traffic.points]},
+        "goal": {"name": a.goal.name, "metric": a.goal.metric, "ttft_p99_max_ms": a.goal.ttft_p99_max_ms},
+        "uncertainty": a.uncertainty.as_dict(),
+        "recommended": a.winner.layout.label if a.winner else None,
+        "too_close_to_call": None if close is None else {"with": close[0].layout.label, "gap": close[1],
+                                                         "threshold": close[2]},
+        # The best two's inputs (search.Advice.compared): extrapolated, their comparison is physics only.
+        "comparison": a.compared.as_dict(),
+        "ranked": [c.layout.label for c in a.ranked],
+        "over_bound": [c.layout.label for c in a.over],
+        "families": [{"name": f.name, "looked_at": f.looked_at, "refused_by_sizing": len(f.refused_config),
+                      "refused_by_preflight": len(f.refused_preflight),
+                      "best": f.best.layout.label if f.best else None} for f in a.families],
+        "candidates": [_candidate(c) for c in a.candidates], "seconds": a.seconds}, indent=2)
+
+
+def written(path: str, a: Advice, source: Optional[str]) -> str:
+    """What --write says after writing `path` (the name given), and what to run next."""
+    cluster = {None: "", "-": " --from FILE (the cluster data, saved)"}.get(
+        source, f" --from {shlex.quote(str(source))}")
+    return (f"\nwrote {path}: {a.winner.layout.label}, stack {a.stack}. Next: `dynamo-lab preflight {a.stack}"
+            f"{cluster}`, then `pulumi preview --stack {a.stack}` and `pulumi up --stack {a.stack}` (README, Deploy)")

@@ -1,0 +1,393 @@
+"""A discrete-event model of one serving graph under the benchmark's load.
+
+What it models, because the lab's table shows it growing with load (docs/predictor.md):
+- vLLM 0.31.0's scheduler on every worker (vllm/v1/core/sched/scheduler.py, schedule): each step
+  first schedules the running requests in order (a decode token each, or the next chunk of a
+  prompt), then admits waiting ones first come first served, within the batched-token budget and
+  `max_num_seqs` (costs.Limits). A request is admitted only if its step's blocks can be allocated
+  (kvcache.Cache); a waiting request that cannot be stops admission (no overtaking). A running
+  request whose next block cannot be allocated preempts the last-admitted running request, which
+  frees its blocks and waits again to be recomputed from its first token (RECOMPUTE).
+- Disaggregation as vLLM's NixlConnector does it: the prefill worker keeps a request's blocks
+  until the decode worker has pulled them; the decode worker admits a request only with blocks
+  for its whole prompt, pulls only what its own prefix cache lacks, notices the pull at its next
+  step, and recomputes the prompt's last token to produce the first one.
+- GPUs shared by time-slicing: each GPU is a processor-sharing server of the steps in flight on it;
+  a step's GPU time is its roofline on the card (costs.step_seconds). The host side of a step
+  (scheduling, launches, per-request output handling, KV copies between GPU and host buffers) is
+  each worker's own and is not shared.
+- Prefix caches and routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV
+  router's cost (blocks to compute + active blocks), a decode worker by load (fewest active blocks).
+- Transfers as flows on a shared path (events.Sharing): each flow at most the TCP software path's
+  rate, all of a path's flows together at most its capacity (the link across nodes).
+- Jitter where the system has it: each request's frontend time and each step's GPU time vary
+  (params.py), so concurrent clients do not move in lockstep.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from dynamo_lab.predict.costs import Card, Limits, step_seconds
+from dynamo_lab.predict.events import EPS, Sharing, Sim
+from dynamo_lab.predict.kvcache import Cache
+from dynamo_lab.predict.specs import Load, PathSpec, Stats, Timing, WorkerSpec
+from infra import prefix_cache
+
+__all__ = ["Graph", "Load", "PathSpec", "Request", "Stalled", "Stats", "Timing", "Worker", "WorkerSpec"]
+
+
+class Stalled(RuntimeError):
+    """The graph cannot finish its requests: a worker's pool is smaller than one request needs."""
+
+
+@dataclass(eq=False)  # one request is itself only: the workers' lists find it by identity, not by its fields
+class Request:
+    id: int
+    prefix: int
+    input_tokens: int
+    output_tokens: int
+    sent: float
+    first_token: Optional[float] = None
+    done: Optional[float] = None
+    prefilled: Optional[float] = None  # its prompt's prefill finished (the first worker's last chunk)
+    joined: Optional[float] = None  # its KV arrived on the decode worker (disaggregated only)
+    generated: int = 0
+    computed: int = 0  # tokens whose KV its current worker holds
+    pinned: int = 0  # blocks it holds privately on its current worker
+    shares_prefix: bool = False  # holds a reference on its current worker's cached prefix
+    remote: bool = False  # on a decode worker, its prompt's KV comes from the prefill worker
+    pull_tokens: int = 0  # prompt tokens the decode worker pulls (what its prefix cache lacks)
+    source: Optional[tuple] = None  # (prefill worker, pinned, shares_prefix) held until pulled
+    client: Optional[Callable] = None
+
+    @property
+    def known(self) -> int:
+        """Tokens whose KV a worker needs before sampling the next one."""
+        return self.input_tokens + self.generated
+
+
+@dataclass
+class Worker:
+    name: str
+    role: str  # agg | prefill | decode
+    gpu: Sharing
+    node: str
+    card: Card
+    limits: Limits
+    cache: Cache
+    waiting: deque = field(default_factory=deque)
+    ready: deque = field(default_factory=deque)  # pulled KV landed; admitted before `waiting`
+    running: list = field(default_factory=list)
+    busy: bool = False
+    active_blocks: int = 0  # the router's view: blocks of the requests it sent here, not yet done
+    preemptions: int = 0
+
+
+class Graph:
+    """The workers, GPUs and transfer paths of one stack, under one load."""
+
+    def __init__(self, specs: list[WorkerSpec], paths: dict[tuple[str, str], PathSpec], timing: Timing,
+                 load: Load, stream: int) -> None:
+        self.sim = Sim()
+        self.timing, self.load = timing, load
+        self.rng = random.Random(stream)  # one numbered random stream per simulated graph
+        self.gpus = {s.gpu: Sharing(self.sim, 1.0) for s in specs}
+        self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.card, s.limits, Cache(s.cache_blocks))
+                        for s in specs]
+        self.cpu_buffers = {s.name: s.cpu_buffers for s in specs}
+        # (prefill node, decode node) -> its shared path; or, per pair, (.., prefill, decode) -> its own
+        self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow) for k, p in paths.items() if not p.per_pair}
+        for (pn, dn), p in paths.items():
+            if p.per_pair:
+                for a, b in ((a, b) for a in specs for b in specs if a.role == "prefill" and b.role == "decode"
+                             and (a.node, b.node) == (pn, dn)):
+                    self.paths[(pn, dn, a.name, b.name)] = Sharing(self.sim, p.capacity, p.per_flow)
+        self.prefix_tokens = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
+        self.prefix_blocks = self.prefix_tokens // load.block_tokens
+        self.request_blocks = self.blocks(load.input_tokens + load.output_tokens)
+        self.completed: list[Request] = []
+        self.stats = Stats()
+        self.shaken: set = set()  # (prefill, decode) worker pairs whose NIXL agents have met
+        self._ids = itertools.count()
+        for w in self.workers:
+            tokens = load.input_tokens + (0 if w.role == "prefill" else load.output_tokens)
+            if w.cache.capacity < self.blocks(tokens):
+                raise Stalled(f"worker {w.name}'s KV pool holds {w.cache.capacity} blocks, fewer than the "
+                              f"{self.blocks(tokens)} one request's {tokens:,} tokens need: vLLM could never run "
+                              "it (nor start, with its max_model_len above the pool)")
+
+    def blocks(self, tokens: int) -> int:
+        return math.ceil(tokens / self.load.block_tokens)
+
+    def _jitter(self, sigma: float) -> float:
+        """A lognormal factor of median 1 (a cost's run-to-run spread)."""
+        return math.exp(self.rng.gauss(0.0, sigma)) if sigma else 1.0
+
+    # -- routing ---------------------------------------------------------------------------------
+
+    def _pick_by_kv(self, candidates: list[Worker], req: Request) -> Worker:
+        best, best_cost = [], None
+        for w in candidates:
+            overlap = self.prefix_blocks if req.prefix in w.cache.items else 0
+            cost = self.timing.overlap_weight * (self.request_blocks - overlap) + w.active_blocks
+            if best_cost is None or cost < best_cost - EPS:
+                best, best_cost = [w], cost
+            elif abs(cost - best_cost) <= EPS:
+                best.append(w)
+        return self.rng.choice(best)
+
+    def _pick_by_load(self, candidates: list[Worker]) -> Worker:
+        least = min(w.active_blocks for w in candidates)
+        return self.rng.choice([w for w in candidates if w.active_blocks == least])
+
+    # -- request lifecycle -----------------------------------------------------------------------
+
+    def send(self, client: Callable[[Request], None]) -> None:
+        load = self.load
+        req = Request(next(self._ids), self.rng.randrange(load.prefix_types), load.input_tokens, load.output_tokens,
+                      self.sim.now, client=client)
+        delay = self.timing.frontend_s * self._jitter(self.timing.frontend_jitter)
+        self.sim.at(self.sim.now + delay, self._route, req)
+
+    def _route(self, req: Request) -> None:
+        w = self._pick_by_kv([w for w in self.workers if w.role in ("agg", "prefill")], req)
+        self.stats.prompt_tokens += req.input_tokens
+        if req.prefix in w.cache.items:
+            self.stats.cached_prompt_tokens += self.prefix_tokens
+        w.active_blocks += self.request_blocks
+        w.waiting.append(req)
+        self._step(w)
+
+    def _held(self, req: Request) -> int:
+        return req.pinned + (self.prefix_blocks if req.shares_prefix else 0)
+
+    def _take_prefix(self, w: Worker, req: Request) -> bool:
+        """A request starting on a worker takes a reference on its cached prefix, if there is one;
+        True if it took one now."""
+        if req.computed == 0 and not req.shares_prefix and w.cache.acquire(req.prefix):
+            req.shares_prefix = True
+            req.computed = self.prefix_tokens
+            return True
+        return False
+
+    def _untake_prefix(self, w: Worker, req: Request) -> None:
+        w.cache.release(req.prefix)
+        req.shares_prefix, req.computed = False, 0
+
+    def _drop(self, w: Worker, req: Request) -> None:
+        """Free what a request holds on a worker, its computed tail kept cached for nothing reuses it
+        (as vLLM's freed blocks stay in the free queue, evicted oldest first)."""
+        w.cache.unpin(req.pinned)
+        if req.pinned:
+            w.cache.insert(("tail", req.id, w.name), req.pinned)
+        if req.shares_prefix:
+            w.cache.release(req.prefix)
+        req.pinned, req.shares_prefix, req.computed = 0, False, 0
+
+    def _grow(self, w: Worker, req: Request, tokens: int) -> bool:
+        need = self.blocks(tokens) - self._held(req)
+        if need <= 0:
+            return True  # most decode steps: the token fits in a block it holds
+        if w.cache.allocate(need):
+            req.pinned += need
+            return True
+        return False
+
+    def _preempt(self, w: Worker, victim: Request) -> None:
+        w.running.remove(victim)
+        self._drop(w, victim)
+        victim.remote = False  # its pulled KV is gone: this worker recomputes it (vLLM's RECOMPUTE)
+        w.preemptions += 1
+        w.waiting.appendleft(victim)
+
+    def _step(self, w: Worker) -> None:
+        if w.busy:
+            return
+        budget = w.limits.max_num_batched_tokens
+        scheduled: list[tuple[Request, int, int]] = []  # (request, tokens computed before, tokens now)
+        preempted = False
+        i = 0
+        while i < len(w.running) and budget > 0:
+            req = w.running[i]
+            n = min(req.known - req.computed, budget)
+            while not self._grow(w, req, req.computed + n):
+                preempted = True
+                victim = w.running[-1]
+                self._preempt(w, victim)
+                if victim is req:
+                    break
+            else:
+                scheduled.append((req, req.computed, n))
+                budget -= n
+                i += 1
+                continue
+            break
+        copied = 0
+        while not preempted and budget > 0 and len(w.running) < w.limits.max_num_seqs and (w.ready or w.waiting):
+            queue = w.ready or w.waiting
+            req = queue[0]
+            if req.remote and req.joined is None:
+                if not self._admit_pull(w, req):
+                    break
+                queue.popleft()
+                continue
+            took = not req.remote and self._take_prefix(w, req)
+            n = min(req.known - req.computed, budget)
+            if not self._grow(w, req, req.computed + n):
+                if took:
+                    self._untake_prefix(w, req)
+                break
+            if req.remote and self.cpu_buffers[w.name]:
+                copied += req.pull_tokens  # host buffer -> GPU blocks, at this step (sync_recved_kv_to_device)
+            queue.popleft()
+            w.running.append(req)
+            scheduled.append((req, req.computed, n))
+            budget -= n
+        if not scheduled:
+            return
+        t = self.timing
+        if w.role == "prefill" and self.cpu_buffers[w.name]:
+            copied += sum(n for _, _, n in scheduled)  # GPU blocks -> host buffer after the forward (save_kv_to_host)
+        host = (t.step_cpu_s + t.step_cpu_per_request_s * len(scheduled)
+                + copied * self.load.model.kv_bytes_per_token / t.host_copy_bytes_per_s)
+        gpu = step_seconds(w.card, t.efficiency, self.load.model, [(c, n) for _, c, n in scheduled])
+        gpu *= self._jitter(t.gpu_jitter)
+        w.busy = True
+        self.sim.at(self.sim.now + host, w.gpu.submit, gpu, lambda: self._stepped(w, scheduled))
+
+    def _stepped(self, w: Worker, scheduled: list[tuple[Request, int, int]]) -> None:
+        now = self.sim.now
+        w.busy = False
+        for req, _, n in scheduled:
+            if req not in w.running:
+                continue  # preempted since (it is recomputed from its first token)
+            req.computed += n
+            if req.computed >= self.prefix_tokens and not req.shares_prefix:
+                self._cache_prefix(w, req)
+            if req.computed < req.known:
+                continue
+            req.generated += 1  # the step that computes the last known token samples the next
+            if req.prefilled is None:
+                req.prefilled = now
+            if w.role == "prefill":
+                w.running.remove(req)
+                self._hand_off(w, req)
+                continue
+            if req.first_token is None:
+                req.first_token = now
+            if req.generated >= req.output_tokens:
+                w.running.remove(req)
+                self._finish(w, req)
+        self._step(w)
+
+    def _cache_prefix(self, w: Worker, req: Request) -> None:
+        """The prefix's blocks are complete on this worker: they become its cached, shared prefix (or,
+        if another request cached it meanwhile, the request shares that one and frees its own)."""
+        w.cache.unpin(self.prefix_blocks)
+        if w.cache.insert(req.prefix, self.prefix_blocks) and w.cache.acquire(req.prefix):
+            req.pinned -= self.prefix_blocks
+            req.shares_prefix = True
+        else:
+            w.cache.pinned += self.prefix_blocks  # no room to cache it: the request keeps them privately
+
+    def _hand_off(self, prefill: Worker, req: Request) -> None:
+        """The prefill is done: its blocks stay held on the prefill worker until pulled (NIXL's
+        delayed free); the router sends the request on to a decode worker."""
+        req.source = (prefill, req.pinned, req.shares_prefix)
+        req.pinned, req.shares_prefix, req.computed, req.generated = 0, False, 0, 0
+        req.remote = True
+        prefill.active_blocks -= self.request_blocks  # the router's prefill request has returned
+        decode = self._pick_by_load([w for w in self.workers if w.role == "decode"])
+        decode.active_blocks += self.request_blocks
+        self.sim.at(self.sim.now + self.timing.handoff_s, self._arrive, decode, req)
+
+    def _arrive(self, decode: Worker, req: Request) -> None:
+        decode.waiting.append(req)
+        self._step(decode)
+
+    def _admit_pull(self, decode: Worker, req: Request) -> bool:
+        """Blocks for the whole prompt, or it waits; then the pull of what the prefix cache lacks."""
+        took = self._take_prefix(decode, req)
+        if not self._grow(decode, req, req.input_tokens):
+            if took:
+                self._untake_prefix(decode, req)
+            return False
+        req.pull_tokens = req.input_tokens - req.computed
+        self.stats.transfers += 1
+        self.stats.warm_transfers += req.shares_prefix
+        prefill = req.source[0]
+        path = self.paths.get((prefill.node, decode.node)) or self.paths[(prefill.node, decode.node, prefill.name,
+                                                                          decode.name)]
+        pair = (prefill.name, decode.name)
+        delay = 0.0 if pair in self.shaken else self.timing.handshake_s  # the agents' first metadata exchange
+        self.shaken.add(pair)
+
+        def pulled() -> None:
+            self._release_source(req)
+            req.joined = self.sim.now
+            req.computed = req.input_tokens - 1  # vLLM recomputes the last prompt token for its logits
+            if not req.shares_prefix and req.computed >= self.prefix_tokens:
+                self._cache_prefix(decode, req)
+            decode.ready.append(req)
+            self._step(decode)
+        self.sim.at(self.sim.now + delay, path.submit, req.pull_tokens * self.load.model.kv_bytes_per_token, pulled)
+        return True
+
+    def _release_source(self, req: Request) -> None:
+        prefill, pinned, shares = req.source
+        req.source = None
+        prefill.cache.unpin(pinned)
+        if pinned:
+            prefill.cache.insert(("tail", req.id, prefill.name), pinned)
+        if shares:
+            prefill.cache.release(req.prefix)
+        self._step(prefill)
+
+    def _finish(self, w: Worker, req: Request) -> None:
+        req.done = self.sim.now
+        w.active_blocks -= self.request_blocks
+        self._drop(w, req)
+        self.completed.append(req)
+        req.client(req)
+
+    # -- load --------------------------------------------------------------------------------------
+
+    def run(self, concurrency: int, requests: int, stop_after: Optional[int] = None) -> list[Request]:
+        """One closed-loop run, as AIPerf drives it: `requests` requests, `concurrency` in flight;
+        returns the completed ones in completion order, all of them, or the first `stop_after`."""
+        sent = 0
+        start = len(self.completed)
+        wanted = requests if stop_after is None else min(stop_after, requests)
+
+        def client(_done: Optional[Request] = None) -> None:
+            nonlocal sent
+            if sent < requests:
+                sent += 1
+                self.send(client)
+
+        for _ in range(min(concurrency, requests)):
+            client()
+        self.sim.run(until=lambda: len(self.completed) - start >= wanted)
+        if len(self.completed) - start < wanted:
+            raise Stalled(f"{len(self.completed) - start} of {wanted} requests finished; the rest never could")
+        return self.completed[start:start + wanted]
+
+    def run_open(self, rate: float, requests: int) -> list[Request]:
+        """One open-loop run: `requests` requests arriving as a Poisson process of `rate` per second,
+        whatever the graph's progress (a closed loop lets a slower layout send fewer requests);
+        returns them all once completed, in completion order."""
+        start = len(self.completed)
+        t = self.sim.now
+        for _ in range(requests):
+            t += self.rng.expovariate(rate)
+            self.sim.at(t, self.send, lambda _done: None)
+        self.sim.run(until=lambda: len(self.completed) - start >= requests)
+        if len(self.completed) - start < requests:
+            raise Stalled(f"{len(self.completed) - start} of {requests} requests finished; the rest never could")
+        return self.completed[start:]

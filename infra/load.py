@@ -1,0 +1,252 @@
+"""Raw Pulumi config -> the resolved stack, or a ConfigError naming the stack file, each key and the fix.
+
+Pulumi hands a program its config as `<namespace>:<key>` -> text (structured values as JSON text).
+`load()` validates the `dynamo-lab:*` keys against `config.models`, turns pydantic's errors into
+messages a user can act on ("did you mean", the accepted values), resolves the stack (the per-stack
+defaults and derived facts, infra/resolved.py), then runs the cross-key checks of `infra.validate`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any, Collection
+
+from pydantic import BaseModel, ValidationError
+
+from infra.config import engine_flags
+from infra.config.models import PROJECT, StackConfig
+from infra.errors import ConfigError, stack_file
+from infra.resolved import ResolvedStack, resolve
+from infra.validate import problems as cross_key_problems
+
+
+def _path(loc: tuple, raw: dict[str, Any]) -> str:
+    """('workers', 0, 'replicas') -> 'workers.prefill.replicas' (group name when it has one)."""
+    parts: list[str] = []
+    node: Any = raw
+    for item in loc:
+        if isinstance(item, int):
+            node = node[item] if isinstance(node, list) and item < len(node) else None
+            name = node.get("name") if isinstance(node, dict) else None
+            parts.append(str(name) if name else f"[{item}]")
+        else:
+            parts.append(str(item))
+            node = node.get(item) if isinstance(node, dict) else None
+    return ".".join(parts).replace(".[", "[")
+
+
+def _key_path(loc: tuple, data: dict[str, Any]) -> str:
+    """Where an error is, as the stack file spells it (the cluster keys live under kubernetes:)."""
+    if loc[:1] == ("cluster",) and len(loc) > 1:
+        return KUBERNETES + str(loc[1])
+    return _path(loc, data) or "(top level)"
+
+
+def _valid_keys(loc: tuple) -> list[str]:
+    """The camelCase keys allowed at the parent of `loc`, for 'did you mean' hints."""
+    model: Any = StackConfig
+    for item in loc[:-1]:
+        if isinstance(item, int) or model is None:
+            continue
+        field = next((f for f in model.model_fields.values() if f.alias == item), None)
+        if field is None:
+            # Keys of a dict field (e.g. a GPU class name) lead to its value model.
+            continue
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        candidates = [ann, *args] + [a for arg in args for a in getattr(arg, "__args__", ())]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    if model is None:
+        return []
+    # `cluster` is filled from kubernetes:* keys, never written under dynamo-lab:.
+    return [f.alias for name, f in model.model_fields.items()
+            if f.alias and not (model is StackConfig and name == "cluster")]
+
+
+# Settings that must be Pulumi secrets (`pulumi config set --secret`); their values are never shown.
+SECRET_KEYS = ("hfToken",)
+
+_HINTS = {
+    "greater_than_equal": "write a number >= {ge}",
+    "greater_than": "write a number > {gt}",
+}
+
+# A value of the wrong type: what it is not, and how to write one (pydantic's own text is for Python
+# programmers: "Input should be a valid integer, unable to parse string as an integer").
+_TYPE_HINTS = {
+    "int_parsing": "is not a whole number; write it in digits, e.g. `{key}: 2`",
+    "int_type": "is not a whole number; write it in digits, e.g. `{key}: 2`",
+    "int_from_float": "is not a whole number; write an integer, e.g. `{key}: 2`",
+    "float_parsing": "is not a number; write it in digits, e.g. `{key}: 40` or `{key}: 0.5`",
+    "float_type": "is not a number; write it in digits, e.g. `{key}: 40` or `{key}: 0.5`",
+    "bool_parsing": "is not true or false; write `{key}: true` or `{key}: false`",
+    "bool_type": "is not true or false; write `{key}: true` or `{key}: false`",
+    "list_type": "is not a list; write a YAML list, e.g. `{key}: [a, b]`, or one `- item` per line under it",
+    "dict_type": "is not a map; write `key: value` pairs indented under `{key}:`",
+    "string_type": "is not text; write it as a string, e.g. `{key}: \"...\"`",
+}
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    if "extraArgs" in err["loc"]:  # a worker's flags: never a secret flag's value, in any spelling
+        err = {**err, "input": engine_flags.mask_value(err.get("input"))}
+    if err["loc"][:1] and err["loc"][0] in SECRET_KEYS:  # never echo a secret's value
+        return "must be a single string (the token), set with pulumi config set --secret"
+    if kind == "extra_forbidden":
+        key = str(err["loc"][-1])
+        valid = _valid_keys(err["loc"])
+        close = difflib.get_close_matches(key, valid, n=1)
+        if len(err["loc"]) == 1:  # a stack-file key: show it as written there
+            key, close = f"{PROJECT}:{key}", [f"{PROJECT}:{c}" for c in close]
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        listed = f" Valid keys here: {', '.join(valid)}." if valid else ""
+        return f"unknown key `{key}`{hint}{listed}"
+    if kind == "missing":
+        return "required key is missing; add it"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        return f"{err['input']!r} is not allowed; write one of {expected}"
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    if kind in _HINTS:
+        return f"{err['input']!r} is not allowed: {_HINTS[kind].format(**err.get('ctx', {}))}"
+    key = next((str(part) for part in reversed(err["loc"]) if isinstance(part, str)), "value")
+    if kind in _TYPE_HINTS:
+        return f"{err['input']!r} {_TYPE_HINTS[kind].format(key=key)}"
+    if kind == "too_short":
+        ctx = err.get("ctx", {})
+        return (f"{err['input']!r} has {ctx.get('actual_length', 0)} items; it needs at least "
+                f"{ctx.get('min_length', 1)}")
+    return f"{err['msg']} (got {err.get('input')!r})"
+
+
+def _decode(raw: str) -> Any:
+    """Pulumi hands structured config values over as JSON text, scalars as plain text."""
+    text = raw.strip()
+    if text[:1] in "{[":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return raw
+
+
+KUBERNETES = "kubernetes:"
+CLUSTER_KEYS = ("context", "kubeconfig")
+
+
+def _cluster(raw_config: dict[str, str], stack: str,
+             foreign: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The cluster keys (`kubernetes:context`, `kubernetes:kubeconfig`) and their problems."""
+    found = {k[len(KUBERNETES):]: v for k, v in raw_config.items() if k.startswith(KUBERNETES)}
+    problems = []
+    for key in sorted(set(found) - set(CLUSTER_KEYS)):
+        problems.append((KUBERNETES + key, f"only Pulumi's default Kubernetes provider reads `{KUBERNETES}{key}`, "
+                         "and this project uses an explicit provider built from kubernetes:context and "
+                         f"kubernetes:kubeconfig alone, so it would be ignored. Remove it: pulumi config rm "
+                         f"{KUBERNETES}{key} --stack {stack}"))
+    if not found.get("context", "").strip():
+        problems.append((KUBERNETES + "context", "not set: without it this stack would deploy to whatever "
+                         "cluster your current kubectl context points at. Name the cluster it deploys to "
+                         "(`kubectl config get-contexts -o name` lists yours): pulumi config set "
+                         f"kubernetes:context <context> --stack {stack}"
+                         + (f" (the stack file sets `{twin}`, in a misspelled namespace: rename it "
+                            f"`{KUBERNETES}context`)" if (twin := _twin(KUBERNETES + "context", foreign)) else "")))
+    return {k: v for k, v in found.items() if k in CLUSTER_KEYS}, problems
+
+
+# The namespaces of the config keys this program reads, or that Pulumi itself reads (`pulumi:`).
+NAMESPACES = (PROJECT, KUBERNETES[:-1], "pulumi")
+
+
+def _foreign(raw_config: dict[str, str]) -> dict[str, str]:
+    """Keys in a namespace nothing reads -> the key they were likely meant as ('' when none is close)."""
+    out = {}
+    for key in raw_config:
+        namespace, _, rest = key.partition(":")
+        if namespace in NAMESPACES:
+            continue
+        close = difflib.get_close_matches(namespace.lower().replace("_", "-"), NAMESPACES, n=1, cutoff=0.6)
+        out[key] = f"{close[0]}:{rest}" if close else ""
+    return out
+
+
+def _namespace_problems(foreign: dict[str, str], stack: str) -> list[tuple[str, str]]:
+    problems = []
+    for key, meant in foreign.items():
+        namespace = key.partition(":")[0]
+        hint = f"; did you mean `{meant}`? Rename the key in {stack_file(stack)}" if meant else (
+            f". Remove it: pulumi config rm {key} --stack {stack}")
+        problems.append((key, f"unknown namespace `{namespace}:`: this program reads `{PROJECT}:` keys and "
+                         f"`{KUBERNETES}context` / `{KUBERNETES}kubeconfig` only, so this key would be silently "
+                         f"ignored{hint}"))
+    return problems
+
+
+def _twin(key: str, foreign: dict[str, str]) -> str:
+    """For a missing key: the stack file's key in a misspelled namespace that was meant as it ('' if none)."""
+    return next((k for k, meant in foreign.items() if meant == key), "")
+
+
+def _plain_secrets(raw_config: dict[str, str], secret_keys: Collection[str], stack: str) -> list[tuple[str, str]]:
+    """Secrets written in plain text in the stack file: refused, and never echoed."""
+    return [(key, f"is written in plain text in the stack file, where anyone who can read the repository reads "
+             f"it. Store it encrypted instead (remove the plain line first): pulumi config set --secret {key} "
+             f"<your token> --stack {stack}")
+            for key in SECRET_KEYS if f"{PROJECT}:{key}" in raw_config and f"{PROJECT}:{key}" not in secret_keys]
+
+
+def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = ()) -> ResolvedStack:
+    """Validate a stack's `dynamo-lab:*` and `kubernetes:*` keys and resolve the stack. Raises
+    ConfigError on any problem.
+
+    `secret_keys` are the config keys the stack stores encrypted (`pulumi config set --secret`);
+    a secret setting outside them is refused.
+    """
+    prefix = PROJECT + ":"
+    data, too_deep = {}, []
+    for key, value in raw_config.items():
+        if key.startswith(prefix):
+            try:
+                data[key[len(prefix):]] = _decode(value)
+            except RecursionError:  # json.loads stops at Python's recursion limit, some 1,000 levels
+                too_deep.append((key[len(prefix):], "its value is JSON nested more than a thousand levels deep, "
+                                 "where a setting has a few; is it the right value?"))
+    if too_deep:
+        raise ConfigError(stack_file(stack), too_deep)
+    foreign = _foreign(raw_config)
+    cluster, cluster_problems = _cluster(raw_config, stack, foreign)
+    cluster_problems = _namespace_problems(foreign, stack) + cluster_problems
+    cluster_problems += _plain_secrets(raw_config, secret_keys, stack)
+    if "cluster" in data:
+        cluster_problems.insert(0, ("cluster", f"unknown key `{prefix}cluster`: name the cluster with Pulumi's "
+                                    f"own key: pulumi config set kubernetes:context <context> --stack {stack}"))
+    data["cluster"] = cluster or None
+    try:
+        cfg = StackConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # A misspelled required key is one mistake, not two: keep "unknown key, did you mean X?"
+        # and drop the "X is missing" it causes.
+        misspelled = set()
+        for e in errors:
+            if e["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(str(e["loc"][-1]), _valid_keys(e["loc"]), n=1)
+                misspelled.update(tuple(e["loc"][:-1]) + (c,) for c in close)
+        def message(e: dict[str, Any]) -> str:
+            twin = _twin(f"{prefix}{e['loc'][0]}", foreign) if e["type"] == "missing" and len(e["loc"]) == 1 else ""
+            return (f"required key is missing: the stack file sets `{twin}`, in a misspelled namespace; rename "
+                    f"it `{prefix}{e['loc'][0]}`" if twin else _message(e))
+        problems = [(_key_path(e["loc"], data), message(e)) for e in errors
+                    if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)
+                    and not (e["loc"][:1] == ("cluster",) and cluster_problems)]
+        raise ConfigError(stack_file(stack), cluster_problems + problems) from None
+    if cluster_problems:
+        raise ConfigError(stack_file(stack), cluster_problems)
+    stack_resolved = resolve(cfg, stack)  # the per-stack defaults and derived facts, once
+    problems = cross_key_problems(stack_resolved)
+    if problems:
+        raise ConfigError(stack_file(stack), problems)
+    return stack_resolved

@@ -1,0 +1,141 @@
+"""Checks across keys of where a stack's workers run and how their KV moves: each group's transport
+against its buffers, UCX_TLS and nodes; each prefill/decode pair; tensor parallelism against the
+model's heads and the class's GPUs; a spread against the class's nodes. `infra.validate` runs them
+with the others, on the resolved stack, and returns (key path, message) pairs."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, expand_tls
+from infra.config.models import WorkerGroup
+
+if TYPE_CHECKING:
+    from infra.resolved import ResolvedStack
+
+Problems = list[tuple[str, str]]
+
+RDMA_TLS = NETWORK_TLS - {"tcp"}
+
+
+def _transport(g: WorkerGroup, gpu_classes: dict) -> Problems:
+    """One group's transport: its buffers, its UCX_TLS and its nodes agree with it."""
+    kv, key = g.kv_transfer, f"workers.{g.name}.kvTransfer"
+    tls = expand_tls(kv.ucx_tls)
+    if kv.transport == "tcp":
+        if tls & RDMA_TLS:
+            written = (t.strip() for t in kv.ucx_tls.removeprefix("^").split(","))
+            named = ", ".join(n for n in written if expand_tls(n) & RDMA_TLS) or "all but those it excludes"
+            return [(f"{key}.ucxTls", f"UCX_TLS={kv.ucx_tls} names RDMA transports ({named}) but transport is tcp: "
+                     "the pods would request no RDMA device and lack IPC_LOCK, so UCX could not register memory "
+                     "with the NIC. Write transport: rdma, or ucxTls: tcp,self")]
+        if kv.buffer_device == "cuda":
+            return [(f"{key}.bufferDevice", f"cuda buffers over UCX_TLS={kv.ucx_tls} (TCP only) crash UCX copying GPU "
+                     "memory over TCP (segfault in uct_tcp_ep_am_bcopy). Write bufferDevice: cpu, or transport: rdma "
+                     "where the nodes have RDMA (UCX over RC verbs moves GPU memory)")]
+        return []
+    found: Problems = []
+    if not tls & RDMA_TLS:
+        found.append((f"{key}.ucxTls", f"transport rdma but UCX_TLS={kv.ucx_tls} names no RDMA transport (rc, ud, "
+                      "dc, ib), so UCX would fall back to whatever else it lists or fail to connect. Remove ucxTls "
+                      "(default with rdma: rc,self, or rc,cuda_copy,self with cuda buffers)"))
+    elif kv.buffer_device == "cuda" and not tls & GPU_CAPABLE_TLS - RDMA_TLS:
+        found.append((f"{key}.ucxTls", f"cuda buffers need a CUDA transport beside RC in UCX_TLS ({kv.ucx_tls}) to "
+                      "reach GPU memory. Add cuda_copy: ucxTls: rc,cuda_copy,self"))
+    cls = gpu_classes.get(g.gpu_class)
+    if cls is not None and cls.rdma_resource is None:
+        found.append((f"{key}.transport", f"transport rdma needs an RDMA device in each pod, and GPU class "
+                      f"{g.gpu_class!r} names none. Set gpuClasses.{g.gpu_class}.rdmaResource to the resource "
+                      "the RDMA device plugin advertises on its nodes (e.g. rdma/rdma_shared_device_a), or write "
+                      "transport: tcp"))
+    return found
+
+
+def transfer(r: ResolvedStack) -> Problems:
+    """Each group's transport can move its buffers, and each prefill/decode pair can talk."""
+    cfg = r.config
+    found: Problems = []
+    for g in cfg.workers:
+        if g.role != "agg":
+            found += _transport(g, cfg.gpu_classes)
+    rdma = sorted(g.name for g in cfg.workers if g.rdma)
+    if cfg.probe.enabled and rdma:
+        found.append(("probe.enabled", f"the probe moves KV-sized host buffers over UCX TCP "
+                      f"(infra/payloads/kv_probe.py), and {', '.join(rdma)} move their KV over RDMA, a path it "
+                      "does not measure (its pods request no RDMA device). Set probe.enabled: false"))
+    prefill = [g for g in cfg.workers if g.role == "prefill"]
+    decode = [g for g in cfg.workers if g.role == "decode"]
+    for p, d in itertools.product(prefill, decode):
+        pk, dk = p.kv_transfer, d.kv_transfer
+        pair = f"prefill {p.name!r} and decode {d.name!r}"
+        if pk.transport != dk.transport:
+            found.append((f"workers.{d.name}.kvTransfer.transport",
+                          f"{pair} use transports {pk.transport} and {dk.transport}; UCX connects a pair over one "
+                          f"transport both sides have. Give both the same transport"))
+            continue
+        if p.tensor_parallel != d.tensor_parallel:
+            found.append((f"workers.{d.name}.tensorParallel",
+                          f"{pair} run tensorParallel {p.tensor_parallel} and {d.tensor_parallel}; dynamo-lab sizes "
+                          "a transfer as each decode rank pulling the KV heads of the prefill rank that holds them, "
+                          "which needs the same split on both sides. Give both the same tensorParallel"))
+        if pk.buffer_device != dk.buffer_device:
+            found.append((f"workers.{d.name}.kvTransfer.bufferDevice",
+                          f"{pair} keep their KV transfer buffers in {pk.buffer_device} and {dk.buffer_device} "
+                          "memory; both sides of a pair must describe the same kind of memory to NIXL. Give "
+                          "both the same bufferDevice (cpu over TCP)"))
+        shared = expand_tls(pk.ucx_tls) & expand_tls(dk.ucx_tls) & NETWORK_TLS
+        if not shared:
+            found.append((f"workers.{d.name}.kvTransfer.ucxTls",
+                          f"{pair} share no transport that reaches from one pod to another (UCX_TLS "
+                          f"{pk.ucx_tls} and {dk.ucx_tls}; self and shared memory never leave a pod), so UCX "
+                          "cannot connect them. Give both the same ucxTls, e.g. tcp,self"))
+    return found
+
+
+def tensor_parallel(r: ResolvedStack) -> Problems:
+    """tensorParallel N splits the attention heads and the KV heads over N GPUs of one node, whole."""
+    cfg, m = r.config, r.config.model
+    found: Problems = []
+    for g in cfg.workers:
+        n, key = g.tensor_parallel, f"workers.{g.name}.tensorParallel"
+        cls = cfg.gpu_classes.get(g.gpu_class)
+        if n == 1 or cls is None:
+            continue
+        # vLLM shards each attention layer's heads over the ranks (ModelConfig.verify_with_parallel_config
+        # refuses heads that do not divide); a rank with a fraction of a KV head would have to hold a
+        # replica of it, which the sizing does not model.
+        heads = {"attention heads (model.attentionHeads)": m.attention_heads, "KV heads (model.kvHeads)": m.kv_heads}
+        for what, count in heads.items():
+            if count is None:
+                found.append((key, f"tensorParallel {n} splits the model's attention heads over {n} GPUs, and "
+                              f"{m.name}'s count is not known. Write model.attentionHeads (config.json "
+                              "num_attention_heads)"))
+            elif count % n:
+                fits = [d for d in range(1, count + 1) if count % d == 0 and d <= cls.gpus_per_node]
+                found.append((key, f"tensorParallel {n} does not divide {m.name}'s {count} {what}: each GPU must "
+                              f"hold whole heads (vLLM refuses the split). Write one of {fits}"))
+        if n > cls.gpus_per_node:
+            found.append((key, f"tensorParallel {n} needs {n} GPUs on one node, and a {g.gpu_class} node has "
+                          f"{cls.gpus_per_node} (gpuClasses.{g.gpu_class}.gpusPerNode); the pod would stay Pending. "
+                          f"Write at most {cls.gpus_per_node}, or use a class with more GPUs per node"))
+        if cls.sharing != "whole":
+            found.append((key, f"tensorParallel {n} on GPU class {g.gpu_class!r}, whose GPUs are time-sliced: two "
+                          "of a pod's slices may be the same card, and the ranks would share its memory and compute. "
+                          f"Give the class whole GPUs (gpuClasses.{g.gpu_class}.sharing: whole, the device plugin "
+                          "without time-slicing), or write tensorParallel: 1"))
+    return found
+
+
+def spread(r: ResolvedStack) -> Problems:
+    """A group spread one per node needs as many nodes as replicas."""
+    cfg = r.config
+    found: Problems = []
+    for g in cfg.workers:
+        cls = cfg.gpu_classes.get(g.gpu_class)
+        if cls is not None and g.spread == "onePerNode" and g.replicas > cls.nodes:
+            found.append((f"workers.{g.name}.spread", f"onePerNode puts at most one of the {g.replicas} replicas on "
+                          f"each node, and {g.gpu_class} has {cls.nodes} (gpuClasses.{g.gpu_class}.nodes): "
+                          f"{g.replicas - cls.nodes} would stay Pending. Write spread: even, lower replicas to "
+                          f"{cls.nodes}, or set the class's nodes to how many it really has"))
+    return found
