@@ -165,10 +165,9 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
         archive = _git(root, "archive", "--format=tar", commit, binary=True)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        # The shipped stacks either tree has (one a change adds or removes shows as such); a user's
-        # own stack file only when named.
-        present = set(stack_files.stacks_in(root)) | set(stack_files.stacks_in(Path(tmp)))
-        stacks = stacks or [s for s in catalogue.SHIPPED_STACKS if s in present]
+        # Every stack file either tree has, the lab's, the examples and a user's own alike (one a
+        # change adds or removes shows as such).
+        stacks = stacks or sorted(set(stack_files.stacks_in(root)) | set(stack_files.stacks_in(Path(tmp))))
         before = _render_tree(Path(tmp), stacks)
     after = _render_tree(root, stacks)
     changed = False

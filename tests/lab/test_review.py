@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from dynamo_lab import review
+from dynamo_lab import review, stack_files
 from infra import catalogue
 from tests.helpers import ROOT, STACKS, run_cli
 
@@ -115,15 +116,20 @@ def rendered(monkeypatch):
     return seen
 
 
-def test_a_users_own_stack_file_is_diffed_only_when_named(project_repo, rendered):
+def test_every_stack_file_is_diffed_the_examples_and_a_users_own_alike(project_repo, rendered):
     _advised_stack(project_repo)
     out = io.StringIO()
-    assert review.diff(project_repo, "main", [], out) == 0, out.getvalue()
-    assert sorted(set(rendered)) == STACKS
-    assert sorted(line.split(":")[0] for line in out.getvalue().splitlines()) == STACKS
+    assert review.diff(project_repo, "main", [], out) == 1, out.getvalue()  # the user's file is new
+    everything = stack_files.stacks_in(project_repo)  # whatever stack files the checkout has, "advised" among them
+    assert "advised" in everything and set(catalogue.EXAMPLE_STACKS) <= set(everything)
+    assert sorted(set(rendered)) == everything
+    summary = re.compile(r"[\w.-]+: \d+ added, \d+ changed, \d+ removed")
+    lines = [line for line in out.getvalue().splitlines() if summary.fullmatch(line)]
+    assert sorted(line.split(":")[0] for line in lines) == everything
+    assert "advised: 1 added, 0 changed, 0 removed" in lines
     named = io.StringIO()
-    assert review.diff(project_repo, "main", ["advised"], named) == 1
-    assert named.getvalue().splitlines()[-1].startswith("advised: ")
+    assert review.diff(project_repo, "main", ["same-server"], named) == 0
+    assert named.getvalue().splitlines() == ["same-server: 0 added, 0 changed, 0 removed"]
 
 
 def test_golden_writes_only_what_changed_and_only_the_shipped_stacks(project_repo, rendered):
@@ -151,7 +157,6 @@ def test_golden_says_which_files_it_wrote(project_repo, rendered):
 
 def test_the_tests_shipped_stacks_are_named_not_found():
     # A user's stack file in the checkout (advise --write's) must not become a test case.
-    from dynamo_lab import stack_files
     from infra import catalogue
 
     assert STACKS == list(catalogue.SHIPPED_STACKS)

@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
+from dynamo_lab import stack_files
 from dynamo_lab.cluster import local, local_state, pulumi_cli, pulumi_workspace
-from tests.helpers import run_cli
+from tests.helpers import ROOT, run_cli
 
 
 def test_up_without_local_says_to_run_pulumi_itself_and_starts_nothing():
@@ -23,7 +24,8 @@ def test_an_unknown_stack_is_refused_with_the_stacks_there_are():
     done = run_cli("up", "cross-sever", "--local")
     assert done.returncode == 2
     assert "no stack file Pulumi.cross-sever.yaml" in done.stderr
-    assert "cross-server, kv-routing, same-server" in done.stderr
+    # Every stack file in the directory, the user's own among them, in the order stacks_in gives.
+    assert f"stacks here: {', '.join(stack_files.stacks_in(ROOT))}" in done.stderr
 
 
 def test_the_local_cluster_needs_root_and_says_so(monkeypatch):
