@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from infra import catalogue
-from infra.lab import review
 from infra.manifests import security
 from tests.helpers import DGD, JOB, ROOT, STACKS, everything_on, run_stack
 
@@ -181,12 +180,21 @@ def test_the_level_rules_tell_the_levels_apart():
     assert lowest_level([pod, {**pod, "hostNetwork": True}]) == "privileged"
 
 
-GOLDEN = [(s, v) for s in (*catalogue.SHIPPED_STACKS, *catalogue.EXAMPLE_STACKS) for v in (None, *review.VARIANTS)]
+# The golden renders, tests/golden/<stack>[.<variant>].yaml: every shipped stack and example, as
+# rendered and with every optional part on in each model cache mode (infra/lab/review.py, VARIANTS;
+# tests/lab/test_review.py keeps each one current). Read as files: a program test imports no lab code.
+GOLDEN_DIR = ROOT / "tests" / "golden"
+GOLDEN = sorted(p.name.removesuffix(".yaml") for p in GOLDEN_DIR.glob("*.yaml"))
 
 
-def _golden(stack: str, variant: str | None) -> list[dict[str, Any]]:
-    """The manifests of a golden render (tests/lab/test_review.py keeps each one current)."""
-    return [d for d in yaml.safe_load_all(review.golden_path(ROOT, stack, variant).read_text()) if d]
+def _golden(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((GOLDEN_DIR / f"{name}.yaml").read_text()) if d]
+
+
+def test_the_goldens_cover_every_shipped_stack_and_example():
+    stacks = {name.split(".")[0] for name in GOLDEN}
+    assert stacks == {*catalogue.SHIPPED_STACKS, *catalogue.EXAMPLE_STACKS}
+    assert all(sum(n.split(".")[0] == s for n in GOLDEN) == 5 for s in stacks), GOLDEN
 
 
 def _golden_pods(docs: list[dict[str, Any]]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -204,14 +212,14 @@ def _user(pod: dict[str, Any], c: dict[str, Any]) -> int | None:
     return c.get("securityContext", {}).get("runAsUser", pod.get("securityContext", {}).get("runAsUser"))
 
 
-@pytest.mark.parametrize("stack, variant", GOLDEN)
-def test_no_container_adds_a_capability_its_user_cannot_hold(stack, variant):
+@pytest.mark.parametrize("golden", GOLDEN)
+def test_no_container_adds_a_capability_its_user_cannot_hold(golden):
     # A capability added to a non-root container is not in its process's effective set: across
     # execve a non-root process keeps only ambient capabilities (capabilities(7)), which containerd's
     # CRI clears in every container (v2.2.0, internal/cri/server/container_create.go,
     # WithoutAmbientCaps; kubernetes/kubernetes#56374), and no_new_privs (allowPrivilegeEscalation
     # false) stops file capabilities too. Such an add grants nothing, yet costs the namespace a level.
-    pods = list(_golden_pods(_golden(stack, variant)))
+    pods = list(_golden_pods(_golden(golden)))
     assert pods
     for _, where, pod in pods:
         for c in pod.get("initContainers", []) + pod["containers"]:
@@ -221,14 +229,14 @@ def test_no_container_adds_a_capability_its_user_cannot_hold(stack, variant):
             assert not added or uid == 0, f"{where}/{c['name']} runs as uid {uid} yet adds {added}"
 
 
-@pytest.mark.parametrize("stack, variant", GOLDEN)
-def test_each_namespace_enforces_the_lowest_level_that_admits_its_pods(stack, variant):
-    docs = _golden(stack, variant)
+@pytest.mark.parametrize("golden", GOLDEN)
+def test_each_namespace_enforces_the_lowest_level_that_admits_its_pods(golden):
+    docs = _golden(golden)
     levels = {d["metadata"]["name"]: d["metadata"]["labels"][ENFORCE] for d in docs if d.get("kind") == "Namespace"}
     by_namespace: dict[str, list[dict[str, Any]]] = {}
     for ns, _, pod in _golden_pods(docs):
         by_namespace.setdefault(ns, []).append(pod)
-    assert set(by_namespace) == {f"dynamo-lab-{stack}"}, "only the graph namespace's pods are rendered"
+    assert set(by_namespace) == {f"dynamo-lab-{golden.split('.')[0]}"}, "only the graph namespace's pods"
     for ns, pods in by_namespace.items():
         assert levels[ns] == lowest_level(pods), ns
 
@@ -236,9 +244,9 @@ def test_each_namespace_enforces_the_lowest_level_that_admits_its_pods(stack, va
 def test_the_rdma_example_asks_no_more_than_its_model_cache_needs():
     # Its RDMA workers meet restricted; only the node cache's root step holds the namespace at
     # baseline, and without that step it enforces restricted.
-    for variant, level in [(None, "baseline"), ("everything-on-pvc", "restricted"), ("everything-on-off", "restricted"),
-                           ("everything-on-hostpath", "privileged")]:
-        docs = _golden("two-node-rdma", variant)
+    for variant, level in [("", "baseline"), (".everything-on-pvc", "restricted"), (".everything-on-off", "restricted"),
+                           (".everything-on-hostpath", "privileged")]:
+        docs = _golden("two-node-rdma" + variant)
         workers = [pod for _, where, pod in _golden_pods(docs) if where in ("component prefill", "component decode")]
         assert len(workers) == 2
         for pod in workers:
