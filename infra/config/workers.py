@@ -45,8 +45,8 @@ class KvTransfer(Section):
     # tcp: UCX over the hosts' TCP stacks (the lab's 1GbE, no RDMA). rdma: UCX over RC verbs through
     # the RDMA device plugin's resource (docs/sizing.md, "Transports").
     transport: Literal["tcp", "rdma"] = Field("tcp", description="how the KV crosses between pods: `tcp` (UCX over "
-                                              "TCP, the lab's) or `rdma` (UCX over RC verbs: the GPU class's "
-                                              "`rdmaResource`, the IPC_LOCK capability); a pair must agree")
+                                              "TCP, the lab's) or `rdma` (UCX over RC verbs: each pod requests "
+                                              "one of the GPU class's `rdmaResource`); a pair must agree")
     ucx_tls: UcxTls = Field("tcp,self", description="`UCX_TLS`", json_schema_extra={
         "accepts": "UCX transport names (`tcp`, `self`, `rc`, `cuda_copy`, ..., `^name` for all but), not empty; a "
                    "prefill/decode pair must share one that crosses pods, of the `transport` chosen",

@@ -195,8 +195,6 @@ def worker_component(stack: ResolvedStack, group: WorkerGroup, sized: GroupSizin
         "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
                                 sized.memory_limit_bytes, worker_devices(cfg, group)),
     })
-    if group.rdma:
-        main["securityContext"] = security.rdma_container()
     if workers_download(cfg):
         with_hf_token(cfg, main)
     labels, spread = spread_rules(stack, group)

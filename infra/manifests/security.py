@@ -5,6 +5,16 @@ Every container runs as a non-root user, cannot gain privileges, keeps no Linux 
 under the runtime's default seccomp profile: what Pod Security `restricted` requires (Kubernetes,
 "Pod Security Standards"). The one exception is the node model cache's preparation step, which
 must run as root (see `PREPARE_AS_ROOT` and `pod_security_level`).
+
+Workers that move their KV over RDMA are no exception: they add no capability. IPC_LOCK, which lets
+a process pin memory beyond RLIMIT_MEMLOCK (Linux, drivers/infiniband/core/umem.c, ib_umem_get),
+could not take effect in them: they run as uid 1000 with allowPrivilegeEscalation false, so across
+execve only ambient capabilities would survive (capabilities(7)), and containerd's CRI clears those
+in every container (v2.2.0, internal/cri/server/container_create.go, WithoutAmbientCaps, citing
+kubernetes/kubernetes#56374); a Pod has no field to ask for them (KEP-2763, provisional). What UCX
+needs is a memlock limit high enough, which a container inherits from its runtime and a Kubernetes
+1.34 Pod cannot set, and the RDMA device nodes, which the device plugin's resource brings and Pod
+Security does not judge (docs/security.md, "RDMA workers").
 """
 
 from __future__ import annotations
@@ -45,18 +55,6 @@ def container(extra: dict[str, Any]) -> dict[str, Any]:
     return {**extra, "securityContext": dict(CONTAINER)}
 
 
-def rdma_container() -> dict[str, Any]:
-    """A worker moving its KV over RDMA: the restricted context plus IPC_LOCK, which lets UCX pin
-    (register) memory with the NIC beyond the memlock limit; Kubernetes cannot set a pod's memlock
-    limit, which comes from the container runtime (docs/security.md, "RDMA workers")."""
-    return {**CONTAINER, "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
-
-
-# IPC_LOCK is in neither restricted's nor baseline's allowed capabilities (Pod Security Standards).
-RDMA_LEVEL: tuple[PodSecurityLevel, str] = (
-    "privileged", "RDMA workers add the IPC_LOCK capability, which baseline already refuses")
-
-
 # What the graph namespace enforces, and why, by modelCache.mode; every other mode: restricted.
 LEVELS: dict[str, tuple[PodSecurityLevel, str]] = {
     # A hostPath volume in a pod is allowed only at privileged.
@@ -70,13 +68,13 @@ RESTRICTED = ("restricted", "every pod of the stack meets restricted")
 
 
 def _level(cfg: StackConfig) -> tuple[PodSecurityLevel, str]:
-    if any(g.replicas and g.rdma for g in cfg.workers):
-        return RDMA_LEVEL
+    # Only the model cache decides it: no other pod of the graph asks for more than restricted,
+    # RDMA workers included.
     return LEVELS.get(cfg.model_cache.mode, RESTRICTED)
 
 
 def pod_security_level(cfg: StackConfig) -> PodSecurityLevel:
-    """What the graph namespace can enforce with this stack's pods (RDMA_LEVEL, LEVELS)."""
+    """What the graph namespace can enforce with this stack's pods (LEVELS)."""
     return _level(cfg)[0]
 
 

@@ -28,8 +28,8 @@ def _transport(g: WorkerGroup, gpu_classes: dict) -> Problems:
             written = (t.strip() for t in kv.ucx_tls.removeprefix("^").split(","))
             named = ", ".join(n for n in written if expand_tls(n) & RDMA_TLS) or "all but those it excludes"
             return [(f"{key}.ucxTls", f"UCX_TLS={kv.ucx_tls} names RDMA transports ({named}) but transport is tcp: "
-                     "the pods would request no RDMA device and lack IPC_LOCK, so UCX could not register memory "
-                     "with the NIC. Write transport: rdma, or ucxTls: tcp,self")]
+                     "the pods would request no RDMA device, so they would have no /dev/infiniband device to reach the "
+                     "NIC through. Write transport: rdma, or ucxTls: tcp,self")]
         if kv.buffer_device == "cuda":
             return [(f"{key}.bufferDevice", f"cuda buffers over UCX_TLS={kv.ucx_tls} (TCP only) crash UCX copying GPU "
                      "memory over TCP (segfault in uct_tcp_ep_am_bcopy). Write bufferDevice: cpu, or transport: rdma "

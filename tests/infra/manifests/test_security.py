@@ -1,7 +1,10 @@
-"""What the stacks' pods may do, checked against the rules of Pod Security `restricted` (Kubernetes
-1.34, "Pod Security Standards"), and the Pod Security level each namespace a stack creates enforces.
+"""What the stacks' pods may do, checked against the rules of Pod Security `restricted` and
+`baseline` (Kubernetes 1.34, "Pod Security Standards"), and the Pod Security level each namespace a
+stack creates enforces.
 
-The rules below are the standard's, written out: the mocks run no admission controller.
+The rules below are the standard's, written out (k8s.io/pod-security-admission v0.34.4, policy/
+check_*.go): the mocks run no admission controller. The cluster tier's API server runs the real one
+(tests/lab/cluster/test_example.py, test_stacks.py).
 """
 
 from __future__ import annotations
@@ -9,8 +12,11 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
-from tests.helpers import DGD, JOB, STACKS, everything_on, run_stack
+from infra import catalogue
+from infra.manifests import security
+from tests.helpers import DGD, JOB, ROOT, STACKS, everything_on, run_stack
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -102,6 +108,153 @@ def test_a_hostpath_cache_breaks_restricted_only_where_it_must_and_says_so(stack
     labels = _namespaces(run)[f"dynamo-lab-{stack}"]
     assert labels[ENFORCE] == "privileged"
     assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+
+
+# --- every shipped stack and example, in every golden variant ---------------------------------
+
+BASELINE_SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies",
+                "net.ipv4.ping_group_range", "net.ipv4.ip_unprivileged_port_start",
+                "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",
+                "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem",
+                "net.ipv4.tcp_wmem"}
+HANDLERS = ("livenessProbe", "readinessProbe", "startupProbe")
+
+
+def baseline_violations(pod: dict[str, Any]) -> list[str]:
+    """Where `pod` breaks Pod Security `baseline` (v1.34): the twelve checks of that level in
+    pod-security-admission v0.34.4 (appArmorProfile, capabilities_baseline, hostNamespaces,
+    hostPathVolumes, hostPorts, hostProbesAndHostLifecycle, privileged, procMount, seLinuxOptions,
+    seccompProfile_baseline, sysctls, windowsHostProcess)."""
+    found = []
+    sc = pod.get("securityContext", {})
+    found += [key for key in ("hostNetwork", "hostPID", "hostIPC") if pod.get(key)]
+    found += [f"volume {v['name']} is hostPath" for v in pod.get("volumes", []) if "hostPath" in v]
+    found += [f"sysctl {x['name']}" for x in sc.get("sysctls", []) if x["name"] not in SAFE_SYSCTLS]
+    for where, ctx in [("pod", sc)] + [(c["name"], c.get("securityContext", {}))
+                                       for c in pod.get("initContainers", []) + pod["containers"]]:
+        if ctx.get("seccompProfile", {}).get("type") == "Unconfined":
+            found.append(f"{where}: seccompProfile Unconfined")
+        if ctx.get("appArmorProfile", {}).get("type") == "Unconfined":
+            found.append(f"{where}: appArmorProfile Unconfined")
+        se = ctx.get("seLinuxOptions", {})
+        if se.get("type", "") not in BASELINE_SELINUX_TYPES or se.get("user") or se.get("role"):
+            found.append(f"{where}: seLinuxOptions")
+        if ctx.get("windowsOptions", {}).get("hostProcess"):
+            found.append(f"{where}: windowsOptions.hostProcess")
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        csc = c.get("securityContext", {})
+        if csc.get("privileged"):
+            found.append(f"{c['name']}: privileged")
+        if set(csc.get("capabilities", {}).get("add", [])) - BASELINE_CAPABILITIES:
+            found.append(f"{c['name']}: capabilities beyond baseline's")
+        if csc.get("procMount", "Default") != "Default":
+            found.append(f"{c['name']}: procMount")
+        if any(port.get("hostPort") for port in c.get("ports", [])):
+            found.append(f"{c['name']}: hostPort")
+        handlers = [c.get(h, {}) for h in HANDLERS] + list(c.get("lifecycle", {}).values())
+        if any(h.get(kind, {}).get("host") for h in handlers for kind in ("httpGet", "tcpSocket")):
+            found.append(f"{c['name']}: probe or lifecycle host")
+    return found
+
+
+def lowest_level(pods: list[dict[str, Any]]) -> str:
+    """The lowest Pod Security level that admits every pod of `pods`."""
+    if any(baseline_violations(pod) for pod in pods):
+        return "privileged"
+    return "baseline" if any(restricted_violations(pod) for pod in pods) else "restricted"
+
+
+def test_the_level_rules_tell_the_levels_apart():
+    # The rules above, on pods made to sit at each level: a checker that admitted everything would
+    # pass every test below it.
+    main = security.container({"name": "main"})
+    pod = {"securityContext": security.pod(), "containers": [main]}
+    assert lowest_level([pod]) == "restricted"
+    prepare = {"name": "prepare-cache", "securityContext": dict(security.PREPARE_AS_ROOT)}
+    assert lowest_level([{**pod, "initContainers": [prepare]}]) == "baseline"
+    ipc_lock = {**main, "securityContext": {**security.CONTAINER,
+                                            "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}}
+    assert lowest_level([{**pod, "containers": [ipc_lock]}]) == "privileged"
+    assert lowest_level([{**pod, "volumes": [{"name": "v", "hostPath": {"path": "/x"}}]}]) == "privileged"
+    assert lowest_level([pod, {**pod, "hostNetwork": True}]) == "privileged"
+
+
+# The golden renders, tests/golden/<stack>[.<variant>].yaml: every shipped stack and example, as
+# rendered and with every optional part on in each model cache mode (dynamo_lab/review.py, VARIANTS;
+# tests/lab/test_review.py keeps each one current). Read as files: a program test imports no lab code.
+GOLDEN_DIR = ROOT / "tests" / "golden"
+GOLDEN = sorted(p.name.removesuffix(".yaml") for p in GOLDEN_DIR.glob("*.yaml"))
+
+
+def _golden(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((GOLDEN_DIR / f"{name}.yaml").read_text()) if d]
+
+
+def test_the_goldens_cover_every_shipped_stack_and_example():
+    stacks = {name.split(".")[0] for name in GOLDEN}
+    assert stacks == {*catalogue.SHIPPED_STACKS, *catalogue.EXAMPLE_STACKS}
+    assert all(sum(n.split(".")[0] == s for n in GOLDEN) == 5 for s in stacks), GOLDEN
+
+
+def _golden_pods(docs: list[dict[str, Any]]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(namespace, where, pod spec) of every pod a render declares: each Job's, each graph component's."""
+    for d in docs:
+        meta = d.get("metadata", {})
+        if d.get("kind") == "DynamoGraphDeployment":
+            for comp in d["spec"]["components"]:
+                yield meta["namespace"], f"component {comp['name']}", comp["podTemplate"]["spec"]
+        elif "template" in d.get("spec", {}):
+            yield meta["namespace"], f"{d['kind']} {meta['name']}", d["spec"]["template"]["spec"]
+
+
+def _user(pod: dict[str, Any], c: dict[str, Any]) -> int | None:
+    return c.get("securityContext", {}).get("runAsUser", pod.get("securityContext", {}).get("runAsUser"))
+
+
+@pytest.mark.parametrize("golden", GOLDEN)
+def test_no_container_adds_a_capability_its_user_cannot_hold(golden):
+    # A capability added to a non-root container is not in its process's effective set: across
+    # execve a non-root process keeps only ambient capabilities (capabilities(7)), which containerd's
+    # CRI clears in every container (v2.2.0, internal/cri/server/container_create.go,
+    # WithoutAmbientCaps; kubernetes/kubernetes#56374), and no_new_privs (allowPrivilegeEscalation
+    # false) stops file capabilities too. Such an add grants nothing, yet costs the namespace a level.
+    pods = list(_golden_pods(_golden(golden)))
+    assert pods
+    for _, where, pod in pods:
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            added = c.get("securityContext", {}).get("capabilities", {}).get("add", [])
+            uid = _user(pod, c)
+            assert uid is not None, f"{where}/{c['name']}: no runAsUser, so whether it is root is the image's"
+            assert not added or uid == 0, f"{where}/{c['name']} runs as uid {uid} yet adds {added}"
+
+
+@pytest.mark.parametrize("golden", GOLDEN)
+def test_each_namespace_enforces_the_lowest_level_that_admits_its_pods(golden):
+    docs = _golden(golden)
+    levels = {d["metadata"]["name"]: d["metadata"]["labels"][ENFORCE] for d in docs if d.get("kind") == "Namespace"}
+    by_namespace: dict[str, list[dict[str, Any]]] = {}
+    for ns, _, pod in _golden_pods(docs):
+        by_namespace.setdefault(ns, []).append(pod)
+    assert set(by_namespace) == {f"dynamo-lab-{golden.split('.')[0]}"}, "only the graph namespace's pods"
+    for ns, pods in by_namespace.items():
+        assert levels[ns] == lowest_level(pods), ns
+
+
+def test_the_rdma_example_asks_no_more_than_its_model_cache_needs():
+    # Its RDMA workers meet restricted; only the node cache's root step holds the namespace at
+    # baseline, and without that step it enforces restricted.
+    for variant, level in [("", "baseline"), (".everything-on-pvc", "restricted"), (".everything-on-off", "restricted"),
+                           (".everything-on-hostpath", "privileged")]:
+        docs = _golden("two-node-rdma" + variant)
+        workers = [pod for _, where, pod in _golden_pods(docs) if where in ("component prefill", "component decode")]
+        assert len(workers) == 2
+        for pod in workers:
+            assert [r for r in restricted_violations(pod) if "hostPath" not in r] == [], variant
+            (main,) = pod["containers"]
+            assert main["resources"]["limits"]["rdma/rdma_shared_device_a"] == "1", variant
+        labels = {d["metadata"]["name"]: d["metadata"]["labels"] for d in docs if d.get("kind") == "Namespace"}
+        assert labels["dynamo-lab-two-node-rdma"][ENFORCE] == level, variant
 
 
 def test_every_namespace_carries_explicit_pod_security_labels(stack):

@@ -17,11 +17,13 @@ from collections import Counter
 import pytest
 
 from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.cluster.api import STRICT
 from dynamo_lab.cluster.standin import GraphReady
+from infra.manifests.security import ENFORCE_LABEL
 from infra.plan import plan
 from tests.helpers import loaded, wait_for
 from tests.lab.cluster.test_deploy import BESIDES, LOCAL, graph_key, ok, on_cluster, planned_steps, resource_steps
-from tests.lab.cluster.test_stacks import PODS, _pods
+from tests.lab.cluster.test_stacks import PODS, PSA_WARNING, _pods
 
 pytestmark = pytest.mark.cluster
 
@@ -63,9 +65,16 @@ def test_the_example_deploys_its_pre_pull_runs_on_both_nodes_and_its_workers_spr
               if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == job_name]
     assert {p["spec"]["nodeName"] for p in pulled} == GPU_NODES, [p["spec"].get("nodeName") for p in pulled]
 
-    # The namespace enforces what the RDMA workers need (IPC_LOCK: privileged): Pod Security admits
-    # the graph's pods, and the scheduler gives each node one prefill and one decode worker (spread
-    # even), each with 2 GPUs and an RDMA device.
+    # The namespace enforces what its pods need, as the API server stored it: baseline, for the
+    # node cache's root step; the RDMA workers ask for nothing more (issue 43: it was privileged,
+    # for an IPC_LOCK the workers' uid 1000 could not hold; docs/security.md, "RDMA workers").
+    labels = api.call("GET", f"/api/v1/namespaces/{ns}")[1]["metadata"]["labels"]
+    assert labels[ENFORCE_LABEL] == "baseline", labels
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted", labels
+
+    # Pod Security admits the graph's pods, and the scheduler gives each node one prefill and one
+    # decode worker (spread even), each with 2 GPUs and an RDMA device. The namespace warns at
+    # restricted, so a worker short of it would draw Pod Security's warning: none does.
     made = []
     for name, pod, replicas in _pods(planned):
         if name not in ("prefill", "decode"):
@@ -74,7 +83,27 @@ def test_the_example_deploys_its_pre_pull_runs_on_both_nodes_and_its_workers_spr
             p = copy.deepcopy(pod)
             p["metadata"]["name"] += f"-{i}"
             assert api.create(PODS.format(ns=ns), p) == 201
+            assert not [w for w in api.last_warnings if PSA_WARNING in w], api.last_warnings
             made.append(p["metadata"]["name"])
+    for name in made:
+        stored = api.call("GET", f"{PODS.format(ns=ns)}/{name}")[1]["spec"]
+        pod_sc = stored["securityContext"]
+        for c in stored["containers"]:
+            sc = c["securityContext"]
+            assert sc["capabilities"] == {"drop": ["ALL"]}, (name, sc)  # none added
+            assert sc["allowPrivilegeEscalation"] is False, (name, sc)
+            assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, (name, sc, pod_sc)
+            assert sc.get("runAsUser", pod_sc.get("runAsUser")) == 1000, (name, sc, pod_sc)
+            assert c["resources"]["limits"]["rdma/rdma_shared_device_a"] == "1", (name, c["resources"])
+
+    # And the level is enforced, not only labelled: a worker that added IPC_LOCK, as before
+    # issue 43, is refused here (baseline allows no capability beyond its default set).
+    _, worker, _ = next(x for x in _pods(planned) if x[0] == "prefill")
+    worker["metadata"]["name"] += "-ipc-lock"
+    worker["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] = ["IPC_LOCK"]
+    code, body = api.call("POST", f"{PODS.format(ns=ns)}?dryRun=All&{STRICT}", worker)
+    assert code == 403 and "violates PodSecurity" in body["message"] and "IPC_LOCK" in body["message"], body
+
     placed = _scheduled(api, ns, made)
     where = Counter((p["metadata"]["labels"]["dynamo-lab-test/component"], p["spec"].get("nodeName"))
                     for p in placed.values())
