@@ -11,8 +11,8 @@ and advise read these facts here; none works them out again (tests/infra/test_on
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from infra import names
@@ -21,6 +21,7 @@ from infra.config.model_cache import NODE_CACHE_PREFIX
 from infra.config.stack import StackConfig
 from infra.config.workers import WorkerGroup
 from infra.config.workload import Workload
+from infra.placement import Placement, running
 from infra.prefix_cache import BLOCK_TOKENS, blocks
 
 
@@ -88,46 +89,10 @@ class ResolvedStack:
                 return context
         raise ValueError(f"worker group {group.name!r} is not one of this stack's")
 
-    def active_on(self, gpu_class: str) -> tuple[WorkerGroup, ...]:
-        """The groups that start workers on one GPU class."""
-        return tuple(g for g in self.active if g.gpu_class == gpu_class)
-
-    def workers_on(self, gpu_class: str) -> int:
-        """The workers (replicas) of one GPU class, over all its nodes."""
-        return sum(g.replicas for g in self.active_on(gpu_class))
-
-    # --- Placement: what the scheduler may do with a class's workers (docs/sizing.md, "Placement") ----
-
-    def most_per_node(self, group: WorkerGroup) -> int:
-        """The most replicas of `group` one node of its class may get: all of them (spread none, the
-        scheduler may pack them), ceil(replicas / nodes) (spread even: a topology spread constraint of
-        maxSkew 1 per node), or one (spread onePerNode: required pod anti-affinity)."""
-        nodes = self.config.gpu_classes[group.gpu_class].nodes
-        if group.spread == "onePerNode":
-            return min(group.replicas, 1)
-        if group.spread == "even":
-            return math.ceil(group.replicas / nodes)
-        return group.replicas
-
-    def workers_per_node(self, gpu_class: str) -> int:
-        """The most workers of any group one node of `gpu_class` may run at once, at worst."""
-        return sum(self.most_per_node(g) for g in self.active_on(gpu_class))
-
-    def sharing_one_gpu(self, gpu_class: str) -> int:
-        """The most workers that may share one GPU of `gpu_class`: one on a `whole` class (each worker
-        owns its GPUs), else every worker one node may run, at most the device plugin's slices per GPU."""
-        cls = self.config.gpu_classes[gpu_class]
-        here = self.workers_per_node(gpu_class)
-        if cls.sharing == "whole":
-            return min(here, 1)
-        return here if cls.slices_per_gpu is None else min(here, cls.slices_per_gpu)
-
-    def kv_path(self, prefill: WorkerGroup, decode: WorkerGroup) -> str:
-        """`same-node` where a prefill and a decode group can only meet on one node (one class of one
-        node), else `cross-node`: two classes, or one class of several nodes, where at worst the pair
-        is on two (the sizing takes the slower path)."""
-        cls = self.config.gpu_classes[prefill.gpu_class]
-        return "same-node" if prefill.gpu_class == decode.gpu_class and cls.nodes == 1 else "cross-node"
+    @cached_property
+    def placement(self) -> Placement:
+        """Where the running groups' replicas may land and are expected to (infra/placement.py)."""
+        return Placement(self.config, self.active)
 
     def service(self, group: WorkerGroup) -> str:
         return names.service(self.graph, group.name)
@@ -182,6 +147,6 @@ def resolve(cfg: StackConfig, stack: str) -> ResolvedStack:
             "unique_tokens": w.unique_tokens if b.unique_tokens is None else b.unique_tokens,
             "output_tokens": w.output_tokens if b.output_tokens is None else b.output_tokens})})
     contexts = tuple(_context(cfg, g) for g in cfg.workers)
-    active = tuple(g for g in cfg.workers if g.replicas > 0)
+    active = running(cfg)
     return ResolvedStack(name=stack, config=cfg, contexts=contexts, active=active,
                          worker_classes=tuple(dict.fromkeys(g.gpu_class for g in active)))

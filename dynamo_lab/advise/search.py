@@ -185,7 +185,7 @@ def binding(c: Candidate, traffic: Traffic) -> Binding:
     if gpu:
         specs = placement.workers(c.stack.config, c.stack.sizing)
         workers = sum(s.gpu == gpu[1] for s in specs)
-        group = next(s.name.rsplit("-", 1)[0] for s in specs if s.gpu == gpu[1])
+        group = next(s.group for s in specs if s.gpu == gpu[1])
         cls = next(g.gpu_class for g in c.stack.config.workers if g.name == group)
         if c.stack.config.gpu_classes[cls].sharing == "whole":
             # Whole GPUs: one worker owns them, nothing is time-sliced.

@@ -272,6 +272,7 @@ def predict(cfg: StackConfig, sizing: StackSizing, lab: LabParams = LAB, pool_sc
 def _spec(s: WorkerSpec) -> dict:
     """A worker as the JSON gives it: its card's tensor-parallel figures only where it has ranks."""
     out = asdict(s)
+    del out["group"]  # its name says it (`<group>-<replica>`)
     if s.card.ranks == 1:
         out["card"] = {"bandwidth": s.card.bandwidth, "peak_flops": s.card.peak_flops}
     return out

@@ -3,12 +3,9 @@ class and a GPU of that node, and the KV paths between the nodes.
 
 A class of one node of one GPU (the lab's) keeps the names it always had: its node and its GPU are
 the class's name, so the lab's predictions are the same figures. On a class of several nodes each
-replica goes, in the stack's order, to the node the scheduler would pick: of those its group's
-spread allows (`even`: a topology spread constraint of maxSkew 1, so no node more than one above
-the group's least; `onePerNode`: none twice), the one with the fewest workers so far, the lowest
-first (kube-scheduler's default scoring prefers the least requested node, NodeResourcesFit's
-LeastAllocated; with identical nodes that is the fewest workers), and with whole GPUs one with its
-tensorParallel GPUs free. So a prefill and a decode replica of one node share its host's TCP path,
+replica goes where the one placement model expects it (infra/placement.py: the node the scheduler's
+default scoring would pick among those its group's spread allows, with whole GPUs one with its
+tensorParallel GPUs free). So a prefill and a decode replica of one node share its host's TCP path,
 and those on two nodes the link between them. Time-sliced workers on a node take its GPUs in turn
 and share each by processor sharing; whole-GPU workers own theirs, so no two share.
 
@@ -28,62 +25,48 @@ from dynamo_lab.predict import costs, params
 from dynamo_lab.predict.specs import PathSpec, WorkerSpec
 from infra import prefix_cache
 from infra.config.models import StackConfig
+from infra.placement import Placement, Replica
 from infra.sizing import StackSizing, link_bytes_per_second, path_throughput
 from infra.sizing.formulas import tcp_software_path
 
 
-def _node_name(cls: str, nodes: int, k: int) -> str:
+def node_name(cls: str, nodes: int, k: int) -> str:
+    """The simulation's name of node `k` of a class: the class's own where it has one node."""
     return cls if nodes == 1 else f"{cls}[{k + 1}]"
 
 
+def _gpu_name(cfg: StackConfig, r: Replica) -> str:
+    """The simulation's name of a replica's GPUs: the class's own where it has one GPU in all."""
+    cls = cfg.gpu_classes[r.gpu_class]
+    node = node_name(r.gpu_class, cls.nodes, r.node)
+    if cls.sharing == "whole":
+        first, last = r.gpus[0], r.gpus[-1]
+        return f"{node} GPU {first}" if first == last else f"{node} GPUs {first}-{last}"
+    return r.gpu_class if cls.nodes == 1 and cls.gpus_per_node == 1 else f"{node} GPU {r.gpus[0]}"
+
+
 def workers(cfg: StackConfig, sizing: StackSizing, pool_scale: float = 1.0) -> list[WorkerSpec]:
-    """One WorkerSpec per replica, placed (this module's docstring)."""
+    """One WorkerSpec per replica, where infra/placement.py expects it (this module's docstring)."""
     cards = costs.cards(cfg)
     specs = []
-    placed: dict[str, list[int]] = {}  # class -> workers per node
-    gpus_used: dict[str, list[int]] = {}  # class -> whole GPUs taken per node
-    for g in cfg.workers:
+    for r in Placement.of(cfg).replicas:
+        g = r.group
         cls = cfg.gpu_classes[g.gpu_class]
-        n, per_gpu_node = cls.nodes, cls.gpus_per_node
-        on_node = placed.setdefault(g.gpu_class, [0] * n)
-        taken = gpus_used.setdefault(g.gpu_class, [0] * n)
-        mine = [0] * n
         pool = int(sizing.group(g.name).kv_cache_bytes * pool_scale)
         # The pool is per rank, and a rank holds its share of the KV heads (the sizing's rule).
         blocks = prefix_cache.pool_blocks(pool, sizing.kv_bytes_per_token // g.tensor_parallel)
-        limits = costs.limits(g, cls)
         card = costs.tensor_parallel(cards[g.gpu_class], g.tensor_parallel, params.ALLREDUCE_BYTES_PER_S,
                                      params.ALLREDUCE_LATENCY_S)
-        for i in range(g.replicas):
-            allowed = [k for k in range(n) if _allowed(g.spread, mine, k)
-                       and (cls.sharing != "whole" or taken[k] + g.tensor_parallel <= per_gpu_node)]
-            k = min(allowed or range(n), key=lambda k: (on_node[k], k))
-            node = _node_name(g.gpu_class, n, k)
-            if cls.sharing == "whole":
-                first, last = taken[k], taken[k] + g.tensor_parallel - 1
-                gpu = f"{node} GPU {first}" if first == last else f"{node} GPUs {first}-{last}"
-                taken[k] += g.tensor_parallel
-            else:
-                gpu = g.gpu_class if n == 1 and per_gpu_node == 1 else f"{node} GPU {on_node[k] % per_gpu_node}"
-            on_node[k] += 1
-            mine[k] += 1
-            specs.append(WorkerSpec(f"{g.name}-{i}", g.role, gpu, node, card, limits, blocks, g.cpu_buffers))
+        specs.append(WorkerSpec(r.name, g.role, _gpu_name(cfg, r), node_name(g.gpu_class, cls.nodes, r.node), card,
+                                costs.limits(g, cls), blocks, g.cpu_buffers, group=g.name))
     return specs
-
-
-def _allowed(spread: str, mine: list[int], k: int) -> bool:
-    if spread == "onePerNode":
-        return mine[k] == 0
-    if spread == "even":
-        return mine[k] + 1 - min(mine) <= 1
-    return True
 
 
 def paths(cfg: StackConfig, sizing: StackSizing, specs: list[WorkerSpec]) -> dict:
     """The KV paths between the nodes the prefill and decode workers are on (this module's docstring)."""
     nodes_of: dict[str, set] = defaultdict(set)
     for s in specs:
-        nodes_of[s.name.rsplit("-", 1)[0]].add(s.node)
+        nodes_of[s.group].add(s.node)
     out = {}
     for t in sizing.transfers:
         for pn in sorted(nodes_of[t.from_group]):

@@ -36,6 +36,7 @@ class WorkerSpec:
     limits: Limits
     cache_blocks: int
     cpu_buffers: bool = True
+    group: str = ""  # the worker group it is a replica of
 
 
 @dataclass(frozen=True)

@@ -131,9 +131,9 @@ def node_count(stack: ResolvedStack, name: str, nodes: list[Node], trouble: list
         report.problems.append(pulls)
         return True
     if have > declared:
-        even = [g for g in stack.active_on(name) if g.spread == "even"]
+        even = [g for g in stack.placement.active_on(name) if g.spread == "even"]
         bound = "".join(f"; {g.name}'s spread even bound ceil({g.replicas}/{declared}) = "
-                        f"{stack.most_per_node(g)} per node is a safe upper bound of the "
+                        f"{stack.placement.most_per_node(g)} per node is a safe upper bound of the "
                         f"ceil({g.replicas}/{have}) the scheduler keeps to" for g in even)
         report.notes.append(f"gpuClasses.{name}: its node selector matches {have} nodes ({names}), more "
                             f"than the {declared} it plans ({key}): the sizing planned the sharing of each GPU for "

@@ -158,7 +158,7 @@ class _Placement:
         return [p for p, n in self.owner.items() if n == node]
 
     def workers_here(self, node: str, stack: ResolvedStack, gpu_class: str) -> int:
-        return sum(self.here[node][g.name] for g in stack.active_on(gpu_class))
+        return sum(self.here[node][g.name] for g in stack.placement.active_on(gpu_class))
 
     def on(self, node: str, work: list[PodGroup]) -> list[PodGroup]:
         """The worker groups on `node` (placed and wanting), each with that many replicas."""

@@ -85,7 +85,7 @@ def sharing_here(cls: GpuClass, node: Node, workers: int) -> int:
     is: on a time-sliced node the device plugin does not say which card a replica is, so any
     min(workers, replicas a GPU) may share one (all of them on a node of one GPU); on whole GPUs one.
     Without GPU feature discovery's count, the class's word: one for `whole`, else min(workers,
-    slicesPerGpu) (ResolvedStack.sharing_one_gpu's rule, with the workers there)."""
+    slicesPerGpu) (Placement.sharing_one_gpu's rule, with the workers there)."""
     gpus = NodeGpus.of(node, cls.resource)
     if gpus.count is None:
         if cls.sharing == "whole":

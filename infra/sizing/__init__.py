@@ -63,18 +63,18 @@ __all__ = [
 
 def _pools(r: ResolvedStack, weights: int) -> dict[str, int]:
     """KV pool per GPU of each worker: as configured, or what one GPU's budget leaves, shared evenly
-    among the workers that may share it at worst (ResolvedStack.sharing_one_gpu: with `c` of them on
+    among the workers that may share it at worst (Placement.sharing_one_gpu: with `c` of them on
     one GPU, a derived pool must fit whichever `c` workers of the class land together)."""
     cfg = r.config
     overhead = cfg.sizing.gpu_overhead_per_worker
     pools: dict[str, int] = {g.name: g.kv_cache_bytes for g in cfg.workers if g.kv_cache_bytes is not None}
     for cls_name in r.worker_classes:
-        groups = r.active_on(cls_name)
+        groups = r.placement.active_on(cls_name)
         budget = gpu_budget(cfg.gpu_classes[cls_name])
         derived = [g for g in groups if g.kv_cache_bytes is None]
         if not derived:
             continue
-        c = r.sharing_one_gpu(cls_name)
+        c = r.placement.sharing_one_gpu(cls_name)
         if c == 1:  # each worker's ranks own their GPUs
             for g in derived:
                 pools[g.name] = _mi_floor(budget - weights_per_gpu(weights, g) - overhead)
@@ -129,7 +129,7 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
     out = []
     for p in (g for g in active if g.role == "prefill"):
         for d, hit, expected, saved in decodes:
-            path = r.kv_path(p, d)
+            path = r.placement.kv_path(p, d)
             same = path == "same-node"
             op = p.kv_transfer.op
             if (p.name, d.name) in measured:
@@ -200,7 +200,7 @@ def size(r: ResolvedStack) -> StackSizing:
         if (g.replicas or g.kv_cache_bytes is not None) and have < need:
             problems.append((f"workers.{g.name}.kvCacheBytes",
                              short_pool(cfg, g, pool, rank_block, context, context_source,
-                                        r.sharing_one_gpu(g.gpu_class))))
+                                        r.placement.sharing_one_gpu(g.gpu_class))))
         groups.append(GroupSizing(
             name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas, tensor_parallel=tp,
             kv_cache_bytes=pool, kv_cache_source="config" if g.kv_cache_bytes is not None else "derived",
@@ -216,9 +216,9 @@ def size(r: ResolvedStack) -> StackSizing:
     for cls_name in r.worker_classes:
         cls = cfg.gpu_classes[cls_name]
         budget = gpu_budget(cls)
-        running = {g.name for g in r.active_on(cls_name)}
+        running = {g.name for g in r.placement.active_on(cls_name)}
         sized = [s for s in groups if s.name in running]
-        c = r.sharing_one_gpu(cls_name)
+        c = r.placement.sharing_one_gpu(cls_name)
         # The most one GPU may carry: the c largest of the class's workers (per GPU) on it at once.
         planned = largest([(s.gpu_bytes_per_worker, s.replicas) for s in sized], c)
         needed = sum(s.replicas * s.tensor_parallel for s in sized)

@@ -148,7 +148,7 @@ def sliced_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
     cls = r.config.gpu_classes[gpu_class]
     if cls.slices_per_gpu is None:
         return None
-    units, workers = cls.gpus * cls.slices_per_gpu, r.workers_on(gpu_class)
+    units, workers = cls.gpus * cls.slices_per_gpu, r.placement.workers_on(gpu_class)
     if workers <= units:
         return None
     return (f"its {workers} workers each take one time-sliced unit, and its nodes advertise {units} "
@@ -161,19 +161,15 @@ def whole_gpus_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
     """A `whole` class whose nodes cannot hold its workers' GPUs: each pod needs tensorParallel GPUs on
     one node, packed first-fit largest first, as many as the class's nodes hold (None: they fit)."""
     cls = r.config.gpu_classes[gpu_class]
-    pods = sorted((g.tensor_parallel for g in r.active_on(gpu_class) for _ in range(g.replicas)), reverse=True)
-    free = [cls.gpus_per_node] * cls.nodes
-    for need in pods:
-        node = next((i for i, left in enumerate(free) if left >= need), None)
-        if node is None:
-            want = ", ".join(f"{g.replicas} x {g.name} ({g.tensor_parallel} GPU{'s' * (g.tensor_parallel > 1)} "
-                             "each)" for g in r.active_on(gpu_class))
-            return (f"its workers need {sum(pods)} whole GPUs ({want}), and each pod's GPUs must be on one node: "
-                    f"{cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPUs (nodes, gpusPerNode) "
-                    "cannot hold them, so some would stay Pending. Run fewer replicas, or give the class more "
-                    "nodes")
-        free[node] -= need
-    return None
+    if r.placement.whole_gpus_fit(gpu_class):
+        return None
+    want = ", ".join(f"{g.replicas} x {g.name} ({g.tensor_parallel} GPU{'s' * (g.tensor_parallel > 1)} each)"
+                     for g in r.placement.active_on(gpu_class))
+    needed = sum(g.replicas * g.tensor_parallel for g in r.placement.active_on(gpu_class))
+    return (f"its workers need {needed} whole GPUs ({want}), and each pod's GPUs must be on one node: "
+            f"{cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPUs (nodes, gpusPerNode) "
+            "cannot hold them, so some would stay Pending. Run fewer replicas, or give the class more "
+            "nodes")
 
 
 def small_claim(m: Model, claim: int, weights: int, need: int) -> str:

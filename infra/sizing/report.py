@@ -58,7 +58,7 @@ class GpuFit:
     memory_bytes: int
     budget_bytes: int
     planned_bytes: int  # the most one GPU may carry: its `sharing` largest workers (per GPU) at once
-    sharing: int = 1  # the most workers that may share one GPU (ResolvedStack.sharing_one_gpu)
+    sharing: int = 1  # the most workers that may share one GPU (Placement.sharing_one_gpu)
     nodes: int = 1
     gpus_per_node: int = 1
     # A `whole` class: the GPUs its workers take (replicas x tensorParallel); None where time-sliced.

@@ -313,7 +313,7 @@ def _model_cache(r: ResolvedStack) -> Problems:
     if mc.mode == "pvc" and mc.pvc.access_mode == "ReadWriteOnce" and count > 1:
         several = {n: f" ({cfg.gpu_classes[n].nodes} nodes)" if cfg.gpu_classes[n].nodes > 1 else ""
                    for n in nodes if n in cfg.gpu_classes}
-        where = "; ".join(f"{n}{several[n]}: {', '.join(g.name for g in r.active_on(n))}" for n in several)
+        where = "; ".join(f"{n}{several[n]}: {', '.join(g.name for g in r.placement.active_on(n))}" for n in several)
         problems.append(("modelCache.pvc.accessMode", f"ReadWriteOnce lets one node mount the claim, but the "
                          f"workers run on {count} nodes ({where}); the pods on the other "
                          f"node{'s' * (count > 2)} would never start. Write accessMode: ReadWriteMany (a storage "

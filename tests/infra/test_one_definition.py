@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import ROOT
 
 INFRA = ROOT / "infra"
-NAMES, RESOLVED = "infra/names.py", "infra/resolved.py"
+NAMES, RESOLVED, PLACEMENT = "infra/names.py", "infra/resolved.py", "infra/placement.py"
 
 # A graph-derived name's template: the text that follows the graph's (or the namespace's) name.
 NAME_SUFFIXES = ("-model-cache", "-kv-probe", "-model-pull", "-frontend", "-bench")
@@ -61,9 +61,9 @@ def second_builders(source: str, where: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.JoinedStr) and where != NAMES and _derived_name(node):
             found.append(f"{where}:{node.lineno}: a graph-derived name built outside {NAMES}")
-        elif isinstance(node, ast.Compare) and where != RESOLVED and _active_filter(node):
-            found.append(f"{where}:{node.lineno}: the running groups filtered outside {RESOLVED} "
-                         "(ResolvedStack.active)")
+        elif isinstance(node, ast.Compare) and where != PLACEMENT and _active_filter(node):
+            found.append(f"{where}:{node.lineno}: the running groups filtered outside {PLACEMENT} "
+                         "(placement.running, ResolvedStack.active)")
         elif isinstance(node, ast.Call) and where not in CONTEXT_READERS and _context_read(node):
             found.append(f"{where}:{node.lineno}: a context length read outside {RESOLVED} (ResolvedStack.context)")
     return found
