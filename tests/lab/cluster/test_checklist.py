@@ -63,8 +63,9 @@ def test_the_checklists_pulumi_steps_run_as_written_in_order(lab_cluster_with_cr
             done = subprocess.run(argv, cwd=ws.project, env=env, capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, (number, command, done.stdout, done.stderr)
             outputs[command] = done.stdout.strip()
-    # The preview output the README shows is this one's: the same steps, in the same words.
-    block = readme[readme.index("<!-- preview-output -->"):readme.index("<!-- /preview-output -->")]
+    # The preview output docs/deploy.md shows for step 8 is this one's: the same steps, in the same words.
+    shown_in = (ROOT / "docs" / "deploy.md").read_text()
+    block = shown_in[shown_in.index("<!-- preview-output -->"):shown_in.index("<!-- /preview-output -->")]
     shown = set(re.findall(r"^\s+\+  (\S+) (\S+) create$", block, flags=re.M))
     (preview,) = previews
     assert shown == {(s["type"], s["name"]) for s in preview["steps"]}, shown
