@@ -207,8 +207,17 @@ def _pr_preview(args: argparse.Namespace) -> int:
     return local.pr_preview(args.base, args.head, args.stacks or None)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, refusing a command line in one line worded as every other refusal (`error: ...`),
+    with where the usage is instead of the usage block: a flag's own message already says what to
+    write (flags.py)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (usage: {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dynamo-lab", description=__doc__,
+    p = _Parser(prog="dynamo-lab", description=__doc__,
                                 epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
                                        "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
     sub = p.add_subparsers(dest="command", required=True)

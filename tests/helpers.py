@@ -92,7 +92,10 @@ def run_cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
     os.chdir(cwd)
     try:
         with redirect_stdout(out), redirect_stderr(err):
-            code = cli.main(list(args))
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse's refusals and --help, as the process would exit
+                code = exc.code if isinstance(exc.code, int) else 1
     finally:
         os.chdir(here)
     return subprocess.CompletedProcess(["dynamo-lab", *args], code, out.getvalue(), err.getvalue())

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dynamo_lab import cli
 from tests.helpers import ROOT, run_cli
 
@@ -138,3 +140,13 @@ def test_the_process_entry_exits_with_the_commands_code_and_its_whole_output():
     good = subprocess.run([sys.executable, "-m", "dynamo_lab", "sizing", "cross-server"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert good.returncode == 0 and good.stdout == run_cli("sizing", "cross-server").stdout
+
+
+@pytest.mark.parametrize("argv", [["predict", "same-server", "--rate", "abc"],
+                                  ["advise", "same-server", "--concurrency", "0"],
+                                  ["sizing"], ["nosuch"], ["render", "same-server", "--no-such-flag"]])
+def test_a_refused_command_line_is_one_line_worded_as_every_refusal_without_the_usage_block(argv):
+    done = run_cli(*argv)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: dynamo-lab") and "--help)" in line, line
