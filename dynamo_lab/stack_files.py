@@ -107,7 +107,7 @@ def stack_config(stack: str, root: Optional[Path] = None) -> tuple[dict[str, str
     Structured values become JSON text, scalars text; `secure:` values cannot be decrypted here and
     are passed as a placeholder marked secret (render never needs the real value).
     """
-    return config_from_doc(stack_doc(stack, root))
+    return config_from_doc(stack_doc(stack, root), f"Pulumi.{stack}.yaml")
 
 
 def load(stack: str, root: Optional[Path] = None) -> "Stack":
@@ -118,13 +118,17 @@ def load(stack: str, root: Optional[Path] = None) -> "Stack":
     return load_stack(stack, raw, secrets)
 
 
-def config_from_doc(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """A stack file's `config:` map as the Pulumi CLI hands it to a program, and its secret keys."""
+def config_from_doc(config: dict[str, Any], name: str = "the stack file") -> tuple[dict[str, str], list[str]]:
+    """A stack file's `config:` map as the Pulumi CLI hands it to a program, and its secret keys. An
+    integer beyond the 64 bits Pulumi's reader holds one in is refused (StackFileError naming `name`
+    and the key): read_yaml refuses one in a file, and a map made in code (advise's, a test's) gets
+    the same line, where writing it out as text would raise a ValueError past 4,300 digits."""
     raw: dict[str, str] = {}
     secrets: list[str] = []
     for key, value in config.items():
         key = str(key)
         key = key if ":" in key else f"{PROJECT}:{key}"
+        _refuse_huge_ints(value, key, name)
         if isinstance(value, dict) and set(value) == {"secure"}:
             raw[key] = SECRET_PLACEHOLDER
             secrets.append(key)
@@ -135,3 +139,16 @@ def config_from_doc(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
         else:
             raw[key] = str(value)
     return raw, secrets
+
+
+def _refuse_huge_ints(value: Any, path: str, name: str) -> None:
+    """StackFileError for the first integer in `value` beyond 64 bits (bounded_read.int_out_of_range)."""
+    todo = [(value, path)]
+    while todo:
+        node, where = todo.pop()
+        if isinstance(node, dict):
+            todo.extend((v, f"{where}.{k}") for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            todo.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(node))))
+        elif isinstance(node, int) and (why := bounded_read.int_out_of_range(node)):
+            raise StackFileError(f"{name}: `{where}` {why}")

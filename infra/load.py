@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from typing import Any, Collection
 
 from pydantic import BaseModel, ValidationError
@@ -29,7 +30,7 @@ def _path(loc: tuple, raw: dict[str, Any]) -> str:
         if isinstance(item, int):
             node = node[item] if isinstance(node, list) and item < len(node) else None
             name = node.get("name") if isinstance(node, dict) else None
-            parts.append(str(name) if name else f"[{item}]")
+            parts.append(name if isinstance(name, str) and name else f"[{item}]")
         else:
             parts.append(str(item))
             node = node.get(item) if isinstance(node, dict) else None
@@ -73,19 +74,75 @@ _HINTS = {
 }
 
 # A value of the wrong type: what it is not, and how to write one (pydantic's own text is for Python
-# programmers: "Input should be a valid integer, unable to parse string as an integer").
+# programmers: "Input should be a valid integer, unable to parse string as an integer"). The schema
+# is strict (config/base.py): a value is taken as the type it was written as, so `int_type` is also
+# the count written `true`, `"3"` or `2.0`, and `string_type` the name written `1`.
 _TYPE_HINTS = {
     "int_parsing": "is not a whole number; write it in digits, e.g. `{key}: 2`",
     "int_type": "is not a whole number; write it in digits, e.g. `{key}: 2`",
     "int_from_float": "is not a whole number; write an integer, e.g. `{key}: 2`",
     "float_parsing": "is not a number; write it in digits, e.g. `{key}: 40` or `{key}: 0.5`",
     "float_type": "is not a number; write it in digits, e.g. `{key}: 40` or `{key}: 0.5`",
+    "finite_number": "is not a finite number; write one in digits, e.g. `{key}: 0.5`",
     "bool_parsing": "is not true or false; write `{key}: true` or `{key}: false`",
     "bool_type": "is not true or false; write `{key}: true` or `{key}: false`",
     "list_type": "is not a list; write a YAML list, e.g. `{key}: [a, b]`, or one `- item` per line under it",
     "dict_type": "is not a map; write `key: value` pairs indented under `{key}:`",
     "string_type": "is not text; write it as a string, e.g. `{key}: \"...\"`",
 }
+# The same mistakes where the value says what was meant (_meant): a number in quotes, which YAML
+# reads as text; a count with a point; a YAML 1.1 boolean, which Pulumi's reader (gopkg.in/yaml.v3,
+# YAML 1.2) reads as text; a name that YAML read as a number or a boolean because it has no quotes.
+_MEANT_HINTS = {
+    ("int_type", "quoted number"): "is text, not a whole number, because it is quoted; write it without the "
+                                   "quotes: `{key}: {bare}`",
+    ("float_type", "quoted number"): "is text, not a number, because it is quoted; write it without the quotes: "
+                                     "`{key}: {bare}`",
+    ("int_type", "whole decimal"): "is not a whole number but a decimal; write it without the point: "
+                                   "`{key}: {bare}`",
+    ("bool_type", "yaml 1.1 word"): "is not true or false: Pulumi's YAML reader (YAML 1.2) reads only true and "
+                                    "false as booleans, and yes, no, on and off as text; write `{key}: true` or "
+                                    "`{key}: false`",
+    ("string_type", "number"): "is a number, not text; write it in quotes: `{key}: \"{bare}\"`",
+    ("string_type", "boolean"): "is not text; if you meant the word, write it in quotes: `{key}: \"{bare}\"`",
+}
+_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}
+
+
+def _shown(value: Any) -> str:
+    """A value as a message names it: as the stack file spells it (`true`, `null`), a map or a list by
+    its kind, text and numbers as Python quotes them ('3' is text, 3 a number)."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list)):
+        return "a map" if isinstance(value, dict) else "a list"
+    return repr(value)
+
+
+def _meant(value: Any) -> tuple[str, str]:
+    """What kind of slip a value is (a key of _MEANT_HINTS' second part, "" for none) and the value
+    as it would have been written."""
+    if isinstance(value, bool):
+        return "boolean", str(value).lower()
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return "whole decimal", str(int(value))
+    if isinstance(value, (int, float)):
+        return "number", repr(value)
+    if isinstance(value, str):
+        bare = value.strip()
+        if bare.lower() in _YAML11_BOOLS:
+            return "yaml 1.1 word", bare
+        if re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", bare) and len(bare) <= 30:
+            return "quoted number", bare
+    return "", ""
+
+
+def _type_message(kind: str, value: Any, key: str) -> str:
+    slip, bare = _meant(value)
+    hint = _MEANT_HINTS.get((kind, slip), _TYPE_HINTS[kind])
+    return f"{_shown(value)} {hint.format(key=key, bare=bare)}"
 
 
 def _message(err: dict[str, Any]) -> str:
@@ -107,14 +164,14 @@ def _message(err: dict[str, Any]) -> str:
         return "required key is missing; add it"
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
-        return f"{err['input']!r} is not allowed; write one of {expected}"
+        return f"{_shown(err['input'])} is not allowed; write one of {expected}"
     if kind == "value_error":
         return str(err["ctx"]["error"])
     if kind in _HINTS:
-        return f"{err['input']!r} is not allowed: {_HINTS[kind].format(**err.get('ctx', {}))}"
+        return f"{_shown(err['input'])} is not allowed: {_HINTS[kind].format(**err.get('ctx', {}))}"
     key = next((str(part) for part in reversed(err["loc"]) if isinstance(part, str)), "value")
     if kind in _TYPE_HINTS:
-        return f"{err['input']!r} {_TYPE_HINTS[kind].format(key=key)}"
+        return _type_message(kind, err["input"], key)
     if kind == "too_short":
         ctx = err.get("ctx", {})
         return (f"{err['input']!r} has {ctx.get('actual_length', 0)} items; it needs at least "
@@ -122,15 +179,50 @@ def _message(err: dict[str, Any]) -> str:
     return f"{err['msg']} (got {err.get('input')!r})"
 
 
+# The integers Pulumi's reader holds (gopkg.in/yaml.v3: an int64, else a uint64); one beyond them
+# in a stack file it reads as a rounded float or as text, and the lab's reader refuses it
+# (dynamo_lab/bounded_read.py, INT_MIN and INT_MAX, which cannot import this).
+INT_MIN, INT_MAX = -2**63, 2**64 - 1
+
+
+class _HugeInt:
+    """A JSON integer beyond INT_MIN..INT_MAX, kept as its length: json.loads converts an integer's
+    text with int(), which raises a ValueError past 4,300 digits (sys.get_int_max_str_digits)."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+
+def _json_int(text: str) -> Any:
+    digits = len(text.lstrip("-"))
+    if digits > 20:  # 2**64 has 20 digits: beyond them, without converting them
+        return _HugeInt(digits)
+    value = int(text)
+    return value if INT_MIN <= value <= INT_MAX else _HugeInt(digits)
+
+
 def _decode(raw: str) -> Any:
     """Pulumi hands structured config values over as JSON text, scalars as plain text."""
     text = raw.strip()
     if text[:1] in "{[":
         try:
-            return json.loads(text)
+            return json.loads(text, parse_int=_json_int)
         except json.JSONDecodeError:
             pass
     return raw
+
+
+def _huge_ints(value: Any, loc: tuple) -> list[tuple[tuple, int]]:
+    """Where a decoded value holds a _HugeInt, and its digits, in document order (without recursion:
+    json.loads returns values nested nearly as deep as Python's recursion limit)."""
+    found, todo = [], [(value, loc)]
+    while todo:
+        node, where = todo.pop()
+        if isinstance(node, _HugeInt):
+            found.append((where, node.digits))
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        todo.extend(reversed([(v, where + (k,)) for k, v in items]))
+    return found
 
 
 KUBERNETES = "kubernetes:"
@@ -206,16 +298,19 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
     a secret setting outside them is refused.
     """
     prefix = PROJECT + ":"
-    data, too_deep = {}, []
+    data, unreadable = {}, []
     for key, value in raw_config.items():
         if key.startswith(prefix):
             try:
                 data[key[len(prefix):]] = _decode(value)
             except RecursionError:  # json.loads stops at Python's recursion limit, some 1,000 levels
-                too_deep.append((key[len(prefix):], "its value is JSON nested more than a thousand levels deep, "
-                                 "where a setting has a few; is it the right value?"))
-    if too_deep:
-        raise ConfigError(stack_file(stack), too_deep)
+                unreadable.append((key[len(prefix):], "its value is JSON nested more than a thousand levels deep, "
+                                   "where a setting has a few; is it the right value?"))
+    unreadable += [(_path(loc, data), f"an integer {digits:,} digits long, beyond the 64 bits in which Pulumi's "
+                    f"YAML reader holds an integer ({INT_MIN:,} to {INT_MAX:,}); write the number you meant")
+                   for key, value in data.items() for loc, digits in _huge_ints(value, (key,))]
+    if unreadable:
+        raise ConfigError(stack_file(stack), unreadable)
     foreign = _foreign(raw_config)
     cluster, cluster_problems = _cluster(raw_config, stack, foreign)
     cluster_problems = _namespace_problems(foreign, stack) + cluster_problems

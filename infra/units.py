@@ -38,8 +38,32 @@ class QuantityRangeError(QuantityError):
     """A well-formed quantity beyond the range Kubernetes allows."""
 
 
+def _text(value: object) -> str:
+    """A value as a message quotes it: its text, stripped, and cut short past 60 characters; never
+    written out past Python's 4,300 digits, where str() of an int raises a ValueError."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
+    text = str(value).strip()
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text):,} characters)"
+
+
+def _not_text(value: object) -> str:
+    """What a value that is no quantity's text is, in words ("" for text and numbers): the stack file's
+    spelling of a boolean (a YAML `true`, which Python spells True), or its kind."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    return {dict: "a map", list: "a list", type(None): "null"}.get(type(value), "")
+
+
 def _too_large(text: object) -> QuantityRangeError:
-    return QuantityRangeError(f"{str(text)!r} is more than Kubernetes allows in a quantity (2^63-1)")
+    return QuantityRangeError(f"{_text(text)!r} is more than Kubernetes allows in a quantity (2^63-1)")
+
+
+# Digits a quantity's number may have: 2^63-1 has 19 before the point, and a nano (`n`, the finest
+# suffix) is 9 after it; far past both is a mistake, and Python's Fraction cannot even read one of
+# more than 4,300 digits (sys.get_int_max_str_digits).
+MAX_WHOLE_DIGITS = 40
+MAX_FRACTION_DIGITS = 40
 
 
 def _in_range(text: object, value: Fraction) -> Fraction:
@@ -50,17 +74,23 @@ def _in_range(text: object, value: Fraction) -> Fraction:
 
 def parse_quantity(text: object) -> Fraction:
     """A Kubernetes quantity's exact value; QuantityError when Kubernetes would not accept it."""
-    if isinstance(text, bool):
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity")
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):  # True is an int to Python
+        raise QuantityError(f"{_not_text(text)} is not a Kubernetes quantity")
     if isinstance(text, int):
         return _in_range(text, Fraction(text))
     if isinstance(text, float):
         text = repr(text)
-    match = _QUANTITY.match(str(text))
+    match = _QUANTITY.match(text)
     if not match:
-        raise QuantityError(f"{str(text)!r} is not a Kubernetes quantity")
+        raise QuantityError(f"{_text(text)!r} is not a Kubernetes quantity")
     sign, number, suffix = match.groups()
-    value = Fraction(number)
+    whole, _, fraction = number.partition(".")
+    if len(whole.lstrip("0")) > MAX_WHOLE_DIGITS:
+        raise _too_large(text)
+    if len(fraction.rstrip("0")) > MAX_FRACTION_DIGITS:
+        raise QuantityError(f"{_text(text)!r} has {len(fraction):,} digits after the point, finer than any "
+                            "quantity Kubernetes keeps (a nano, n, is 9); write it shorter")
+    value = Fraction(f"{whole or 0}.{fraction.rstrip('0') or 0}")
     suffix = suffix or ""
     if suffix in _BINARY:
         value *= _BINARY[suffix]
@@ -105,6 +135,8 @@ def _meant(text: str, unit: str) -> str:
 
 def _parse_or_explain(value: object, text: str, unit: str, kind: str, example: str) -> Fraction:
     """parse_quantity, refusing `text` with what it would have meant, else how a `kind` is written."""
+    if _not_text(value):  # a boolean, a map, a list, null: no text to say what it would have meant
+        raise QuantityError(f"{_not_text(value)} is not a Kubernetes {kind}. Write {example}")
     try:
         return parse_quantity(value)
     except QuantityRangeError:
@@ -115,7 +147,7 @@ def _parse_or_explain(value: object, text: str, unit: str, kind: str, example: s
 
 
 def _whole_bytes(value: object, minimum: int, unit: str, meant_suffix: str) -> int:
-    text = str(value).strip()
+    text = _text(value)
     exact = _parse_or_explain(value, text, unit, "quantity",
                               "bytes with a Kubernetes suffix, e.g. 3584Mi, 10Gi, 272M, 1G")
     if exact < 0:
@@ -146,8 +178,9 @@ def parse_throughput(value: object, minimum: int = 10**6) -> int:
 def parse_cpu(value: object) -> int:
     """Millicores of a CPU quantity (`2`, `0.5`, `500m`): more than 0, no finer than 1m."""
     # A refusal quotes the value as written, spaces and all; the other messages quote it stripped.
-    exact = _parse_or_explain(value, str(value), "CPUs", "CPU quantity", "cores or millicores, e.g. 2, 0.5, 500m")
-    text = str(value).strip()
+    exact = _parse_or_explain(value, value if isinstance(value, str) and len(value) <= 60 else _text(value), "CPUs",
+                              "CPU quantity", "cores or millicores, e.g. 2, 0.5, 500m")
+    text = _text(value)
     milli = exact * 1000
     if milli <= 0:
         raise QuantityError(f"{text!r} is {_n(exact)} CPUs; write more than 0, e.g. 500m or 2")
@@ -188,8 +221,12 @@ def to_mi_quantity(nbytes: float) -> str:
 
 
 def parse_rate_bits(value: object) -> int:
-    """'1gbit' -> 10**9 bits/s (tc and Ethernet use decimal prefixes)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+    """'1gbit' -> 10**9 bits/s (tc and Ethernet use decimal prefixes): a finite rate of a bit a second
+    or more (a float past its range, `1e400` or 400 digits of `gbit`, is infinite)."""
+    example = "write e.g. 1gbit, 10gbit, 100mbit"
+    if _not_text(value):  # True is an int to Python
+        raise ValueError(f"{_not_text(value)} is not a link rate; {example}")
+    if (isinstance(value, int) or isinstance(value, float) and math.isfinite(value)) and value > 0:
         return int(value)
     if isinstance(value, str):
         match = _RATE.match(value)
@@ -197,9 +234,9 @@ def parse_rate_bits(value: object) -> int:
             number, prefix, _ = match.groups()
             factor = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[prefix.lower()]
             bits = float(number) * factor
-            if bits >= 1:
+            if math.isfinite(bits) and bits >= 1:
                 return int(bits)
-    raise ValueError(f"{value!r} is not a link rate; write e.g. 1gbit, 10gbit, 100mbit")
+    raise ValueError(f"{_text(value)!r} is not a link rate; {example}")
 
 
 def human(nbytes: float) -> str:

@@ -67,9 +67,10 @@ def run_program(stack: str, program: Callable[[], Any]) -> mockrun.Run:
     return mockrun.run(stack, {}, [], program=program)
 
 
-def encoded(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """A stack file's `config:` map as the Pulumi CLI hands it to a program, and its secret keys."""
-    return stack_files.config_from_doc(config)
+def encoded(config: dict[str, Any], stack: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
+    """A stack file's `config:` map as the Pulumi CLI hands it to a program, and its secret keys; a
+    StackFileError naming Pulumi.<stack>.yaml when no reader would hand it over (an integer past 64 bits)."""
+    return stack_files.config_from_doc(config, *([f"Pulumi.{stack}.yaml"] if stack else []))
 
 
 _RUNS: dict[tuple, mockrun.Run] = {}

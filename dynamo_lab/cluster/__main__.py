@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
-from dynamo_lab.cluster import harness, tools
+from dynamo_lab.cluster import harness, root_paths, tools
 
 
 def default_state() -> Path:
@@ -62,7 +61,11 @@ def main(argv=None) -> int:
         print("cluster: still running:\n  " + "\n  ".join(left), file=sys.stderr)
         return 1
     if a.state.exists() and not a.keep:
-        shutil.rmtree(a.state)
+        try:  # never through a link, as root never under what another user could change (root_paths)
+            root_paths.remove_tree(a.state, root_paths.trusted_uid())
+        except root_paths.Refused as e:
+            print(f"cluster: down, but not removing {a.state}: {e}", file=sys.stderr)
+            return 2
     print("cluster: down; nothing left running")
     return 0
 

@@ -16,6 +16,7 @@ from typing import ClassVar, Optional
 
 from dynamo_lab.cluster.api import Api, ClusterError, http_ok, wait_until
 from dynamo_lab.cluster.nodes import KWOK_ANNOTATION
+from dynamo_lab.cluster.root_paths import Binary, Refused, open_binary, trusted_uid
 from dynamo_lab.cluster.state import APISERVER_PORT, ETCD_PORT, Plan, StateDir
 
 # What kwok v0.8.0 prints when its start-up race kills it (see Kwok.start).
@@ -42,6 +43,7 @@ class Component:
     def __init__(self, state: StateDir, bin_dir: Path, api: Api):
         self.state, self.bin_dir, self.api = state, bin_dir, api
         self.process: Optional[subprocess.Popen] = None
+        self.binary: Optional[Binary] = None    # the file its process runs, open while it runs
 
     @property
     def log(self) -> Path:
@@ -56,15 +58,32 @@ class Component:
 
     def start(self, what: Optional[str] = None) -> None:
         """Start its process (its output appended to its log) and wait until it is ready; a
-        ClusterError, naming `what` (by default its name), if it exits first or is not ready in time."""
+        ClusterError, naming `what` (by default its name), if it exits first or is not ready in time.
+        Its binary is checked as the tools' check holds it (root_paths.open_binary: from / down, and its
+        sha256 against its cache entry's stamp) when it starts, minutes after cluster-tools decided
+        on it, and the open file is what runs: a binary swapped in between is refused or not run."""
+        argv = self.argv()
+        self._close_binary()
+        try:
+            self.binary = open_binary(Path(argv[0]), trusted_uid())
+        except Refused as e:
+            raise ClusterError(f"{what or self.name}: not started: {e}") from None
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(argv, executable=self.binary.exec_path, stdin=subprocess.DEVNULL,
+                                            stdout=out, stderr=subprocess.STDOUT)
         wait_until(what or self.name, self.ready, self.ready_timeout, self.process, self.log)
+
+    def _close_binary(self) -> None:
+        # Open until its process ends: a script's interpreter opens the file by that path after the exec.
+        if self.binary is not None:
+            self.binary.close()
+            self.binary = None
 
     def stop(self, grace: Optional[float] = None) -> None:
         """SIGTERM, then SIGKILL after `grace` seconds; nothing when it was never started."""
         if self.process is not None:
             end(self.process, self.stop_grace if grace is None else grace)
+        self._close_binary()
 
     def exited(self) -> Optional[int]:
         """Its exit code once its process has ended (None: running, or never started)."""

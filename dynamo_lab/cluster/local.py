@@ -85,7 +85,9 @@ def accounts_for_ctrl_c(command: str):
 def _bins(log) -> dict[str, Path]:
     if os.geteuid() != 0:
         raise LocalError("the local cluster needs root (it runs in network and PID namespaces of its own): "
-                         "run it as root (e.g. sudo -E python3 dev.py up STACK --local)")
+                         "run it as root, with the tools' cache in a directory only root can write (e.g. "
+                         "DYNAMO_LAB_CACHE=/var/cache/dynamo-lab sudo -E python3 dev.py up STACK --local; "
+                         "docs/security.md, What runs as root)")
     names = [*CONTROL_PLANE, "pulumi", "pulumi-resource-kubernetes"]
     bins = tools.bin_dirs(tools.ensure(names, log=log))
     missing = [n for n in names if n not in bins]
@@ -101,7 +103,7 @@ def _crd_dir(into: Path) -> Path:
         found = upstream.locate()
     except upstream.UpstreamUnavailable as exc:
         raise LocalError(f"the DynamoGraphDeployment CRD is unavailable ({exc}): {upstream.HOW}") from None
-    into.mkdir(parents=True, exist_ok=True)
+    local_state.make(into)
     shutil.copy(found.file(DGD_CRD), into / "dgd.yaml")
     return into
 
@@ -115,7 +117,7 @@ def ensure_cluster(bins, log) -> tuple[harness.Handle, bool]:
         return harness.attach(state), False
     if state.exists():
         harness.stop(state)
-        shutil.rmtree(state)
+        local_state.remove(state)
     return harness.up(state, bins, _crd_dir(local_state.local_root() / "crds"), attached=False, log=log), True
 
 
@@ -200,15 +202,14 @@ def down(stack: str, keep_cluster: bool = False, out: TextIO = sys.stdout, log=N
     state = local_state.cluster_state()
     local_state.workspace(stack, state / "kubeconfig")  # refused here, before anything is stopped or removed
     if not local_state.cluster_running(state):
-        left = local_state.workspace(stack, StateDir(state).kubeconfig).root
-        shutil.rmtree(left, ignore_errors=True)
+        local_state.remove(local_state.workspace(stack, StateDir(state).kubeconfig).root, ignore_errors=True)
         log("local: the local cluster is not running: nothing to destroy")
         return 0
     bins = _bins(log)
     ws = local_state.workspace(stack, StateDir(state.absolute()).kubeconfig)
     if ws.stack_file.exists():
         _print_result(pulumi_cli.invoke("destroy", ws, bins), "destroy", out)
-        shutil.rmtree(ws.root)
+        local_state.remove(ws.root)
     else:
         log(f"local: {stack} is not deployed on the local cluster")
     others = sorted(p.name for p in (local_state.local_root() / "stacks").glob("*") if p.is_dir())
@@ -220,7 +221,7 @@ def down(stack: str, keep_cluster: bool = False, out: TextIO = sys.stdout, log=N
         killed = harness.stop(state)
         if harness.leftovers(state):
             raise LocalError("local: cluster processes are still running:\n  " + "\n  ".join(harness.leftovers(state)))
-        shutil.rmtree(state, ignore_errors=True)
+        local_state.remove(state, ignore_errors=True)
     log("local: cluster stopped" + (f" (had to kill {', '.join(killed)})" if killed else "") + "; nothing left running")
     return 0
 
@@ -277,7 +278,7 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
             raise LocalError(f"pr-preview: {ref!r} is not a git ref (it starts with '-'); name a branch, tag or commit")
     bins = _bins(log)
     failed, refused_files = [], []
-    with tempfile.TemporaryDirectory(prefix="dynamo-lab-pr-preview-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dynamo-lab-pr-preview-", dir=local_state.temporary_root()) as tmp:
         tmp_path = _started["tmp"] = Path(tmp)
         with checkout(base, tmp_path / "base", repo) as (base_commit, base_tree), \
                 checkout(head, tmp_path / "head", repo) as (head_commit, head_tree):

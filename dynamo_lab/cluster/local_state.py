@@ -7,12 +7,13 @@ otherwise or leaves out.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import stat
+import tempfile
 from pathlib import Path
 
 from dynamo_lab import stack_files
-from dynamo_lab.cluster import harness, tool_trust, tools
+from dynamo_lab.cluster import harness, root_paths, tools
 from dynamo_lab.cluster.pulumi_workspace import Workspace
 from dynamo_lab.cluster.stack_overrides import (
     CLUSTER_CHOOSERS,
@@ -52,26 +53,61 @@ def check_stack(stack: str) -> str:
 
 
 def own_directories(*paths: Path) -> None:
-    """Each of `paths` that exists is a directory only this user can change, and none but the first
-    (the directory the local root lies in) is a symbolic link. A local run, as root, removes what it
-    keeps under them: a link (the local root itself one, say) or a directory another user could
-    swap would point that removal at another directory. The check resolves nothing through a link,
-    so it holds where the resolved-path check in workspace() cannot. As root only, as tools.py's
-    cache check: another user can remove only what they could anyway. One-line refusal, nothing touched."""
-    uid = os.geteuid()
-    if uid != 0:
+    """As root: each of `paths` reached from / through no symbolic link and no directory another user
+    could change (root_paths.path_problem: the user's ~/.cache under sudo -E, or a link there), and
+    each that exists a directory only root can change (root_paths.loose, for what the project makes).
+    A local run, as root, makes and removes what it keeps under them: a link anywhere on the way (the
+    local root, the ~/.cache/dynamo-lab it lies in, or above) would point that removal at wherever it
+    points, and a directory another user could change would let them swap what is removed. The check
+    resolves nothing through a link, so it holds where the resolved-path check in workspace() cannot;
+    and every removal walks the path again itself (remove). As a user, your own links are yours: the
+    resolved-path check holds inside the local root. One-line refusal, nothing touched."""
+    uid = root_paths.trusted_uid()
+    if uid is None:
         return
-    for i, path in enumerate(paths):
-        try:
-            st = os.stat(path) if i == 0 else os.lstat(path)
-        except FileNotFoundError:
-            continue
-        why = (tool_trust.loose(path, st, uid) if stat.S_ISDIR(st.st_mode) else
-               f"{path} is a symbolic link" if stat.S_ISLNK(st.st_mode) else f"{path} is not a directory")
+    for path in paths:
+        why = root_paths.path_problem(path, uid)
+        if why is None:
+            with contextlib.suppress(FileNotFoundError):
+                strict = root_paths.loose(path, os.lstat(path), uid)
+                why = strict and root_paths.Refused(strict, f"chmod go-w {path}" if "writable" in strict else
+                                                    f"chown root {path} after checking what is in it")
         if why:
-            raise LocalError(f"{why}, and a local run removes what it keeps there: nothing was touched. Remove "
-                             f"it or correct its owner and mode, or set DYNAMO_LAB_CACHE to a directory only "
-                             f"{tool_trust._who(uid)} can write")
+            raise LocalError(f"{why.why}, and a local run makes and removes what it keeps there as root: nothing "
+                             f"was touched; fix: {why.fix}, or set DYNAMO_LAB_CACHE to a directory only root can "
+                             "write (e.g. /var/cache/dynamo-lab)")
+
+
+def remove(path: Path, ignore_errors: bool = False) -> bool:
+    """Remove a directory a local run keeps (a stack's workspace, a cluster's state) by
+    root_paths.remove_tree: never through a link, as root never under a directory another user could
+    change, each component checked as it is walked; a refusal is one line and removes nothing
+    (`ignore_errors`: an entry rmtree cannot remove is passed over, as shutil.rmtree's)."""
+    try:
+        return root_paths.remove_tree(path, root_paths.trusted_uid(), ignore_errors=ignore_errors)
+    except root_paths.Refused as e:
+        raise LocalError(f"local: not removing {path}: {e.why}: nothing was removed; fix: {e.fix}") from None
+
+
+def temporary_root() -> Path:
+    """Where pr-preview makes its temporary directory (TMPDIR, else /tmp), refused as root unless
+    only root can change it and what is above it (a sticky /tmp passes: root_paths' rule), since
+    the directory it makes there is removed as root."""
+    where = Path(tempfile.gettempdir())
+    why = root_paths.path_problem(where, root_paths.trusted_uid())
+    if why:
+        raise LocalError(f"pr-preview: {why.why}, and pr-preview makes and removes a directory in {where} as root: "
+                         f"nothing was touched; fix: {why.fix}, or set TMPDIR to a directory only root can write")
+    return where
+
+
+def make(path: Path, mode: int = 0o755) -> Path:
+    """Make a directory a local run keeps, as root_paths.make_dirs makes it (remove's rule)."""
+    try:
+        root_paths.make_dirs(path, root_paths.trusted_uid(), mode=mode)
+    except root_paths.Refused as e:
+        raise LocalError(f"local: not making {path}: {e.why}: nothing was made; fix: {e.fix}") from None
+    return path
 
 
 def _own_state(*below: str) -> None:

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from dynamo_lab.cluster import root_paths
 from dynamo_lab.cluster.pulumi_workspace import Workspace, cli_env, passphrase
 from dynamo_lab.paths import ROOT
 
@@ -90,12 +90,15 @@ def start(action: str, ws: Workspace, bins: Mapping[str, Path], **kw) -> tuple[s
     together, as a terminal's Ctrl-C would); its output goes to a file beside the workspace, and
     its temporary files (the Automation API's event log, the CLI's) into a directory there too
     (TMPDIR), removed once it ends (finish, stop), however it ends."""
-    ws.root.mkdir(parents=True, exist_ok=True)
+    # Made and removed by root_paths' walk: as root, never under a link or a directory another user
+    # could change (the workspace is removed as root by `down`).
+    uid = root_paths.trusted_uid()
+    root_paths.make_dirs(ws.root, uid, mode=0o755)
     result = ws.root / f"{action}.result.json"
     result.unlink(missing_ok=True)
     tmp = _beside(result, ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(mode=0o700)
+    root_paths.remove_tree(tmp, uid)
+    root_paths.make_dirs(tmp, uid, mode=0o700)
     log = open(_beside(result, ".log"), "w")
     proc = subprocess.Popen(command(action, ws, bins, result=result, **kw), stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True,
@@ -109,9 +112,16 @@ def _beside(result: Path, suffix: str) -> Path:
     return result.with_name(result.name.replace(".result.json", suffix))
 
 
+def _remove_tmp(result: Path) -> None:
+    """The run's temporary directory removed, never through a link (root_paths.remove_tree): one
+    found on its path since start() checked it is left as it is, and what it points to untouched."""
+    with contextlib.suppress(root_paths.Refused):
+        root_paths.remove_tree(_beside(result, ".tmp"), root_paths.trusted_uid(), ignore_errors=True)
+
+
 def finish(proc: subprocess.Popen, result: Path, timeout: Optional[float] = None) -> Invocation:
     rc = proc.wait(timeout)
-    shutil.rmtree(_beside(result, ".tmp"), ignore_errors=True)
+    _remove_tmp(result)
     output = _beside(result, ".log").read_text()
     return Invocation(rc, output, json.loads(result.read_text()) if rc == 0 and result.exists() else None)
 
@@ -248,7 +258,7 @@ def stop(proc: subprocess.Popen, action: str, ws: Workspace, bins: Mapping[str, 
         if found and not left:
             _cancel(ws, bins)
         locked = [str(p) for p in locks(ws)]
-        shutil.rmtree(_beside(result, ".tmp"), ignore_errors=True)
+        _remove_tmp(result)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -260,9 +270,11 @@ def stop(proc: subprocess.Popen, action: str, ws: Workspace, bins: Mapping[str, 
 
 def _cancel(ws: Workspace, bins: Mapping[str, Path]) -> None:
     """`pulumi cancel` of the stack, by the CLI itself (no program runs): it removes the stack's locks."""
-    with contextlib.suppress(subprocess.SubprocessError, OSError):
-        subprocess.run([str(bins["pulumi"] / "pulumi"), "cancel", "--yes", "--non-interactive", "--stack",
-                        ws.stack], cwd=ws.project, env=cli_env(ws, passphrase(ws), os.environ),
+    # Refused (the CLI not what was checked): not run, and the lock it would remove is reported as left.
+    with contextlib.suppress(subprocess.SubprocessError, OSError, root_paths.Refused), \
+            root_paths.open_binary(bins["pulumi"] / "pulumi", root_paths.trusted_uid()) as cli:
+        subprocess.run([str(bins["pulumi"] / "pulumi"), "cancel", "--yes", "--non-interactive", "--stack", ws.stack],
+                       executable=cli.exec_path, cwd=ws.project, env=cli_env(ws, passphrase(ws), os.environ),
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
 
 

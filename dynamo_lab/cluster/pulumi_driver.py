@@ -45,6 +45,7 @@ if __package__:
         reap_orphans,
         repair_torn_attributes,
     )
+    from dynamo_lab.cluster.root_paths import Binary, open_binary, trusted_uid
     from dynamo_lab.cluster.stack_overrides import stack_name_problem
 else:
     # The one bounded reader its siblings read stack files with is the toolbox's (dynamo_lab/
@@ -60,6 +61,7 @@ else:
         reap_orphans,
         repair_torn_attributes,
     )
+    from root_paths import Binary, open_binary, trusted_uid
     from stack_overrides import stack_name_problem
 
 # The checkout this file is in: the default program (a script cannot import dynamo_lab.paths).
@@ -79,14 +81,30 @@ def engine_bins(log=print) -> dict[str, Path]:
     return bins
 
 
-def _stack(ws: Workspace, bins: Mapping[str, Path], env: Mapping[str, str]):
+def _checked_command(cli: Binary):
+    """The Automation API's PulumiCommand, running the CLI `cli` (opened and checked by
+    root_paths.open_binary) for each of its commands: its `command` is the open file's path
+    (/proc/PID/fd/N), which PulumiCommand.run execs, so each `pulumi` the stack runs is that file,
+    never its path looked up again. PulumiCommand's own __init__ is not run: it would run
+    `root`/bin/pulumi by path to ask its version (pulumi/automation/_cmd.py); the version is asked
+    here of the open file, as that __init__ asks it."""
+    from pulumi import automation as auto
+    from semver import VersionInfo
+
+    said = subprocess.run([cli.exec_path, "version"], env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"},
+                          capture_output=True, text=True, check=True).stdout.strip()
+    command = auto.PulumiCommand.__new__(auto.PulumiCommand)
+    command.command, command.version = cli.exec_path, VersionInfo.parse(said.removeprefix("v"))
+    return command
+
+
+def _stack(ws: Workspace, cli: Binary, env: Mapping[str, str]):
     from pulumi import automation as auto
 
     from infra.program import pulumi_main
 
-    command = auto.PulumiCommand(root=str(bins["pulumi"].parent), skip_version_check=True)
     workspace = auto.LocalWorkspace(work_dir=str(ws.project), pulumi_home=str(ws.home), program=pulumi_main,
-                                    env_vars=dict(env), pulumi_command=command)
+                                    env_vars=dict(env), pulumi_command=_checked_command(cli))
     return auto.Stack.create_or_select(ws.stack, workspace)
 
 
@@ -130,8 +148,14 @@ def run(action: str, ws: Workspace, bins: Mapping[str, Path], source: Optional[P
     step()
     install_provider(ws, bins, cenv)
     step()
-    stack = _stack(ws, bins, cenv)
-    step()
+    # Open for the whole action: every CLI the stack runs is this file (_checked_command).
+    with open_binary(bins["pulumi"] / "pulumi", trusted_uid()) as cli:
+        return _act(action, ws, _stack(ws, cli, cenv), diff, echo, stopping)
+
+
+def _act(action: str, ws: Workspace, stack, diff: bool, echo, stopping) -> dict[str, Any]:
+    if stopping():
+        raise NotStarted(action)
     events: list = []
     kw = {"on_output": echo, "on_event": events.append}
     result: dict[str, Any] = {"action": action, "stack": ws.stack}

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Optional
 import yaml
 
 if __package__:
+    from dynamo_lab.cluster.root_paths import open_binary, trusted_uid
     from dynamo_lab.cluster.stack_overrides import (
         kubeconfig_context,
         local_overrides,
@@ -35,6 +36,7 @@ if __package__:
         stack_document,
     )
 else:  # imported by the driver run as a script: a sibling in its directory (pulumi_driver.py)
+    from root_paths import open_binary, trusted_uid
     from stack_overrides import kubeconfig_context, local_overrides, read_stack_document, stack_document
 
 PROJECT = "dynamo-lab"
@@ -119,13 +121,21 @@ def passphrase(ws: Workspace) -> str:
 
 def install_provider(ws: Workspace, bins: Mapping[str, Path], env: Mapping[str, str]) -> None:
     """The built provider in this workspace's plugin cache, as `kubernetes` PROVIDER_VERSION: the
-    version the program's pulumi-kubernetes asks for, so the engine loads exactly this binary."""
-    plugin = ws.home / "plugins" / f"resource-kubernetes-v{PROVIDER_VERSION}"
-    if (plugin / "pulumi-resource-kubernetes").is_file():
-        return
-    subprocess.run([str(bins["pulumi"] / "pulumi"), "plugin", "install", "resource", "kubernetes",
-                    PROVIDER_VERSION, "--file", str(bins["pulumi-resource-kubernetes"] / "pulumi-resource-kubernetes")],
-                   env=env, check=True, capture_output=True, text=True)
+    version the program's pulumi-kubernetes asks for, so the engine loads exactly this binary. It is
+    copied from the provider as opened and checked (root_paths.open_binary: the CLI reads the open
+    file, /proc/PID/fd/N), by the CLI as opened and checked; a copy there already is kept only while
+    it is, byte for byte, that provider (a rebuilt provider is installed again)."""
+    plugin = ws.home / "plugins" / f"resource-kubernetes-v{PROVIDER_VERSION}" / "pulumi-resource-kubernetes"
+    uid = trusted_uid()
+    with open_binary(bins["pulumi-resource-kubernetes"] / "pulumi-resource-kubernetes", uid) as provider:
+        if plugin.is_file() and not plugin.is_symlink():
+            with open_binary(plugin, uid) as installed:
+                if installed.sha256 == provider.sha256:
+                    return
+        with open_binary(bins["pulumi"] / "pulumi", uid) as cli:
+            subprocess.run([str(bins["pulumi"] / "pulumi"), "plugin", "install", "resource", "kubernetes",
+                            PROVIDER_VERSION, "--reinstall", "--file", provider.exec_path], executable=cli.exec_path,
+                           env=env, check=True, capture_output=True, text=True)
 
 
 def orphans(ws: Workspace) -> list[int]:

@@ -17,6 +17,7 @@ from typing import Mapping, Optional
 
 from dynamo_lab.cluster.api import ClusterError
 from dynamo_lab.cluster.nodes import LAB_CLUSTER, lab_nodes
+from dynamo_lab.cluster.root_paths import Refused, make_dirs, trusted_uid
 from dynamo_lab.cluster.tools import KWOK_STAGES, kwok_stages
 
 ETCD_PORT, APISERVER_PORT = 2379, 6443       # inside the namespace: nothing else is there
@@ -118,7 +119,10 @@ def prepare(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = Non
             nodes_from: Path = LAB_CLUSTER) -> StateDir:
     """Write the plan, the keys and the kubeconfigs of a new cluster into `state` (made empty)."""
     sd = StateDir(state)
-    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:  # as root, never under a link or a directory another user could change (root_paths)
+        make_dirs(state, trusted_uid(), mode=0o700)
+    except Refused as e:
+        raise ClusterError(f"not making the cluster's directory {state}: {e}") from None
     if any(state.iterdir()):
         raise ClusterError(f"{state} is not empty: a cluster may be up there (`down` it first)")
     # The state directory and pki/ are the owner's only (0700), and so is every file holding the

@@ -9,6 +9,7 @@ Standard library only (tools.py says why).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
+from dynamo_lab.cluster import root_paths
 from dynamo_lab.cluster.tool_trust import STAMP, entry_dir, seal, stamp_for
 from dynamo_lab.paths import ROOT
 
@@ -186,11 +188,12 @@ def build(tool: Tool, root: Path, env: Mapping[str, str], log: Callable[[str], N
         (work / STAMP).write_text(json.dumps(stamp_for(tool, (src / "go.sum").read_text(), go_version, took,
                                                        sums), indent=2) + "\n")
         (work / STAMP).chmod(0o644)
-        if entry.exists():
-            shutil.rmtree(entry)
+        # Removed by root_paths' walk, never through a link (ensure made `root` by it, so the
+        # temporary directory and the rename below stay inside what was checked).
+        root_paths.remove_tree(entry, root_paths.trusted_uid())
         work.rename(entry)
         return took
     finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
+        with contextlib.suppress(root_paths.Refused):  # a link found there now is left, not followed
+            root_paths.remove_tree(work, root_paths.trusted_uid(), ignore_errors=True)
 

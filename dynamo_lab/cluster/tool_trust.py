@@ -1,8 +1,10 @@
 """Whether a tool's binaries may be run, and the cache entries that hold them: a binary of the
 user's (on PATH, or in DYNAMO_LAB_K8S_BIN or KUBEBUILDER_ASSETS) at the pinned version, or a cache
 entry whose stamp matches this go.sum and whose every file still has the sha256 recorded when it
-was built; as root, each safe to run (no directory or file another user could change). `decide`
-says found, cached, build, unavailable or refused; `seal` finishes a built entry.
+was built; as root, each safe to run (no directory or file another user could change, from / down:
+root_paths.py's rule). `decide` says found, cached, build, unavailable or refused; `seal` finishes
+a built entry. What decide allows is run only through root_paths.open_binary, which checks it again
+on the open file and runs that file.
 
 Standard library only (tools.py says why).
 """
@@ -19,10 +21,12 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
+from dynamo_lab.cluster.root_paths import STAMP, Refused, fd_sha256, loose, open_binary, path_problem, trusted_uid
+from dynamo_lab.cluster.root_paths import who as _who
+
 if TYPE_CHECKING:
     from dynamo_lab.cluster.tools import Tool
 
-STAMP = "stamp.json"
 # Bumped when the layout of a cache entry or the stamp changes: older entries are rebuilt.
 # 2: the stamp records each bin/ file's sha256, checked before every use (format 1 recorded none,
 # so an entry of format 1 is never trusted).
@@ -85,26 +89,20 @@ def stamp_matches(tool: Tool, stamp: Optional[dict], go_sum: str, bin_dir: Path,
     return stamp_problem(tool, stamp, go_sum, bin_dir, digest) is None
 
 
-def _who(uid: int) -> str:
-    return "root" if uid == 0 else f"uid {uid}"
-
-
-def loose(path: Path, st, uid: int) -> Optional[str]:
-    """Why another user than `uid` could change `path` (its lstat `st`), or None: owned by someone
-    else, or a group or other write bit (whoever is in the group, or anyone, could replace it)."""
-    if st.st_uid != uid:
-        return f"{path} is owned by uid {st.st_uid}, not {_who(uid)}"
-    bits = [w for w, bit in (("group", 0o020), ("other", 0o002)) if st.st_mode & bit]
-    if bits:
-        return f"{path} is {'- and '.join(bits)}-writable (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
-
-
 def unsafe_cache(tool: Tool, root: Path, stamp_names: Sequence[str], lstat: Callable[[Path], object],
                  uid: int) -> Optional[str]:
-    """As root: the cache root, the entry, its bin/, each file run from it and the stamp, each owned by
-    `uid` and writable by it alone, each the kind of file this code makes (never a symbolic link); the
-    first that is not, as one line with its fix (None: all are, or are not there yet: a build makes them)."""
+    """As root: every directory above the cache root, from / down, one only `uid` (or root) can
+    change and no symbolic link (root_paths.path_problem: builds make and remove entries there);
+    the cache root, the entry, its bin/, each file run from it and the stamp, each owned by `uid` and
+    writable by it alone, each the kind of file this code makes (never a symbolic link); the first
+    that is not, as one line with its fix (None: all are, or are not there yet: a build makes them)."""
+    above = path_problem(root.parent, uid)
+    if above:
+        # Above the cache, a directory of another user's (a ~/.cache of the user who ran sudo -E) lets
+        # them rename the cache away and put theirs in its place between any check and the exec.
+        return (f"refusing the cached {tool.name}: {above.why}, above the cache {root}, so another user could "
+                f"change what root runs; fix: {above.fix}, or set DYNAMO_LAB_CACHE to a directory only "
+                f"{_who(uid)} can write (e.g. /var/cache/dynamo-lab)")
     entry = entry_dir(tool, root)
     names = list(dict.fromkeys([*tool.binaries, *(n for n in stamp_names if _BIN_NAME.match(n))]))
     chain = [(root, True), (entry, True), (entry / "bin", True), *((entry / "bin" / n, False) for n in names),
@@ -136,7 +134,8 @@ def unsafe_cache(tool: Tool, root: Path, stamp_names: Sequence[str], lstat: Call
 
 def unsafe_found(d: Path, bins: Sequence[Path], lstat: Callable[[Path], object], uid: int) -> Optional[str]:
     """As root: a binary of the user's, the file it resolves to and their directories, each owned by
-    `uid` and writable by it alone; the first that is not, as one line with its fix."""
+    `uid` and writable by it alone, and every directory from / down to each (links followed, each
+    read from a directory that passed: root_paths' rule); the first that is not, as one line with its fix."""
     paths: list[Path] = []
     for p in (d, *bins):
         real = Path(os.path.realpath(p))
@@ -150,6 +149,10 @@ def unsafe_found(d: Path, bins: Sequence[Path], lstat: Callable[[Path], object],
         if why:
             fix = f"chmod go-w {path}" if st.st_uid == uid else f"chown {_who(uid)} {path}"
             return f"{why}, so another user could change what root runs: not run (fix: {fix})"
+    for p in (d, *bins):
+        above = path_problem(p, uid, follow=True)
+        if above:
+            return f"{above.why}, so another user could change what root runs: not run (fix: {above.fix})"
     return None
 
 
@@ -246,7 +249,11 @@ def _version_of(binary: Path, tool: Tool) -> str:
     if not tool.version_args:
         return f"{tool.version} (as built; it has no version flag)"
     try:
-        p = subprocess.run([str(binary), *tool.version_args], capture_output=True, text=True, timeout=30)
+        with open_binary(binary, trusted_uid()) as exe:  # the file checked is the file run (root_paths)
+            p = subprocess.run([str(binary), *tool.version_args], executable=exe.exec_path, capture_output=True,
+                               text=True, timeout=30)
+    except Refused as e:
+        return f"(not run: {e})"
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"(could not run: {e})"
     return (p.stdout + p.stderr).strip()
@@ -262,14 +269,15 @@ def read_stamp(entry: Path) -> Optional[dict]:
 def file_sha256(path: Path) -> Optional[str]:
     """The file's sha256, None when it cannot be read (O_NOFOLLOW: a symbolic link is not followed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        try:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-        except OSError:
-            return None
+    try:
+        return fd_sha256(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def seal(work: Path) -> dict[str, str]:

@@ -14,11 +14,15 @@ file the build left in bin/; a later run reuses the binaries only when its stamp
 file still has its recorded sha256 (otherwise the entry is rebuilt, saying which file differs).
 Builds run one at a time (a kube-apiserver link takes GBs of memory).
 
-Run as root (the cluster tier, `up --local`), with a cache under a `$HOME` that `sudo -E` and the
-workflows keep: nothing another user can write is run. Every directory from the cache root down to
-a binary, the binary and the stamp must be owned by root and not group- or other-writable, or the
-tool is refused with the fix; a binary of yours (on PATH, or in DYNAMO_LAB_K8S_BIN or
-KUBEBUILDER_ASSETS) and its directory are held to the same rule before it is even asked its version.
+Run as root (the cluster tier, `up --local`): nothing another user can change is run. Every
+directory from / down to a binary (the cache's, under the `$HOME` that `sudo -E` and the workflows
+keep, so a user's ~/.cache is refused: set DYNAMO_LAB_CACHE to a directory of root's), the binary
+and the stamp must be owned by root and not group- or other-writable (a sticky directory such as
+/tmp excepted, above the cache), and none a symbolic link, or the tool is refused with the fix; a
+binary of yours (on PATH, or in DYNAMO_LAB_K8S_BIN or KUBEBUILDER_ASSETS) and every directory above
+it are held to the same rule before it is even asked its version. Every run of a binary opens it,
+checks it again on the open file (its sha256 against its stamp's) and runs that very file
+(root_paths.open_binary), so a binary swapped after the check is not what runs.
 
 Some pinned tools cannot be had from the Go module proxy this project reaches (it serves a chosen
 set of modules): those are listed with the reason and reported as unavailable, never replaced by
@@ -41,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
+from dynamo_lab.cluster import root_paths
 from dynamo_lab.cluster.tool_build import COLD_BUILD, HEARTBEAT_S, KWOK_STAGES, _go, _module_dir, _wrapper_go_sum, build
 from dynamo_lab.cluster.tool_trust import Decision, _version_of, decide, file_sha256, read_stamp
 from dynamo_lab.paths import ROOT  # noqa: F401 - where the wrappers are (tool_build.WRAPPERS), and the tests' reference
@@ -151,7 +156,7 @@ def cache_root(env: Mapping[str, str]) -> Path:
 
 def _trusted_uid() -> Optional[int]:
     """Whose files may be run: root's alone when root runs this; a user runs their own cache."""
-    return 0 if os.geteuid() == 0 else None
+    return root_paths.trusted_uid()
 
 
 def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
@@ -159,11 +164,20 @@ def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
     """Find or build the named tools (all when none is named), serially, most valuable first."""
     env = dict(os.environ if env is None else env)
     root = cache_root(env)
-    # Its own mode (0755 whatever the umask): root refuses a cache root others can write.
-    root.mkdir(parents=True, exist_ok=True, mode=0o755)
     trusted_uid = _trusted_uid()
     tools = sorted((BY_NAME[n] for n in names) if names else TOOLS, key=lambda t: t.order)
     results: dict[str, Decision] = {}
+    try:
+        # Its own mode (0755 whatever the umask): root refuses a cache root others can write. Made by
+        # root_paths' walk, as root refused under a symbolic link or a directory another user could change.
+        root_paths.make_dirs(root, trusted_uid, mode=0o755)
+    except root_paths.Refused as e:
+        for tool in tools:
+            results[tool.name] = Decision(tool, "refused", None, f"refusing the cache {root}: {e.why}, so another "
+                                          f"user could change what root runs; fix: {e.fix}, or set DYNAMO_LAB_CACHE "
+                                          "to a directory only root can write (e.g. /var/cache/dynamo-lab)")
+            log(f"{tool.name} {tool.version}: REFUSED: {results[tool.name].detail}")
+        return results
 
     def decision(tool: Tool) -> Decision:
         return decide(tool, env, root, _wrapper_go_sum(tool), shutil.which, _version_of, read_stamp,

@@ -168,7 +168,8 @@ DnsLabel = Annotated[str, AfterValidator(dns_label)]
 OptionalDnsLabel = Optional[DnsLabel]
 LabelKey = Annotated[str, AfterValidator(label_key)]
 ExactRelease = Annotated[str, AfterValidator(exact_release)]
-OperatorImage = Annotated[str, BeforeValidator(lambda v: operator_image(str(v)))]
+# Text only: anything else is left to the str type, which refuses it as not text.
+OperatorImage = Annotated[str, BeforeValidator(lambda v: operator_image(v) if isinstance(v, str) else v)]
 ResourceName = Annotated[str, AfterValidator(resource_name)]
 
 

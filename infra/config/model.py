@@ -72,9 +72,12 @@ class Model(Section):
     @model_validator(mode="before")
     @classmethod
     def _fill_builtin(cls, data: Any) -> Any:
+        # Before validation `name` is whatever the stack file holds: only a string can name a built-in
+        # model (a map or list is unhashable, a `name in` of it a TypeError); the field then refuses
+        # anything else as not text.
         if isinstance(data, dict):
             name = data.get("name", DEFAULT_MODEL)
-            if name in BUILTIN_MODELS:
+            if isinstance(name, str) and name in BUILTIN_MODELS:
                 return {**BUILTIN_MODELS[name], **data}
         return data
 

@@ -22,7 +22,9 @@ UNSUPPORTED_CONNECTORS = {
 
 
 def _supported_connector(name: Any) -> Any:
-    if name in UNSUPPORTED_CONNECTORS:
+    # Before validation: whatever the stack file holds, so only text is looked up (a map or list is
+    # unhashable); the Literal then refuses anything but NixlConnector.
+    if isinstance(name, str) and name in UNSUPPORTED_CONNECTORS:
         raise ValueError(
             f"{name} is not a connector Dynamo 1.6 accepts: {UNSUPPORTED_CONNECTORS[name]}. Its vLLM "
             "component refuses it (\"Unsupported kv_connector\") at the first disaggregated request, while "

@@ -346,3 +346,79 @@ def test_up_refuses_a_stack_whose_gpu_class_selects_none_of_the_local_nodes_befo
     assert str(refused.value).startswith("local: gpuClasses.gpu-8gb selects none of the local cluster's nodes, which "
                                          "simulate the lab's (gpu-server, gpu-laptop)")
     assert started == []
+
+
+# ---- every component from / down (issue 43): no link, nothing another user could change ----
+
+def _linked_cache(tmp_path, monkeypatch, level: str):
+    """A victim laid out as a local root would be, and DYNAMO_LAB_CACHE reaching it through a link:
+    the cache directory itself (~/.cache/dynamo-lab) a link, or a directory above it (~/.cache)."""
+    victim = tmp_path / "victim"
+    (victim / "local" / "stacks" / "foo").mkdir(parents=True)
+    (victim / "local" / "stacks" / "foo" / "data").write_text("important")
+    for d in (victim, victim / "local", victim / "local" / "stacks", victim / "local" / "stacks" / "foo"):
+        d.chmod(0o755)
+    if level == "the cache directory":
+        cache = tmp_path / "cache"
+        cache.symlink_to(victim)
+    else:
+        (tmp_path / "home").symlink_to(tmp_path)
+        cache = tmp_path / "home" / "victim"
+    monkeypatch.setenv("DYNAMO_LAB_CACHE", str(cache))
+    return victim, cache
+
+
+@AS_ROOT
+@pytest.mark.parametrize("level", ["the cache directory", "a directory above it"])
+def test_down_refuses_a_cache_reached_through_a_link_and_removes_nothing(tmp_path, monkeypatch, level):
+    """Before, a linked ~/.cache/dynamo-lab passed (the check followed it, and every path then resolved
+    inside the link's target): `down` removed <target>/local/stacks/foo."""
+    victim, cache = _linked_cache(tmp_path, monkeypatch, level)
+    line = _refused(run_cli("down", "foo", "--local"))
+    link = cache if level == "the cache directory" else tmp_path / "home"
+    assert f"{link} is a symbolic link" in line and "nothing was touched" in line and "fix: " in line, line
+    assert (victim / "local" / "stacks" / "foo" / "data").read_text() == "important"
+
+
+@AS_ROOT
+@pytest.mark.parametrize("how", ["group-writable", "the sudo user's"])
+def test_down_refuses_a_directory_above_the_cache_another_user_could_change(tmp_path, monkeypatch, how):
+    """sudo -E keeps HOME: a ~/.cache of the user's lets them swap what root removes."""
+    home = tmp_path / "home"
+    (home / "cache" / "local" / "stacks" / "foo").mkdir(parents=True)
+    (home / "cache" / "local" / "stacks" / "foo" / "data").write_text("kept")
+    for d in (home, home / "cache", home / "cache" / "local", home / "cache" / "local" / "stacks",
+              home / "cache" / "local" / "stacks" / "foo"):
+        d.chmod(0o755)
+    monkeypatch.setenv("DYNAMO_LAB_CACHE", str(home / "cache"))
+    if how == "group-writable":
+        home.chmod(0o775)
+        want = f"{home} is group-writable (mode 0775)"
+    else:
+        monkeypatch.setenv("SUDO_UID", "1000")
+        os.chown(home, 1000, 1000)
+        want = f"{home} is owned by uid 1000 (the user who ran sudo), not root"
+    line = _refused(run_cli("down", "foo", "--local"))
+    assert want in line and "nothing was touched" in line and "DYNAMO_LAB_CACHE" in line, line
+    assert (home / "cache" / "local" / "stacks" / "foo" / "data").read_text() == "kept"
+    # A sticky directory there (a cache under /tmp) passes: root's entries in it are root's alone.
+    if how == "group-writable":
+        home.chmod(0o1777)
+        assert run_cli("down", "foo", "--local").returncode == 0
+        assert not (home / "cache" / "local" / "stacks" / "foo").exists()
+
+
+@AS_ROOT
+def test_a_local_run_removes_nothing_through_a_link_and_says_so_in_one_line(tmp_path):
+    victim = tmp_path / "victim"
+    (victim / "foo").mkdir(parents=True)
+    (victim / "foo" / "data").write_text("important")
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "stacks").symlink_to(victim)
+    with pytest.raises(local_state.LocalError) as refused:
+        local_state.remove(tmp_path / "local" / "stacks" / "foo")
+    line = str(refused.value)
+    assert line.startswith(f"local: not removing {tmp_path / 'local' / 'stacks' / 'foo'}: "
+                           f"{tmp_path / 'local' / 'stacks'} is a symbolic link")
+    assert "nothing was removed; fix: use the directory it points to" in line and "\n" not in line
+    assert (victim / "foo" / "data").read_text() == "important"

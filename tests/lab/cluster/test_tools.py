@@ -196,16 +196,23 @@ def test_refused_by_the_command_exits_2_with_the_fix_and_builds_nothing(tmp_path
     cache = tmp_path / "c"
     (cache / "cluster-tools").mkdir(parents=True)
     (cache / "cluster-tools").chmod(0o777)
+    line = _refused_by_the_command(cache, monkeypatch, capsys)
+    assert f"chmod go-w {cache / 'cluster-tools'}" in line
+    assert list((cache / "cluster-tools").iterdir()) == []
+
+
+def _refused_by_the_command(cache: Path, monkeypatch, capsys) -> str:
+    """`dev.py cluster-tools etcd` as root with DYNAMO_LAB_CACHE=`cache`: exit 2, one line, no build."""
     monkeypatch.setenv("DYNAMO_LAB_CACHE", str(cache))
     for var in ("DYNAMO_LAB_K8S_BIN", "KUBEBUILDER_ASSETS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(tools, "_trusted_uid", lambda: ME)      # as root
-    monkeypatch.setattr(tools, "build", lambda *a, **k: pytest.fail("built into a cache others can write"))
+    monkeypatch.setattr(tools, "build", lambda *a, **k: pytest.fail("built where others could change it"))
     assert tools.main(["etcd"]) == 2
     out = capsys.readouterr()
     lines = (out.out + out.err).splitlines()
-    assert len(lines) == 1 and "REFUSED" in lines[0] and f"chmod go-w {cache / 'cluster-tools'}" in lines[0], lines
-    assert list((cache / "cluster-tools").iterdir()) == []
+    assert len(lines) == 1 and "REFUSED" in lines[0] and "Traceback" not in out.err, lines
+    return lines[0]
 
 
 def test_user_k8s_dir_at_the_right_version_is_used(tmp_path):
@@ -230,20 +237,27 @@ def test_user_binaries_at_another_version_are_not_used(tmp_path):
     assert _decide(BY_NAME["etcd"], tmp_path, env=env, says="etcd Version: 3.4.23").action == "build"
 
 
-def test_as_root_user_binaries_another_user_can_write_are_not_even_run(tmp_path):
-    """Asking a binary its version runs it: as root, one that someone else could have replaced is
-    not run at all; the pinned one is built instead, and the note says why and how to fix it."""
-    assets = tmp_path / "assets"
+def _k8s_assets(assets: Path):
+    """A directory of Kubernetes test binaries only its owner can write, as DYNAMO_LAB_K8S_BIN, and a
+    version probe that records each binary it is asked to run."""
     for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         _exe(assets / b).chmod(0o755)
-    assets.chmod(0o775)
-    ran = []
+    assets.chmod(0o755)
+    ran: list[Path] = []
 
     def version_of(b, _t):
         ran.append(b)
         return "Kubernetes v1.34.1"
 
-    env = {"DYNAMO_LAB_K8S_BIN": str(assets)}
+    return {"DYNAMO_LAB_K8S_BIN": str(assets)}, ran, version_of
+
+
+def test_as_root_user_binaries_another_user_can_write_are_not_even_run(tmp_path):
+    """Asking a binary its version runs it: as root, one that someone else could have replaced is
+    not run at all; the pinned one is built instead, and the note says why and how to fix it."""
+    assets = tmp_path / "assets"
+    env, ran, version_of = _k8s_assets(assets)
+    assets.chmod(0o775)
     d = _decide(BY_NAME["kubernetes"], tmp_path, env=env, version_of=version_of, trusted_uid=ME)
     assert (d.action, ran) == ("build", [])
     assert f"{assets} is group-writable" in d.detail and f"chmod go-w {assets}" in d.detail
@@ -365,3 +379,76 @@ def test_what_will_be_built_and_how_long_a_cold_build_took_is_said_up_front(tmp_
     said: list[str] = []
     tools.ensure(["etcd"], env={**os.environ, "DYNAMO_LAB_CACHE": str(tmp_path), "PATH": ""}, log=said.append)
     assert said[0].startswith("1 of 1 tools to build from Go modules (etcd): a cold build of all five took about 22")
+
+
+# ---- every directory from / down (issue 43): what runs as root trusts the paths above its own ----
+
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root, whom the rule is for")
+
+
+@pytest.mark.parametrize("how", ["group-writable", "a symbolic link",
+                                 pytest.param("the sudo user's", marks=AS_ROOT)])
+def test_as_root_a_directory_above_the_cache_another_user_could_change_is_refused(tmp_path, monkeypatch, how):
+    """sudo -E keeps HOME, so the cache is in the user's ~/.cache: its owner can rename the cache away
+    and put theirs in its place between the check and the exec. Every directory above is checked."""
+    home = tmp_path / "home"
+    binary, stamp = _cached_etcd(home)              # home/cache/etcd-v3.6.16/bin/etcd
+    home.chmod(0o755)
+    if how == "group-writable":
+        home.chmod(0o775)
+        want = f"{home} is group-writable (mode 0775), above the cache {home / 'cache'}"
+    elif how == "a symbolic link":
+        home.rename(tmp_path / "real")
+        home.symlink_to(tmp_path / "real")
+        want = f"{home} is a symbolic link"
+    else:
+        monkeypatch.setenv("SUDO_UID", "1000")
+        os.chown(home, 1000, 1000)
+        want = f"{home} is owned by uid 1000 (the user who ran sudo), not root"
+    d = _decide(BY_NAME["etcd"], home, stamp=stamp, trusted_uid=ME)
+    assert d.action == "refused" and d.bin_dir is None, d
+    assert want in d.detail and "set DYNAMO_LAB_CACHE to a directory only" in d.detail and "\n" not in d.detail
+    # Not root: the user's own directories, their own business.
+    assert _decide(BY_NAME["etcd"], home, stamp=stamp).action == "cached"
+
+
+def test_as_root_a_sticky_directory_above_the_cache_is_trusted(tmp_path):
+    """/tmp (1777): others can make entries in it, but can neither rename nor remove root's."""
+    binary, stamp = _cached_etcd(tmp_path / "tmp")
+    (tmp_path / "tmp").chmod(0o1777)
+    assert _decide(BY_NAME["etcd"], tmp_path / "tmp", stamp=stamp, trusted_uid=ME).action == "cached"
+
+
+def test_as_root_user_binaries_below_a_directory_others_can_write_are_not_even_run(tmp_path):
+    opt = tmp_path / "opt"
+    env, ran, version_of = _k8s_assets(opt / "assets")
+    opt.chmod(0o777)
+    d = _decide(BY_NAME["kubernetes"], tmp_path, env=env, version_of=version_of, trusted_uid=ME)
+    assert (d.action, ran) == ("build", []) and f"{opt} is group- and other-writable" in d.detail
+    assert f"chmod go-w {opt}" in d.detail
+    opt.chmod(0o755)
+    assert _decide(BY_NAME["kubernetes"], tmp_path, env=env, version_of=version_of, trusted_uid=ME).action == "found"
+
+
+def test_a_cached_binary_swapped_after_the_check_is_not_run(tmp_path):
+    """Checked, then replaced (a new file renamed into its place): asking it its version, as every
+    run of a cached binary does, goes through root_paths.open_binary and refuses it."""
+    marker = tmp_path / "swapped-ran"
+    etcd = BY_NAME["etcd"]
+    binary, stamp = _cached_etcd(tmp_path)
+    assert _decide(etcd, tmp_path, stamp=stamp, trusted_uid=ME).action == "cached"
+    swap = _exe(tmp_path / "swap", f"#!/bin/sh\ntouch {marker}\n")
+    swap.chmod(0o755)
+    swap.rename(binary)
+    said = tool_trust._version_of(binary, etcd)
+    assert said.startswith(f"(not run: {binary} has sha256") and "not the" in said, said
+    assert not marker.exists()
+
+
+def test_refused_above_the_cache_by_the_command_exits_2_in_one_line_and_builds_nothing(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    (home / "c").mkdir(parents=True)
+    home.chmod(0o777)
+    line = _refused_by_the_command(home / "c", monkeypatch, capsys)
+    assert f"fix: chmod go-w {home}" in line and "DYNAMO_LAB_CACHE" in line
+    assert not (home / "c" / "cluster-tools").exists()
