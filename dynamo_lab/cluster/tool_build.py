@@ -18,14 +18,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from dynamo_lab.cluster import root_paths
+from dynamo_lab.cluster.tool_spec import Tool
 from dynamo_lab.cluster.tool_trust import STAMP, entry_dir, seal, stamp_for
 from dynamo_lab.paths import ROOT
-
-if TYPE_CHECKING:
-    from dynamo_lab.cluster.tools import Tool
 
 WRAPPERS = ROOT / "tools" / "cluster"
 # The Stage objects kwok needs (in its module zip under kustomize/stage/), kept in its cache entry.
@@ -55,19 +53,19 @@ def build_env(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _go() -> str:
+def go_binary() -> str:
     go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
     if not go:
         sys.exit("cluster-tools: `go` not found (Go 1.26 is needed to build the tools)")
     return go
 
 
-def _wrapper_go_sum(tool: Tool) -> Optional[str]:
+def wrapper_go_sum(tool: Tool) -> Optional[str]:
     path = WRAPPERS / tool.name / "go.sum"
     return path.read_text() if path.is_file() else None
 
 
-def _module_dir(go: str, module: str, env: Mapping[str, str]) -> Path:
+def module_dir(go: str, module: str, env: Mapping[str, str]) -> Path:
     out = subprocess.run([go, "mod", "download", "-json", module], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"go mod download {module}: {out.stdout.strip()} {out.stderr.strip()}")
@@ -110,7 +108,7 @@ def _after_build(tool: Tool, go: str, src: Path, bin_dir: Path, env: Mapping[str
     release: keep it beside `pulumi`, executable, as the release archives do."""
     if tool.name == "kwok":
         # kwok starts only with Stage objects: the ones its module ships, beside its binary.
-        stages = _module_dir(go, f"{tool.module}@{tool.module_version}", env) / "kustomize" / "stage"
+        stages = module_dir(go, f"{tool.module}@{tool.module_version}", env) / "kustomize" / "stage"
         for rel in KWOK_STAGES:
             target = bin_dir.parent / "stages" / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +117,7 @@ def _after_build(tool: Tool, go: str, src: Path, bin_dir: Path, env: Mapping[str
         sdk = subprocess.run([go, "list", "-m", "-f", "{{.Path}}@{{.Version}}",
                               "github.com/pulumi/pulumi/sdk/v3"], cwd=src, capture_output=True,
                              text=True, env=env, check=True).stdout.strip()
-        script = _module_dir(go, sdk, env) / "python" / "cmd" / "pulumi-language-python-exec"
+        script = module_dir(go, sdk, env) / "python" / "cmd" / "pulumi-language-python-exec"
         target = bin_dir / script.name
         shutil.copyfile(script, target)
         target.chmod(0o755)
@@ -157,7 +155,7 @@ def run_build(cmd: Sequence[str], cwd: Path, env: Mapping[str, str], logfile: Pa
 
 def build(tool: Tool, root: Path, env: Mapping[str, str], log: Callable[[str], None]) -> float:
     """Build `tool` into its cache entry; returns the seconds it took. The entry is replaced whole."""
-    go = _go()
+    go = go_binary()
     entry = entry_dir(tool, root)
     work = Path(tempfile.mkdtemp(prefix=f".{tool.key}-", dir=root))
     try:

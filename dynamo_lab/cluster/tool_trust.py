@@ -19,13 +19,11 @@ import re
 import stat
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from dynamo_lab.cluster.root_paths import STAMP, Refused, fd_sha256, loose, open_binary, path_problem, trusted_uid
 from dynamo_lab.cluster.root_paths import who as _who
-
-if TYPE_CHECKING:
-    from dynamo_lab.cluster.tools import Tool
+from dynamo_lab.cluster.tool_spec import Tool
 
 # Bumped when the layout of a cache entry or the stamp changes: older entries are rebuilt.
 # 2: the stamp records each bin/ file's sha256, checked before every use (format 1 recorded none,
@@ -245,7 +243,7 @@ def lexists(path: Path, lstat: Callable[[Path], object]) -> bool:
     return True
 
 
-def _version_of(binary: Path, tool: Tool) -> str:
+def version_of(binary: Path, tool: Tool) -> str:
     if not tool.version_args:
         return f"{tool.version} (as built; it has no version flag)"
     try:

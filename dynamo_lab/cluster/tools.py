@@ -34,7 +34,6 @@ Standard library only: dev.py runs this with the Python that runs dev.py.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import re
@@ -46,8 +45,17 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from dynamo_lab.cluster import root_paths
-from dynamo_lab.cluster.tool_build import COLD_BUILD, HEARTBEAT_S, KWOK_STAGES, _go, _module_dir, _wrapper_go_sum, build
-from dynamo_lab.cluster.tool_trust import Decision, _version_of, decide, file_sha256, read_stamp
+from dynamo_lab.cluster.tool_build import (
+    COLD_BUILD,
+    HEARTBEAT_S,
+    KWOK_STAGES,
+    build,
+    go_binary,
+    module_dir,
+    wrapper_go_sum,
+)
+from dynamo_lab.cluster.tool_spec import Tool
+from dynamo_lab.cluster.tool_trust import Decision, decide, file_sha256, read_stamp, version_of
 from dynamo_lab.paths import ROOT  # noqa: F401 - where the wrappers are (tool_build.WRAPPERS), and the tests' reference
 
 KUBERNETES = "v1.34.4"
@@ -67,28 +75,6 @@ def _k8s_ldflags(version: str) -> tuple[str, ...]:
                   f"-X {pkg}.gitMinor={minor}", f"-X {pkg}.gitTreeState=clean",
                   f"-X {pkg}.buildDate=1970-01-01T00:00:00Z"]
     return tuple(flags)
-
-
-@dataclasses.dataclass(frozen=True)
-class Tool:
-    name: str                        # the wrapper's directory (tools/cluster/<name>) and cache key
-    version: str                     # the pinned release, as its project names it
-    module: str                      # the Go module that holds its main package(s)
-    module_version: str              # the version of `module` the wrapper requires
-    binaries: tuple[str, ...]        # what the build writes into bin/
-    packages: tuple[str, ...] = ()   # the main packages to build
-    ldflags: tuple[str, ...] = ()
-    pgo_off: bool = False
-    version_args: tuple[str, ...] = ("--version",)
-    accept: str = ""                 # regex the --version output of a found binary must match
-    found_in: str = ""               # "path": look on PATH; "k8s-dir": the test-binaries directory
-    unavailable: str = ""            # why it cannot be built here; empty when it can
-    source_sum: str = ""             # the module zip's h1: hash, where its source is copied and built
-    order: int = 0                   # build order: the most valuable first
-
-    @property
-    def key(self) -> str:
-        return f"{self.name}-{self.version}"
 
 
 TOOLS: tuple[Tool, ...] = (
@@ -180,7 +166,7 @@ def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
         return results
 
     def decision(tool: Tool) -> Decision:
-        return decide(tool, env, root, _wrapper_go_sum(tool), shutil.which, _version_of, read_stamp,
+        return decide(tool, env, root, wrapper_go_sum(tool), shutil.which, version_of, read_stamp,
                       digest=file_sha256, lstat=os.lstat, trusted_uid=trusted_uid)
 
     first = {tool.name: decision(tool) for tool in tools}
@@ -211,7 +197,7 @@ def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
         if d.action == "unavailable":
             log(f"{tool.name} {tool.version}: UNAVAILABLE: {d.detail}")
         elif d.action != "failed":
-            outs = [_version_of(d.bin_dir / b, tool).splitlines()[:1] for b in tool.binaries]
+            outs = [version_of(d.bin_dir / b, tool).splitlines()[:1] for b in tool.binaries]
             says = "; ".join(f"{b}: {o[0] if o else '?'}" for b, o in zip(tool.binaries, outs, strict=True))
             built_s = (read_stamp(d.bin_dir.parent) or {}).get("built_s") if d.action == "cached" else None
             how = {"found": "found (yours)", "cached": f"cached (its build took {built_s} s)",
@@ -226,7 +212,8 @@ def kwok_stages(bin_dir: Path, env: Optional[Mapping[str, str]] = None) -> Path:
     if all((here / rel).is_file() for rel in KWOK_STAGES):
         return here
     kwok = BY_NAME["kwok"]
-    return _module_dir(_go(), f"{kwok.module}@{kwok.module_version}", dict(env or os.environ)) / "kustomize" / "stage"
+    stages = module_dir(go_binary(), f"{kwok.module}@{kwok.module_version}", dict(env or os.environ))
+    return stages / "kustomize" / "stage"
 
 
 def bin_dirs(results: Mapping[str, Decision]) -> dict[str, Path]:

@@ -440,7 +440,7 @@ def test_a_cached_binary_swapped_after_the_check_is_not_run(tmp_path):
     swap = _exe(tmp_path / "swap", f"#!/bin/sh\ntouch {marker}\n")
     swap.chmod(0o755)
     swap.rename(binary)
-    said = tool_trust._version_of(binary, etcd)
+    said = tool_trust.version_of(binary, etcd)
     assert said.startswith(f"(not run: {binary} has sha256") and "not the" in said, said
     assert not marker.exists()
 
