@@ -19,7 +19,6 @@ tokens x 114,688 bytes = 275 MB) another 0.29 ms.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from infra.config import engine_flags
 from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
@@ -125,29 +124,24 @@ def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tupl
     return roofline + m.allreduces_per_step * (card.allreduce_latency_s + moved / card.allreduce_bytes_per_s)
 
 
-def _given_int(args: list[str], option: str) -> Optional[int]:
-    """The last value `option` is given in a worker's extraArgs (as vLLM's parser reads the spelling)."""
-    values = [g.value for g in engine_flags.read(args) if g.name == option and g.value is not None]
-    try:
-        return int(values[-1]) if values else None
-    except ValueError:
-        return None
-
-
 def limits(group: WorkerGroup, cls: GpuClass) -> Limits:
     """vLLM 0.31.0's scheduler limits for a worker: its extraArgs' `--max-num-batched-tokens` and
-    `--max-num-seqs`, else the defaults EngineArgs picks for Dynamo's OPENAI_API_SERVER usage context
-    by the card's memory (vllm/engine/arg_utils.py, _set_default_max_num_seqs_and_batched_tokens_args;
-    dynamo/vllm/main.py passes that context): 16,384 / 1,024 from 160 GiB, 8,192 / 1,024 from 70 GiB
-    (not A100), else 2,048 / 256. The lab's cards get 2,048 / 256: a 2,371-token prompt takes two steps."""
+    `--max-num-seqs` (engine_flags.count: the last one given, in any spelling vLLM's parser accepts,
+    read with vLLM's type for the flag, by the reader the extraArgs check uses, which refused at load
+    any value vLLM would not run with), else the defaults EngineArgs picks for Dynamo's
+    OPENAI_API_SERVER usage context by the card's memory (vllm/engine/arg_utils.py,
+    _set_default_max_num_seqs_and_batched_tokens_args; dynamo/vllm/main.py passes that context):
+    16,384 / 1,024 from 160 GiB, 8,192 / 1,024 from 70 GiB (not A100), else 2,048 / 256. The lab's
+    cards get 2,048 / 256: a 2,371-token prompt takes two steps."""
     if cls.memory >= 160 * GI:
         tokens, seqs = 16384, 1024
     elif cls.memory >= 70 * GI:
         tokens, seqs = 8192, 1024
     else:
         tokens, seqs = 2048, 256
-    return Limits(_given_int(group.extra_args, "--max-num-batched-tokens") or tokens,
-                  _given_int(group.extra_args, "--max-num-seqs") or seqs)
+    given_tokens = engine_flags.count(group.extra_args, "--max-num-batched-tokens")
+    given_seqs = engine_flags.count(group.extra_args, "--max-num-seqs")
+    return Limits(tokens if given_tokens is None else given_tokens, seqs if given_seqs is None else given_seqs)
 
 
 def cards(cfg: StackConfig) -> dict[str, Card]:

@@ -3,18 +3,21 @@
 
     .venv-engine/bin/python tests/engine/check_workers.py REQUEST.json REPORT.json
 
-request: {"workers": [{"id": "...", "argv": [...], "parse_only": false}, ...]}, each argv what a worker
-container runs after `python3 -m dynamo.vllm`, its --model a local directory holding the model's
-config.json; `parse_only` stops after step 1 (the override attempts only need what the parsers took).
+request: {"workers": [{"id": "...", "argv": [...], "parse_only": false, "build_only": false}, ...]},
+each argv what a worker container runs after `python3 -m dynamo.vllm`, its --model a local directory
+holding the model's config.json; `parse_only` stops after `_parse_cli_args` (the override attempts
+only need what the parsers took), `build_only` after `_build_config`, step 1 whole (the generated
+extraArgs lists: about 30 ms a worker, where the whole check takes a second or so).
 report: {"versions": {...}, "options": {...}, "workers": [{"id", "ok", "stage", "error", "parsed",
 "max_model_len", ...}, ...]}: `parsed` holds what the parsers took for every setting dynamo-lab
-manages (EFFECTIVE), `options` every option string of the two parsers, and whether vLLM's takes
-abbreviations.
+manages (EFFECTIVE), `options` every option string of the three parsers (Dynamo's, its router's,
+vLLM's), and whether vLLM's and the router's take abbreviations.
 
 Whose code runs, step by step (the steps a worker takes before it serves, in its order):
-  1. Dynamo: `dynamo.vllm.args.parse_args(argv)`, the worker's own parser (Dynamo's flags and vLLM's
-     `AsyncEngineArgs`), as its two steps: `_parse_cli_args` (vLLM's namespace: what the parsers
-     read, all `parse_only` needs) and `_build_config` (its `.engine_args`, what the engine runs with).
+  1. Dynamo: `dynamo.vllm.args.parse_args(argv)`, the worker's own parser (Dynamo's flags, its
+     router's, and vLLM's `AsyncEngineArgs`), as its two steps: `_parse_cli_args` (vLLM's namespace:
+     what the three parsers read, all `parse_only` needs) and `_build_config` (its `.engine_args`,
+     what the engine runs with).
   2. vLLM: `engine_args.create_engine_config(UsageContext.OPENAI_API_SERVER)`, as dynamo/vllm/main.py
      calls it, then Dynamo's `disable_hybrid_kv_cache_manager_for_incompatible_pd_connector`, as
      main.py does next. VLLM_TARGET_DEVICE=cpu: with no GPU, vLLM takes its CPU platform (otherwise
@@ -73,7 +76,9 @@ EFFECTIVE = ("model", "revision", "tokenizer_revision", "code_revision", "max_mo
              "offload_prefetch_step", "offload_params", "kv_offloading_size", "kv_offloading_backend",
              "speculative_config", "spec_method", "spec_model", "spec_tokens", "enable_lora",
              "enable_prefix_caching", "data_parallel_size_local", "prefill_context_parallel_size",
-             "decode_context_parallel_size", "nnodes")
+             "decode_context_parallel_size", "nnodes",
+             # the scheduler limits the predictor reads from extraArgs (dynamo_lab/predict/costs.py)
+             "max_num_batched_tokens", "max_num_seqs")
 
 
 def _plain(value: Any) -> Any:
@@ -96,10 +101,12 @@ def _plain(value: Any) -> Any:
 
 
 def options() -> dict[str, Any]:
-    """Every option string of the worker's two parsers, built as `dynamo.vllm.args._parse_cli_args`
-    builds them (OURS: the construction, copied from that function; the groups are Dynamo's)."""
+    """Every option string of the worker's three parsers, built as `dynamo.vllm.args._parse_cli_args`
+    and `parse_worker_router_config` build them (OURS: the construction, copied from those functions;
+    the groups are Dynamo's)."""
     import argparse
 
+    from dynamo.common.configuration.groups.router_args import add_worker_router_arguments
     from dynamo.vllm.args import DynamoRuntimeArgGroup, DynamoVllmArgGroup
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -107,14 +114,18 @@ def options() -> dict[str, Any]:
     dynamo = argparse.ArgumentParser(allow_abbrev=False)
     DynamoRuntimeArgGroup().add_arguments(dynamo)
     DynamoVllmArgGroup().add_arguments(dynamo)
+    # The router's flags, which `parse_worker_router_config` takes from what Dynamo's parser left.
+    router = argparse.ArgumentParser(add_help=False)
+    add_worker_router_arguments(router)
     vllm = FlexibleArgumentParser(add_help=False)
     AsyncEngineArgs.add_cli_args(vllm, async_args_only=False)
     return {"dynamo": sorted(o for a in dynamo._actions for o in a.option_strings),
+            "router": sorted(o for a in router._actions for o in a.option_strings),
             "vllm": sorted(o for a in vllm._actions for o in a.option_strings),
-            "vllm_allow_abbrev": vllm.allow_abbrev}
+            "vllm_allow_abbrev": vllm.allow_abbrev, "router_allow_abbrev": router.allow_abbrev}
 
 
-def check(argv: list[str], parse_only: bool = False) -> dict[str, Any]:
+def check(argv: list[str], parse_only: bool = False, build_only: bool = False) -> dict[str, Any]:
     from dynamo.vllm.args import _build_config, _parse_cli_args
     from dynamo.vllm.kv_connector_protocols import (
         disable_hybrid_kv_cache_manager_for_incompatible_pd_connector,
@@ -169,6 +180,9 @@ def check(argv: list[str], parse_only: bool = False) -> dict[str, Any]:
     out["parsed"]["disaggregation_mode"] = getattr(mode, "value", None if mode is None else str(mode))
     # Dynamo sets the NIXL side-channel host only for the literal NixlConnector (dynamo/vllm/args.py).
     out["nixl_side_channel_host_set"] = "VLLM_NIXL_SIDE_CHANNEL_HOST" in os.environ
+    if build_only:
+        out["ok"] = True
+        return out
 
     # 2. vLLM's engine config, as Dynamo's worker builds it.
     try:
@@ -254,7 +268,7 @@ def main(request_path: str, report_path: str) -> int:
     }
     for worker in request["workers"]:
         try:
-            result = check(list(worker["argv"]), bool(worker.get("parse_only")))
+            result = check(list(worker["argv"]), bool(worker.get("parse_only")), bool(worker.get("build_only")))
         except Exception:  # a failure of this script, not a refusal: say where
             result = {"ok": False, "stage": "check_workers.py", "error": traceback.format_exc()}
         report["workers"].append({"id": worker["id"], **result})

@@ -32,7 +32,7 @@ from infra.config import engine_flags
 from infra.config.fields import vllm_int
 from infra.errors import ConfigError
 from infra.manifests.graph import KV_ROLE, deployment
-from tests.engine import model
+from tests.engine import model, positions
 from tests.helpers import STACKS, everything_on, loaded, main_container, sized, unavailable
 from tests.infra.config.test_engine_flags import NOT_THE_CONFIG_FILE, PASS_THROUGH, SPELLINGS
 
@@ -140,26 +140,43 @@ OVERRIDE_STACK, OVERRIDE_GROUP = "cross-server", "prefill"
 ALLOWED_CONTEXTS = [["--max-model-len", "4096"], ["--max_model_len", "4096"], ["--max-model-len=4k"],
                     ["--max-model", "4096"], ["--max_model=2.5k"],
                     ["--max-model-len", "8192", "--enforce-eager", "--max_model_len", "4096"],
-                    # whitespace argparse keeps and vLLM's human_readable_int strips
-                    ["--max-model-len= 4096"], ["--max_model_len=4096 "], ["--max-model-len", " 4096"]]
+                    # whitespace argparse keeps and vLLM's human_readable_int strips (a space in the
+                    # flag's own element is refused: Dynamo's parser may take it for a value)
+                    ["--max_model_len=\t4096"], ["--max-model-len", " 4096"], ["--max-model-len", "4096 "]]
 REFUSED = {f"override/refused/{flag}/{i}": (flag, args) for flag, spellings in SPELLINGS.items()
            for i, args in enumerate(spellings)}
 # Flags the fast tier lets through: rendered by the project, read by the real parsers, and every
 # managed setting must still be the sizing's.
 ACCEPTED = {f"override/accepted/{i}": args for i, args in enumerate(PASS_THROUGH + NOT_THE_CONFIG_FILE)}
 # The setting each refused flag would change, as `effective` names it (the flag's own dest otherwise).
+# `--config flags.yaml`: FlexibleArgumentParser reads the file the engine fixture writes there
+# (positions.FLAGS_FILE_TEXT), whose kv-cache-dtype dynamo-lab's own flags do not override.
 FIELD = {"--hf-token": "hf_token_given", "--kv-transfer-config": "kv_transfer", "--kv-events-config": "kv_events",
-         "--no-enable-prefix-caching": "enable_prefix_caching", "--config": None}
+         "--no-enable-prefix-caching": "enable_prefix_caching", "--config": "kv_cache_dtype"}
 # Refused spellings the parsers do not take at all, so the worker exits at start rather than run
 # with a changed setting: the check refuses them as much as it refuses what they resemble.
 EXITS = {
-    ("--config", "flags.yaml"): "FlexibleArgumentParser reads the file, which is not there",
     ("--disaggregation_mode=agg",): "Dynamo's parser takes its flags by their exact names only",
     ("-t=2",): "argparse up to CPython 3.13.0 matches `-t=2` to no option",
     ("--mod", "other/model"): "a prefix of several of vLLM's options, which argparse calls ambiguous",
     ("--kv_transfer_config.kv_connector=NixlPushConnector",): "the dotted key replaces the whole JSON, which "
                                                                 "vLLM's KVTransferConfig then refuses",
     ("--dtype= float32",): "argparse checks a choice against the value as typed, space and all",
+}
+# Issue 43: a list the check once let through. `-1.5` is a number to Dynamo's parser, which gives it
+# to --mm-prompt-template; the check took it for a dotted JSON key, as vLLM's FlexibleArgumentParser
+# would, and gave it the next element as its value, so the managed flag behind it went unjudged.
+_HIDE = ["--mm-prompt-template", "-1.5"]
+SMUGGLED = [*_HIDE, "--disaggregation-mode", "agg", *_HIDE, "--block-size", "32", *_HIDE, "--kv-cache-dtype=fp8",
+            *_HIDE, "--kv-transfer-config", '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}',
+            *_HIDE, "--num-gpu-blocks-override", "100", *_HIDE, "--dtype=float32", *_HIDE, "--hf-token", "hf_abc"]
+# Lists whose reading depends on what stands before an element, refused for it: what vLLM takes
+# differs from what the element says on its own.
+PLACED = {
+    # Dynamo's parser takes an element with a space for the value of its own --namespace
+    "placed/space": ["--max-model-len", "4096", "--namespace", "--max-model-len= 8192"],
+    # vLLM's FlexibleArgumentParser takes the flag for the dotted key's value
+    "placed/dotted": ["--max-model-len=4096", "--additional-config.note", "--max-model-len=8192"],
 }
 
 
@@ -174,6 +191,7 @@ class EngineRun:
     sized: dict[str, tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)  # id -> (cfg, group, sizing)
     model_dir: str = ""
     example_dir: str = ""  # the example stack's model (EXAMPLE_STACK)
+    drawn: list[list[str]] = field(default_factory=list, repr=False)  # the property test's lists, `drawn/<i>`
 
     def model_of(self, key: str) -> str:
         """The model directory a checked worker was given."""
@@ -242,25 +260,45 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
     cfg, sizing = sized(EXAMPLE_STACK)
     sized_for.update({f"{EXAMPLE_STACK}/shipped/{g.name}": (cfg, g, sizing.group(g.name)) for g in cfg.workers})
     parse_only = {key: base + args for key, (_, args) in REFUSED.items()}
+    parse_only.update({"smuggled": base + SMUGGLED, **{k: base + args for k, args in PLACED.items()}})
+    # The property test's lists: those the project takes rendered by it (their sizing is what the
+    # parsers must give), those it refuses on the worker's rendered argv (to say what each would do).
+    (work / positions.FLAGS_FILE).write_text(positions.FLAGS_FILE_TEXT)
+    drawn = positions.drawn()
+    build_only = {}
+    for i, args in enumerate(drawn):
+        key = f"drawn/{i}"
+        try:
+            edit = _extra(OVERRIDE_GROUP, args)
+            build_only[key] = render(OVERRIDE_STACK, edit, model_dir)[OVERRIDE_GROUP]
+            cfg, sizing = sized(OVERRIDE_STACK, edit)
+            g = next(g for g in cfg.workers if g.name == OVERRIDE_GROUP)
+            sized_for[key] = (cfg, g, sizing.group(g.name))
+        except ConfigError as exc:
+            render_errors[(OVERRIDE_STACK, key)] = str(exc)
+            build_only[key] = base + args
     parse_only.update({key: workers.pop(key) for key in ACCEPTED if key in workers})
     request_file, report_file = work / "request.json", work / "report.json"
     request_file.write_text(json.dumps({"workers": [{"id": k, "argv": v} for k, v in {**workers, **probes}.items()]
-                                        + [{"id": k, "argv": v, "parse_only": True} for k, v in parse_only.items()]}))
+                                        + [{"id": k, "argv": v, "parse_only": True} for k, v in parse_only.items()]
+                                        + [{"id": k, "argv": v, "build_only": True} for k, v in build_only.items()]}))
     proc = subprocess.run([python, str(CHECKER), str(request_file), str(report_file)], cwd=work,
                           capture_output=True, text=True, timeout=CHECKER_TIMEOUT_S)
     assert proc.returncode == 0 and report_file.is_file(), f"check_workers.py failed:\n{proc.stdout}\n{proc.stderr}"
     report = json.loads(report_file.read_text())
     run = EngineRun(report["versions"], {w["id"]: w for w in report["workers"]}, render_errors, probes,
-                    report["options"], sized_for, str(model_dir), str(example_dir))
+                    report["options"], sized_for, str(model_dir), str(example_dir), drawn)
     engine_summary.append(" ".join(f"{k} {v}" for k, v in run.versions.items()))
     engine_summary.extend(describe(k, r) for k, r in run.results.items()
-                          if not k.startswith(("override/refused/", "override/accepted/")))
+                          if not k.startswith(("override/refused/", "override/accepted/", "drawn/")))
     same = "every managed setting the sizing's"
     engine_summary.extend(f"{k}: {' '.join(ACCEPTED[k])}: {_off_sizing(run, k) or same}"
                           for k in ACCEPTED if k in run.results)
     engine_summary.extend(f"{k}: {' '.join(REFUSED[k][1])}: {_changed(run, k) or 'changed nothing'}"
                           for k in REFUSED)
-    engine_summary.extend(f"{s}/{v}: the project refused it: {e}" for (s, v), e in render_errors.items())
+    engine_summary.extend(f"{s}/{v}: the project refused it: {e}" for (s, v), e in render_errors.items()
+                          if not v.startswith("drawn/"))
+    engine_summary.append(_drawn_summary(run))
     return run
 
 
@@ -309,6 +347,9 @@ def assumed(cfg: Any, group: Any, sizing: Any, model_dir: str) -> dict[str, Any]
             "spec_method": None, "spec_model": None, "spec_tokens": None, "enable_lora": False,
             "enable_prefix_caching": True, "data_parallel_size_local": None, "prefill_context_parallel_size": 1,
             "decode_context_parallel_size": 1, "nnodes": 1,
+            # the scheduler limits: the group's own, as the predictor reads them, else vLLM's default (None here)
+            "max_num_batched_tokens": engine_flags.count(group.extra_args, "--max-num-batched-tokens"),
+            "max_num_seqs": engine_flags.count(group.extra_args, "--max-num-seqs"),
             "disaggregation_mode": group.role,
             "kv_transfer": None if group.role == "agg" else (kv.connector, KV_ROLE[group.role], kv.buffer_device),
             "kv_events": (KV_EVENTS_CONFIG["publisher"], KV_EVENTS_CONFIG["endpoint"], True) if events else None}
@@ -403,6 +444,8 @@ def test_every_worker_runs_with_the_values_the_sizing_assumed(engine):
     assert engine.sized
     wrong = {}
     for key, (cfg, group, sizing) in engine.sized.items():
+        if key.startswith("drawn/"):
+            continue  # the property test's, some of which the parsers exit on
         r = engine.results[key]
         got, want = effective(r.get("parsed") or {}), assumed(cfg, group, sizing, engine.model_of(key))
         if got != want:
@@ -458,6 +501,102 @@ def test_the_normalization_rests_on_the_parsers_as_they_are(engine):
     assert within == set(engine_flags.OPTIONS_WITHIN_MANAGED)
     # argparse takes a two-character option with its value attached (`-qfp8`, `-q fp8`).
     assert {o for o in engine.options["vllm"] if len(o) == 2 and o[1] != "-"} == set(engine_flags.SHORT_OPTIONS)
+
+
+def test_the_flags_whose_values_are_read_resolve_as_vllm_resolves_them(engine):
+    """The context and the scheduler limits are vLLM's options, none of the parsers' options is a
+    prefix of them, and UNIQUE_PREFIX is the shortest prefix vLLM's argparse takes for each: every
+    shorter one is a prefix of another of vLLM's options too; no option of Dynamo's or of its
+    router's parser (which takes abbreviations) starts with it, so neither takes those first."""
+    vllm, others = set(engine.options["vllm"]), set(engine.options["dynamo"]) | set(engine.options["router"])
+    assert engine.options["router_allow_abbrev"] is True
+    read = {engine_flags.CONTEXT_FLAG, *(r.option for r in engine_flags.READ)}
+    assert set(engine_flags.UNIQUE_PREFIX) == read and read <= vllm
+    assert {o for o in vllm | others for f in read if f.startswith(o) and f != o} == set()
+    shortest = {f: next(f[:n] for n in range(3, len(f) + 1) if [o for o in vllm if o.startswith(f[:n])] == [f])
+                for f in read}
+    assert shortest == engine_flags.UNIQUE_PREFIX
+    assert [o for o in others for p in shortest.values() if o.startswith(p)] == []
+
+
+def test_the_issue_43_list_would_change_the_worker_and_is_refused_at_preview(engine):
+    """The list the check once let through, by the real parsers: every managed flag behind `-1.5`
+    changes the worker; the project now refuses it, the token never shown."""
+    with pytest.raises(ConfigError, match="sets --disaggregation-mode, ") as info:
+        sized(OVERRIDE_STACK, _extra(OVERRIDE_GROUP, SMUGGLED))
+    assert "hf_abc" not in str(info.value)
+    r, base = engine.results["smuggled"], engine.results[f"{OVERRIDE_STACK}/shipped/{OVERRIDE_GROUP}"]
+    assert r["ok"], r["error"]
+    mine, theirs = effective(r["parsed"]), effective(base["parsed"])
+    changed = {k: mine[k] for k in mine if mine[k] != theirs[k]}
+    assert changed.pop("kv_transfer")[:2] == ("LMCacheConnectorV1", "kv_both")
+    assert changed == {"disaggregation_mode": "agg", "block_size": 32, "kv_cache_dtype": "fp8",
+                       "num_gpu_blocks_override": 100, "dtype": "float32", "hf_token_given": True}
+
+
+@pytest.mark.parametrize("key", list(PLACED))
+def test_an_element_read_by_its_place_is_refused_where_vllm_reads_another_value(engine, key):
+    """What the elements say on their own (the last --max-model-len, 8192) is not what vLLM takes."""
+    with pytest.raises(ConfigError, match="workers.prefill.extraArgs: "):
+        sized(OVERRIDE_STACK, _extra(OVERRIDE_GROUP, PLACED[key]))
+    r = engine.results[key]
+    assert r["ok"], r["error"]
+    assert r["parsed"]["max_model_len"] == 4096
+
+
+def _managed_changed(run: EngineRun, key: str) -> bool:
+    """Whether a refused list, on the worker's rendered argv, changes a managed setting (the
+    scheduler limits are not managed)."""
+    mine = effective(run.results[key]["parsed"])
+    theirs = effective(run.results[f"{OVERRIDE_STACK}/shipped/{OVERRIDE_GROUP}"]["parsed"])
+    return any(mine[k] != theirs[k] for k in mine if k not in ("max_num_batched_tokens", "max_num_seqs"))
+
+
+def _drawn(run: EngineRun) -> dict[str, list[str]]:
+    """The property test's lists by verdict: taken (rendered), and of those the parsers exit on;
+    refused, and of those the ones that would have changed a managed setting, or exited."""
+    out: dict[str, list[str]] = {"taken": [], "taken, the parsers exit": [], "refused": [],
+                                 "refused, a managed setting would change": [], "refused, the parsers exit": []}
+    for i in range(len(run.drawn)):
+        key = f"drawn/{i}"
+        r = run.results[key]
+        taken = (OVERRIDE_STACK, key) not in run.render_errors
+        out["taken" if taken else "refused"].append(key)
+        if not r["ok"]:
+            out[f"{'taken' if taken else 'refused'}, the parsers exit"].append(key)
+        elif not taken and _managed_changed(run, key):
+            out["refused, a managed setting would change"].append(key)
+    return out
+
+
+def _drawn_summary(run: EngineRun) -> str:
+    counts = ", ".join(f"{len(keys)} {what}" for what, keys in _drawn(run).items())
+    return (f"property test: {len(run.drawn)} extraArgs lists drawn by hypothesis (seed {positions.SEED}, "
+            f"{positions.EXAMPLES} examples): {counts}")
+
+
+def test_every_list_the_check_takes_runs_with_the_stacks_settings(engine):
+    """The property (issue 43): for every generated extraArgs list the project takes, Dynamo's and
+    vLLM's parsers give each managed setting the stack's value (context, block size, pool, GPU
+    share, KV transfer and events, cache dtype, dtype, parallelism, model, no Hub token, ...) and the
+    scheduler limits the predictor reads; or they exit, so that nothing runs with another. The lists
+    (tests/engine/positions.py) put what may take a value before the managed flags in every spelling."""
+    run = engine
+    verdicts = _drawn(run)
+    assert len(run.drawn) >= positions.EXAMPLES // 2, "hypothesis drew too few distinct lists"
+    # Each kind is met often enough (seed 43: 67 taken lists run, 73 refused ones would change a
+    # managed setting): else the property says little.
+    assert len(verdicts["taken"]) - len(verdicts["taken, the parsers exit"]) >= len(run.drawn) // 8, \
+        _drawn_summary(run)
+    assert len(verdicts["refused, a managed setting would change"]) >= len(run.drawn) // 8, _drawn_summary(run)
+    wrong = {}
+    for key in verdicts["taken"]:
+        if key in verdicts["taken, the parsers exit"]:
+            continue
+        if off := _off_sizing(run, key):
+            wrong[key] = (engine_flags.mask(run.drawn[int(key.split("/")[1])]), off)
+    # The shortest first: the smallest lists that show it.
+    assert sorted(wrong.values(), key=lambda w: len(w[0])) == [], _drawn_summary(run)
 
 
 def test_the_example_tp2_workers_start_with_a_ranks_pool_and_heads(engine):

@@ -137,8 +137,9 @@ def test_the_refusal_says_how_the_parser_reads_the_spelling():
     (["--max-model-len", "2.5k"], 2500),
     (["--max-model-len", "3000", "--enforce-eager", "--max-model-len", "4096"], 4096),
     (["--max-model-len=8192", "--max_model_len", "4096"], 4096),
-    # whitespace argparse keeps in the value and vLLM's human_readable_int strips
-    (["--max-model-len= 4096"], 4096), (["--max_model_len=4096 "], 4096), (["--max-model-len", " 4k"], 4000),
+    # whitespace argparse keeps in the value and vLLM's human_readable_int strips: a tab in the flag's
+    # element, a space in the value's own (a space in the flag's element is refused: see the limits)
+    (["--max_model_len=\t4096"], 4096), (["--max-model-len", " 4k"], 4000), (["--max-model-len", "4096 "], 4096),
 ])
 def test_a_groups_own_context_is_taken_in_every_spelling_and_the_last_wins(args, tokens):
     stack = loaded("cross-server", _extra(args))
@@ -170,7 +171,7 @@ def test_a_context_in_any_spelling_is_checked_like_the_others(args, shown):
 # The engine tier checks that every managed setting stays the sizing's with each.
 PASS_THROUGH = [["--enforce-eager"], ["-O3"], ["-O", "3"], ["--max-num-seqs", "8"], ["--tokenizer", "Qwen/Qwen3-0.6B"],
                 ["--kv-cache-dtype-skip-layers", "0"], ["--compilation-config.cudagraph_mode", "NONE"],
-                ["--max_num_batched_tokens=4096"], ["--max-num-seqs= 8"], ["--enable-prefix-caching"],
+                ["--max_num_batched_tokens=4096"], ["--max-num-seqs", " 8"], ["--enable-prefix-caching"],
                 ["--no-enable-lora"], ["-r 0"], ["--seed", " 7"]]
 
 
@@ -259,7 +260,7 @@ def test_a_flag_with_whitespace_is_refused_at_preview_naming_the_file_and_key():
     assert _refusal(["--block-size= 32"]).startswith(f"{KEY}'--block-size=...' sets --block-size, ")
 
 
-@pytest.mark.parametrize("args", [["-r 0"], ["--seed", " 7"], ["--max-num-seqs= 8"]])
+@pytest.mark.parametrize("args", [["-r 0"], ["--seed", " 7"], ["--seed= 7"]])
 def test_whitespace_in_a_flag_of_the_parsers_own_is_not_taken_for_one_element(args):
     """`-r 0` is argparse's two-character `-r` with its value attached, not a stray argument."""
     sized("cross-server", _extra(args))
@@ -292,3 +293,97 @@ def test_masking_keeps_every_other_flag_as_typed():
 def test_a_dotted_key_typed_with_its_value_as_one_element_is_refused_as_what_vllm_reads():
     msg = _refusal(["--compilation-config.mode 3"])
     assert "is one element, so vLLM would read it as a dotted key whose name holds the space" in msg
+
+
+# --- position: a managed flag is refused whatever stands before it (issue 43) --------------------
+# Each element is judged on its own, as if argparse read it where it takes options: no element is
+# skipped as the value an earlier one might take. `-1.5` is a negative number to argparse (Dynamo's
+# parser gives it to the flag before it, --mm-prompt-template here) and a dotted JSON key to vLLM's
+# FlexibleArgumentParser; the check once took it for the key, gave it the next element as its value,
+# and never judged the managed flag behind it. The engine tier runs the same lists through the parsers.
+BEFORE = [["--mm-prompt-template", "-1.5"], ["-1.5"], ["--seed", "-1"], ["--mm-prompt-template", "-.5"],
+          ["--compilation-config.mode"], ["--compilation-config.mode", "3"], ["--"], ["-O"], ["--namespace"],
+          ["--kv-transfer-config.kv_role"], ["--x.y+"], ["-1.5", "-2.5"], ["--served-model-name", "a b"]]
+BEHIND = [["--kv-cache-dtype=fp8"], ["--block-size", "32"], ["--disaggregation-mode", "agg"],
+          ["--kv_transfer_config", "{}"], ["--num-gpu-blocks-override", "100"], ["--dtype=float32"],
+          ["--hf-token", "hf_abc"], ["-tp", "2"], ["--kv-cache-memory-bytes= 8G"], ["--model=other/model"]]
+HIDDEN = [(before, behind) for before in BEFORE for behind in BEHIND]
+
+
+@pytest.mark.parametrize("before, behind", HIDDEN, ids=[" ".join(b + a) for b, a in HIDDEN])
+def test_a_managed_flag_is_refused_whatever_stands_before_it(before, behind):
+    args = ["--enforce-eager", *before, *behind]
+    msg = engine_flags.check(args)
+    assert msg is not None, "let through"
+    assert "hf_abc" not in msg and len(msg.splitlines()) == 1, msg
+    # The managed element behind is read, and refused, on its own (what stands before it may be
+    # refused first: a managed dotted key, a dotted key without `=`, `--`).
+    (own,) = [g for g in engine_flags.read(args) if g.at == 1 + len(before)]
+    assert own.flag is not None and engine_flags.refusal(own) == engine_flags.check(behind)
+
+
+def test_the_issue_43_list_is_refused_at_preview_for_its_managed_flags():
+    args = ["--mm-prompt-template", "-1.5", "--kv-cache-dtype=fp8", "--mm-prompt-template", "-1.5",
+            "--hf-token", "hf_abc"]
+    msg = _refusal(args)
+    assert msg.startswith(f"{KEY}'--kv-cache-dtype=...' sets --kv-cache-dtype, "), msg
+    assert "hf_abc" not in msg
+    # Each managed element on its own, as the first one is removed.
+    assert _refusal(args[:2] + args[3:]).startswith(f"{KEY}'--hf-token' sets --hf-token, ")
+
+
+def test_every_element_is_read_none_is_skipped_as_a_value():
+    given = engine_flags.read(["--mm-prompt-template", "-1.5", "--kv-cache-dtype=fp8", "--x.y", "--block-size"])
+    assert [g.name for g in given] == ["--mm-prompt-template", "-1", "--kv-cache-dtype", "--x", "--block-size"]
+
+
+@pytest.mark.parametrize("args, starts", [
+    # vLLM's FlexibleArgumentParser gives a dotted key without `=` the next element, a flag or not,
+    # and a negative decimal is such a key to it (Dynamo's parser, first, reads it as a number).
+    (["--compilation-config.mode", "--max-num-seqs=8"], "'--compilation-config.mode' is a dotted JSON key"),
+    (["--mm-prompt-template", "-1.5", "--max-model-len=4096"], "'-1.5' is a negative decimal, which vLLM's"),
+    (["--seed", "7", "--compilation-config.mode"], "'--compilation-config.mode' is a dotted JSON key"),
+    (["--enforce-eager", "--"], "'--' makes argparse read"),
+    (["--", "--max-num-seqs", "8"], "'--' makes argparse read"),
+])
+def test_an_element_whose_reading_depends_on_its_place_is_refused(args, starts):
+    msg = engine_flags.check(args)
+    assert msg is not None and msg.startswith(starts), msg
+    assert len(msg.splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [["--compilation-config.mode", "3"], ["--compilation-config.mode", "-1"],
+                                  ["--compilation-config.mode=3", "--max-num-seqs", "8"], ["--seed", "-1"],
+                                  ["--seed", "-1", "--enforce-eager"]])
+def test_a_dotted_key_with_its_value_and_negative_numbers_pass(args):
+    assert engine_flags.check(args) is None
+
+
+def test_a_negative_decimal_before_a_flag_is_refused_even_where_it_is_a_value():
+    """vLLM takes `-1.5` here as the dotted key's value, but the element is judged on its own, as a
+    dotted key before a flag: position-independence can only refuse more."""
+    assert engine_flags.check(["--compilation-config.x", "-1.5", "--enforce-eager"]).startswith(
+        "'-1.5' is a negative decimal, ")
+
+
+# --- the scheduler limits the predictor reads: the same reader, vLLM's own types -----------------
+
+@pytest.mark.parametrize("args, shown", [
+    # vLLM 0.31.0 reads --max-num-seqs with int(): no suffix; both limits at least 1 (SchedulerConfig).
+    (["--max-num-seqs", "8k"], "'--max-num-seqs' gives --max-num-seqs '8k'"),
+    (["--max-num-batched-tokens", "0"], "'--max-num-batched-tokens' gives --max-num-batched-tokens '0'"),
+    (["--max-num-batched-tokens", "2.5K"], "--max-num-batched-tokens '2.5K'"),
+    (["--max-num-seqs", "-1"], "--max-num-seqs '-1'"), (["--max-num-seqs", "lots"], "--max-num-seqs 'lots'"),
+    (["--max-num-seqs"], "--max-num-seqs no value"), (["--max-num-seqs", "--enforce-eager"], "--max-num-seqs no value"),
+    (["--max-num-batched=auto", "--max-num-batched-tokens", "4096"], "--max-num-batched-tokens 'auto'"),
+    (["--max-num-seqs.x", "3"], "a dotted key"),
+    # prefixes vLLM's parser finds ambiguous (--max-num-scheduled-tokens, --max-logprobs, ...): it exits
+    (["--max-num-s", "8"], "'--max-num-s' is a prefix of --max-num-seqs and of other flags of vLLM's"),
+    (["--max", "4096"], "'--max' is a prefix of --max-model-len, --max-num-batched-tokens, --max-num-seqs and"),
+    # a space: Dynamo's parser, first, would take the element for the value of a flag of its own
+    (["--max-num-seqs= 8"], "'--max-num-seqs= 8' holds a space"), (["--max-model-len= 4096"], "holds a space"),
+])
+def test_a_limit_vllm_would_not_run_with_is_refused_at_load(args, shown):
+    msg = _refusal(args)
+    assert msg.startswith(KEY) and shown in msg, msg
+    assert len(msg.splitlines()) == 1
