@@ -74,6 +74,25 @@ class Placement:
         """The groups that start workers on one GPU class."""
         return tuple(g for g in self.active if g.gpu_class == gpu_class)
 
+    def gpus_per_pod(self, group: WorkerGroup) -> int:
+        """The GPUs one worker pod of `group` takes on its node: one per tensor-parallel rank (on a
+        time-sliced class, where tensorParallel is 1, one time-sliced unit)."""
+        return group.tensor_parallel
+
+    def devices(self, group: WorkerGroup) -> dict[str, int]:
+        """The extended resources one worker pod of `group` requests of its node: its GPUs
+        (`gpus_per_pod`, as the class's GPU resource), and one RDMA device where its KV moves over
+        RDMA (the class's rdmaResource; infra.validate requires it)."""
+        cls = self.config.gpu_classes[group.gpu_class]
+        devices = {cls.resource: self.gpus_per_pod(group)}
+        if group.rdma and cls.rdma_resource is not None:
+            devices[cls.rdma_resource] = 1
+        return devices
+
+    def gpus_needed(self, gpu_class: str) -> int:
+        """The GPUs (or time-sliced units) the running workers of one class take in all."""
+        return sum(g.replicas * self.gpus_per_pod(g) for g in self.active_on(gpu_class))
+
     def workers_on(self, gpu_class: str) -> int:
         """The workers (replicas) of one GPU class, over all its nodes."""
         return sum(g.replicas for g in self.active_on(gpu_class))
@@ -112,7 +131,7 @@ class Placement:
         tensorParallel GPUs on one node; packed first-fit, largest first, as many as the nodes hold."""
         cls = self.config.gpu_classes[gpu_class]
         free = [cls.gpus_per_node] * cls.nodes
-        for need in sorted((g.tensor_parallel for g in self.active_on(gpu_class) for _ in range(g.replicas)),
+        for need in sorted((self.gpus_per_pod(g) for g in self.active_on(gpu_class) for _ in range(g.replicas)),
                            reverse=True):
             node = next((i for i, left in enumerate(free) if left >= need), None)
             if node is None:
@@ -133,13 +152,14 @@ class Placement:
             on_node = placed.setdefault(g.gpu_class, [0] * n)
             taken = owned.setdefault(g.gpu_class, [0] * n)
             mine = [0] * n
+            gpus_each = self.gpus_per_pod(g)
             for i in range(g.replicas):
                 allowed = [k for k in range(n) if _spread_allows(g.spread, mine, k)
-                           and (cls.sharing != "whole" or taken[k] + g.tensor_parallel <= per_node)]
+                           and (cls.sharing != "whole" or taken[k] + gpus_each <= per_node)]
                 k = min(allowed or range(n), key=lambda k: (on_node[k], k))
                 if cls.sharing == "whole":
-                    gpus = tuple(range(taken[k], taken[k] + g.tensor_parallel))
-                    taken[k] += g.tensor_parallel
+                    gpus = tuple(range(taken[k], taken[k] + gpus_each))
+                    taken[k] += gpus_each
                 else:
                     gpus = (on_node[k] % per_node,)
                 on_node[k] += 1

@@ -3,9 +3,11 @@
 The schema (infra/config/) says what a user may write; this module says what it means for one
 stack: the per-stack defaults filled in (the graph's name and namespace, the benchmark's requests),
 each worker group's context length and where it came from, the groups that run workers and the GPU
-classes they run on, every name derived from the graph's (infra/names.py), and where the model cache
-lives. The cross-key checks (infra.validate), the sizing, the builders, the plan, preflight, predict
-and advise read these facts here; none works them out again (tests/infra/test_one_definition.py).
+classes they run on, every name derived from the graph's (infra/names.py), where the model cache
+lives, what the model's weights and a token's KV take, what one rank of a worker holds (`Ranks`)
+and the engine settings a worker's flags give (`EngineSettings`). The cross-key checks
+(infra.validate), the sizing, the builders, the plan, preflight, predict and advise read these facts
+here; none works them out again (tests/infra/test_one_definition.py).
 """
 
 from __future__ import annotations
@@ -13,16 +15,22 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import Optional, TypeVar
 
 from infra import names
+from infra.config import engine_flags
 from infra.config.fields import node_path, vllm_int
+from infra.config.gpu_classes import GpuClass
+from infra.config.model import Model
 from infra.config.model_cache import NODE_CACHE_PREFIX
 from infra.config.stack import StackConfig
 from infra.config.workers import WorkerGroup
 from infra.config.workload import Workload
 from infra.placement import Placement, running
 from infra.prefix_cache import BLOCK_TOKENS, blocks
+from infra.units import GI
+
+N = TypeVar("N", int, float)
 
 
 class ContextSource(enum.StrEnum):
@@ -59,6 +67,92 @@ def _context(cfg: StackConfig, group: WorkerGroup) -> Optional[Context]:
     return Context(derived_context(cfg.workload), ContextSource.DERIVED)
 
 
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """KV bytes one token takes over `layers`: 2 (K and V) x layers x KV heads x head_dim x dtype bytes."""
+    return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def model_kv_bytes_per_token(m: Model) -> int:
+    """What one token's KV takes in the whole model (every layer, every KV head)."""
+    return kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)
+
+
+def weight_bytes(m: Model) -> int:
+    """What the model's weights take in GPU memory: parameters x dtype bytes (the parameters it
+    serves; the checkpoint may store tied weights twice, which only the model cache holds)."""
+    return m.parameters * m.dtype_bytes
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """One worker of a group as its tensorParallel ranks hold it: each rank is a process on a GPU
+    (or a time-sliced unit) of its own, holding its share of the weights and of every token's KV
+    heads (vLLM shards attention, MLP, embedding and LM head over the ranks; the norms, a few KiB,
+    sit on every rank), and its own KV pool of `kvCacheBytes` (--kv-cache-memory-bytes is per rank).
+    The sizing plans a GPU by it, the predictor's workers count their blocks by it."""
+
+    count: int  # the ranks: tensorParallel
+    weight_bytes: int  # ESTIMATE: one rank's share of the weights, the model's over the ranks, rounded up
+    kv_bytes_per_token: int  # one rank's share of a token's KV (tensorParallel divides the KV heads)
+
+    @property
+    def block_bytes(self) -> int:
+        """What one block of BLOCK_TOKENS tokens costs a rank's pool."""
+        return self.kv_bytes_per_token * BLOCK_TOKENS
+
+    def pool_blocks(self, pool_bytes: int) -> int:
+        """The blocks a rank's pool of `pool_bytes` holds (vLLM's null block among them)."""
+        return pool_bytes // self.block_bytes
+
+    def together(self, each: N) -> N:
+        """What the worker's ranks hold (or do) together, `each` per rank: its pools, its host
+        mirror, its vLLM base, its FLOPs."""
+        return each * self.count
+
+    def share(self, together: int) -> int:
+        """One rank's share of what the worker's ranks hold together, rounded down."""
+        return together // self.count
+
+
+def ranks(cfg: StackConfig, group: WorkerGroup) -> Ranks:
+    """A worker of `group` by its ranks (`Ranks`); `ResolvedStack.ranks` for a resolved stack, this
+    for the readers handed the config alone (the predictor's cells, in worker processes)."""
+    tp = group.tensor_parallel
+    return Ranks(tp, -(-weight_bytes(cfg.model) // tp), model_kv_bytes_per_token(cfg.model) // tp)
+
+
+# vLLM 0.31.0's scheduler defaults for Dynamo's usage context (OPENAI_API_SERVER: dynamo/vllm/main.py
+# passes it), by the card's memory: vllm/engine/arg_utils.py,
+# _set_default_max_num_seqs_and_batched_tokens_args. (memory from, --max-num-batched-tokens,
+# --max-num-seqs), largest first; below the last, LAB_LIMITS. ("not A100" at 70 GiB: vLLM names the
+# A100 80GB apart; no class here is one.)
+ENGINE_DEFAULTS = ((160 * GI, 16384, 1024), (70 * GI, 8192, 1024))
+SMALL_CARD_DEFAULTS = (2048, 256)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The vLLM scheduler settings one worker of a group runs with: its extraArgs'
+    `--max-num-batched-tokens` and `--max-num-seqs` (engine_flags.count: the last one given, in any
+    spelling vLLM's parser accepts, read with vLLM's type for the flag by the reader the extraArgs
+    check uses, which refused at load any value vLLM would not run with), else vLLM 0.31.0's
+    defaults by the card's memory (ENGINE_DEFAULTS): 16,384 / 1,024 from 160 GiB, 8,192 / 1,024 from
+    70 GiB, else 2,048 / 256. The lab's cards get 2,048 / 256: a 2,371-token prompt takes two steps.
+    (The context, --max-model-len, is `Context`, with where it comes from.)"""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def engine_settings(group: WorkerGroup, cls: GpuClass) -> EngineSettings:
+    """`group`'s settings on a card of `cls` (`EngineSettings`); `ResolvedStack.engine` for a
+    resolved stack, this for the readers handed the config alone."""
+    tokens, seqs = next(((t, s) for floor, t, s in ENGINE_DEFAULTS if cls.memory >= floor), SMALL_CARD_DEFAULTS)
+    given_tokens = engine_flags.count(group.extra_args, "--max-num-batched-tokens")
+    given_seqs = engine_flags.count(group.extra_args, "--max-num-seqs")
+    return EngineSettings(tokens if given_tokens is None else given_tokens, seqs if given_seqs is None else given_seqs)
+
+
 @dataclass(frozen=True)
 class ResolvedStack:
     """One stack, resolved. Built by `resolve`; frozen, so every reader sees the same facts."""
@@ -93,6 +187,26 @@ class ResolvedStack:
     def placement(self) -> Placement:
         """Where the running groups' replicas may land and are expected to (infra/placement.py)."""
         return Placement(self.config, self.active)
+
+    # --- What the model and a worker's ranks hold ----------------------------------------------------
+
+    @property
+    def weight_bytes(self) -> int:
+        """The model's weights in GPU memory (`weight_bytes`)."""
+        return weight_bytes(self.config.model)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """One token's KV in the whole model (`model_kv_bytes_per_token`)."""
+        return model_kv_bytes_per_token(self.config.model)
+
+    def ranks(self, group: WorkerGroup) -> Ranks:
+        """What each of `group`'s ranks holds (`Ranks`)."""
+        return ranks(self.config, group)
+
+    def engine(self, group: WorkerGroup) -> EngineSettings:
+        """The scheduler settings `group`'s workers run with (`EngineSettings`)."""
+        return engine_settings(group, self.config.gpu_classes[group.gpu_class])
 
     def service(self, group: WorkerGroup) -> str:
         return names.service(self.graph, group.name)

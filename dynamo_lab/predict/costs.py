@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.config import engine_flags
+from infra import resolved
 from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
 from infra.errors import UserError
-from infra.units import GI
 
 
 class PredictError(UserError, ValueError):
@@ -98,7 +97,7 @@ def model_cost(m: Model, kv_bytes_per_token: int) -> ModelCost:
     if m.attention_heads is None:
         raise PredictError(f"model.attentionHeads: the predictor needs {m.name}'s attention heads for attention's "
                            "cost (config.json `num_attention_heads`); write model.attentionHeads")
-    return ModelCost(weight_bytes=m.parameters * m.dtype_bytes, flops_per_token=2.0 * m.parameters,
+    return ModelCost(weight_bytes=resolved.weight_bytes(m), flops_per_token=2.0 * m.parameters,
                      attention_flops_per_pair=4.0 * m.layers * m.attention_heads * m.head_dim,
                      kv_bytes_per_token=kv_bytes_per_token, allreduces_per_step=2 * m.layers,
                      activation_bytes_per_token=(m.hidden_size or m.attention_heads * m.head_dim) * m.dtype_bytes)
@@ -125,23 +124,11 @@ def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tupl
 
 
 def limits(group: WorkerGroup, cls: GpuClass) -> Limits:
-    """vLLM 0.31.0's scheduler limits for a worker: its extraArgs' `--max-num-batched-tokens` and
-    `--max-num-seqs` (engine_flags.count: the last one given, in any spelling vLLM's parser accepts,
-    read with vLLM's type for the flag, by the reader the extraArgs check uses, which refused at load
-    any value vLLM would not run with), else the defaults EngineArgs picks for Dynamo's
-    OPENAI_API_SERVER usage context by the card's memory (vllm/engine/arg_utils.py,
-    _set_default_max_num_seqs_and_batched_tokens_args; dynamo/vllm/main.py passes that context):
-    16,384 / 1,024 from 160 GiB, 8,192 / 1,024 from 70 GiB (not A100), else 2,048 / 256. The lab's
-    cards get 2,048 / 256: a 2,371-token prompt takes two steps."""
-    if cls.memory >= 160 * GI:
-        tokens, seqs = 16384, 1024
-    elif cls.memory >= 70 * GI:
-        tokens, seqs = 8192, 1024
-    else:
-        tokens, seqs = 2048, 256
-    given_tokens = engine_flags.count(group.extra_args, "--max-num-batched-tokens")
-    given_seqs = engine_flags.count(group.extra_args, "--max-num-seqs")
-    return Limits(tokens if given_tokens is None else given_tokens, seqs if given_seqs is None else given_seqs)
+    """The scheduler limits a worker runs with: its group's engine settings on a card of `cls`, the
+    flags its extraArgs give or vLLM 0.31.0's defaults by the card's memory (infra/resolved.py,
+    EngineSettings)."""
+    engine = resolved.engine_settings(group, cls)
+    return Limits(engine.max_num_batched_tokens, engine.max_num_seqs)
 
 
 def cards(cfg: StackConfig) -> dict[str, Card]:

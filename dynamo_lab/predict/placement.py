@@ -23,9 +23,9 @@ from collections import defaultdict
 
 from dynamo_lab.predict import costs, params
 from dynamo_lab.predict.specs import PathSpec, WorkerSpec
-from infra import prefix_cache
 from infra.config.models import StackConfig
 from infra.placement import Placement, Replica
+from infra.resolved import ranks
 from infra.sizing import StackSizing, link_bytes_per_second, path_throughput
 from infra.sizing.formulas import tcp_software_path
 
@@ -54,7 +54,7 @@ def workers(cfg: StackConfig, sizing: StackSizing, pool_scale: float = 1.0) -> l
         cls = cfg.gpu_classes[g.gpu_class]
         pool = int(sizing.group(g.name).kv_cache_bytes * pool_scale)
         # The pool is per rank, and a rank holds its share of the KV heads (the sizing's rule).
-        blocks = prefix_cache.pool_blocks(pool, sizing.kv_bytes_per_token // g.tensor_parallel)
+        blocks = ranks(cfg, g).pool_blocks(pool)
         card = costs.tensor_parallel(cards[g.gpu_class], g.tensor_parallel, params.ALLREDUCE_BYTES_PER_S,
                                      params.ALLREDUCE_LATENCY_S)
         specs.append(WorkerSpec(r.name, g.role, _gpu_name(cfg, r), node_name(g.gpu_class, cls.nodes, r.node), card,

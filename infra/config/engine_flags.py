@@ -183,7 +183,7 @@ def _count(value: str) -> Optional[int]:
 @dataclass(frozen=True)
 class Read:
     """A flag dynamo-lab does not manage but whose value it reads: the predictor's scheduler limits
-    (dynamo_lab/predict/costs.py, `limits`). Known here so that its spellings resolve as argparse
+    (infra/resolved.py, `EngineSettings`). Known here so that its spellings resolve as argparse
     resolves them (abbreviations, `_`, `=`), read with the type vLLM gives it."""
 
     option: str

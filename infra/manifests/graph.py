@@ -104,16 +104,6 @@ def _resources(cpu_request: str, cpu_limit: Optional[str], mem_request: int, mem
     return {"requests": requests, "limits": limits}
 
 
-def worker_devices(cfg: StackConfig, group: WorkerGroup) -> dict[str, int]:
-    """The extended resources one worker pod requests: a GPU per tensor-parallel rank, and one RDMA
-    device where its KV moves over RDMA (the class's rdmaResource; infra.validate requires it)."""
-    gpu = cfg.gpu_classes[group.gpu_class]
-    devices = {gpu.resource: group.tensor_parallel}
-    if group.rdma and gpu.rdma_resource is not None:
-        devices[gpu.rdma_resource] = 1
-    return devices
-
-
 # The label the spread rules select a group's pods by, on its pod template.
 GROUP_LABEL = "dynamo-lab/worker-group"
 HOSTNAME = "kubernetes.io/hostname"
@@ -193,7 +183,7 @@ def worker_component(stack: ResolvedStack, group: WorkerGroup, sized: GroupSizin
         "command": ["python3", "-m", "dynamo.vllm"],
         "args": worker_args(cfg, group, sized),
         "resources": _resources(group.cpu_request, group.cpu_limit, sized.memory_request_bytes,
-                                sized.memory_limit_bytes, worker_devices(cfg, group)),
+                                sized.memory_limit_bytes, stack.placement.devices(group)),
     })
     if workers_download(cfg):
         with_hf_token(cfg, main)

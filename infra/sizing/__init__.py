@@ -32,7 +32,6 @@ from infra.sizing.formulas import (
     gpu_budget,
     host_memory_floor,
     kv_block_bytes,
-    kv_bytes_per_token,
     kv_layout,
     largest_pool_for_limit,
     link_basis,
@@ -40,7 +39,6 @@ from infra.sizing.formulas import (
     path_throughput,
     prefill_seconds_estimate,
     transfer_seconds,
-    weights_per_gpu,
 )
 from infra.sizing.report import (
     GpuFit,
@@ -55,13 +53,13 @@ from infra.sizing.report import (
 __all__ = [
     "GpuFit", "GroupSizing", "KvLayout", "ModelCacheSizing", "StackSizing", "ThroughputBasis",
     "TransferSizing",
-    "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_bytes_per_token", "kv_layout",
+    "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_layout",
     "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
-    "prefill_seconds_estimate", "size", "transfer_seconds", "weights_per_gpu",
+    "prefill_seconds_estimate", "size", "transfer_seconds",
 ]
 
 
-def _pools(r: ResolvedStack, weights: int) -> dict[str, int]:
+def _pools(r: ResolvedStack) -> dict[str, int]:
     """KV pool per GPU of each worker: as configured, or what one GPU's budget leaves, shared evenly
     among the workers that may share it at worst (Placement.sharing_one_gpu: with `c` of them on
     one GPU, a derived pool must fit whichever `c` workers of the class land together)."""
@@ -77,11 +75,12 @@ def _pools(r: ResolvedStack, weights: int) -> dict[str, int]:
         c = r.placement.sharing_one_gpu(cls_name)
         if c == 1:  # each worker's ranks own their GPUs
             for g in derived:
-                pools[g.name] = _mi_floor(budget - weights_per_gpu(weights, g) - overhead)
+                pools[g.name] = _mi_floor(budget - r.ranks(g).weight_bytes - overhead)
             continue
         # Time-sliced (tensorParallel 1): any c of the class's workers may share one GPU.
         fixed = [(g.kv_cache_bytes, g.replicas) for g in groups if g.kv_cache_bytes is not None]
         n = sum(g.replicas for g in derived)
+        weights = r.weight_bytes  # one rank of one GPU: the model's whole
         pool = min((budget - c * (weights + overhead) - largest(fixed, c - k)) / k for k in range(1, min(c, n) + 1))
         for g in derived:
             pools[g.name] = _mi_floor(pool)
@@ -124,7 +123,7 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
         hit = _decode_hit_probability(cfg, pools[d.name], per_token)
         # Its ranks share the prefill's matrix math: tensorParallel GPUs at the class's rate.
         saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
-                                         cfg.gpu_classes[d.gpu_class].effective_tflops * d.tensor_parallel)
+                                         r.ranks(d).together(cfg.gpu_classes[d.gpu_class].effective_tflops))
         decodes.append((d, hit, hit * warm + (1 - hit) * cold, saved))
     out = []
     for p in (g for g in active if g.role == "prefill"):
@@ -174,32 +173,30 @@ def size(r: ResolvedStack) -> StackSizing:
     """Size every worker group; raises ConfigError if a worker cannot fit its GPU or its memory limit."""
     cfg, stack = r.config, r.name
     m = cfg.model
-    per_token = kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)
+    per_token = r.kv_bytes_per_token
     per_request = per_token * cfg.workload.input_tokens
-    weights = m.parameters * m.dtype_bytes
     overhead = cfg.sizing.gpu_overhead_per_worker
     problems: list[tuple[str, str]] = []
-    pools = _pools(r, weights)
+    pools = _pools(r)
     layout = kv_layout(m, cfg.workload.input_tokens)
 
     groups = []
     for g in cfg.workers:
         pool = pools.get(g.name, 0)
         cls = cfg.gpu_classes[g.gpu_class]
-        tp = g.tensor_parallel
-        weights_gpu = weights_per_gpu(weights, g)
+        rank = r.ranks(g)
+        tp, weights_gpu = rank.count, rank.weight_bytes
         per_worker = weights_gpu + pool + overhead
         util = math.ceil(per_worker / cls.memory * 100) / 100
         resolved_context = r.context(g)
         context, context_source = resolved_context.tokens, resolved_context.source
-        floor, limit, request, source = memory(cfg, g, pool, per_request, context, layout, problems)
-        # A rank holds its share of the KV heads: a block of the pool costs block_bytes / tensorParallel.
-        rank_block = layout.block_bytes // tp
-        have, need = pool // rank_block, blocks_for_sequence(context)
+        floor, limit, request, source = memory(cfg, g, rank, pool, per_request, context, problems)
+        # A rank holds its share of the KV heads: a block of the pool costs its share of a block.
+        have, need = rank.pool_blocks(pool), blocks_for_sequence(context)
         # A group with no replicas and no pool of its own starts no worker: nothing to hold.
         if (g.replicas or g.kv_cache_bytes is not None) and have < need:
             problems.append((f"workers.{g.name}.kvCacheBytes",
-                             short_pool(cfg, g, pool, rank_block, context, context_source,
+                             short_pool(cfg, g, rank, pool, context, context_source,
                                         r.placement.sharing_one_gpu(g.gpu_class))))
         groups.append(GroupSizing(
             name=g.name, role=g.role, gpu_class=g.gpu_class, replicas=g.replicas, tensor_parallel=tp,
@@ -210,7 +207,7 @@ def size(r: ResolvedStack) -> StackSizing:
             gpu_memory_utilization=util, cpu_buffers=g.cpu_buffers, host_memory_floor_bytes=floor,
             memory_limit_bytes=limit, memory_request_bytes=request, memory_source=source,
             steady_state_bytes=cfg.workload.concurrency * per_request if g.cpu_buffers else 0,
-            requests_in_pool=pool * tp / per_request))
+            requests_in_pool=rank.together(pool) / per_request))
 
     gpus = []
     for cls_name in r.worker_classes:
@@ -221,10 +218,9 @@ def size(r: ResolvedStack) -> StackSizing:
         c = r.placement.sharing_one_gpu(cls_name)
         # The most one GPU may carry: the c largest of the class's workers (per GPU) on it at once.
         planned = largest([(s.gpu_bytes_per_worker, s.replicas) for s in sized], c)
-        needed = sum(s.replicas * s.tensor_parallel for s in sized)
         gpus.append(GpuFit(cls_name, sum(s.replicas for s in sized), cls.memory, budget, planned, sharing=c,
                            nodes=cls.nodes, gpus_per_node=cls.gpus_per_node,
-                           gpus_needed=needed if cls.sharing == "whole" else None))
+                           gpus_needed=r.placement.gpus_needed(cls_name) if cls.sharing == "whole" else None))
         if planned > budget:
             problems.append((f"gpuClasses.{cls_name}", gpu_overplanned(cls, budget, planned, sized, c)))
         if (short := whole_gpus_short(r, cls_name) if cls.sharing == "whole" else sliced_short(r, cls_name)):

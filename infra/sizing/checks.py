@@ -8,23 +8,22 @@ from typing import Optional
 
 from infra import prefix_cache, units
 from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
-from infra.resolved import ContextSource, ResolvedStack
+from infra.resolved import ContextSource, Ranks, ResolvedStack
 from infra.sizing.formulas import (
     blocks_for_sequence,
     gpu_budget,
     host_memory_floor,
     largest_pool_for_limit,
-    weights_per_gpu,
 )
-from infra.sizing.report import GroupSizing, KvLayout
+from infra.sizing.report import GroupSizing
 
 
-def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, limit: int, floor: int,
-                context: int, layout: KvLayout) -> str:
-    """Why `limit` is too low for this worker, in its role's terms, and the fixes."""
+def below_floor(cfg: StackConfig, g: WorkerGroup, rank: Ranks, pool: int, per_request: int, limit: int, floor: int,
+                context: int) -> str:
+    """Why `limit` is too low for this worker, in its role's terms, and the fixes; `pool` is a rank's."""
     s = cfg.sizing
-    tp = g.tensor_parallel
-    base, ranks = host_base(cfg, g), (f" x {tp} ranks" if tp > 1 else "")
+    tp = rank.count
+    base, ranks = host_base(cfg, rank), (f" x {tp} ranks" if tp > 1 else "")
     if not g.cpu_buffers:
         why = ("an aggregated worker keeps no KV host mirror" if g.role == "agg"
                else "with bufferDevice cuda it keeps no KV host mirror")
@@ -33,21 +32,21 @@ def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, l
                 "OOMKilled "
                 f"loading the model. Raise memoryLimit to at least {units.written(floor)}, or lower "
                 "sizing.vllmBaseMemory if you measured less")
-    mirror = units.human(pool * tp * (1 + s.host_headroom_percent / 100))
+    mirror = units.human(rank.together(pool) * (1 + s.host_headroom_percent / 100))
     # The mirror holds every rank's pool: the largest per-rank pool is the largest mirror over the ranks.
-    largest = largest_pool_for_limit(limit, base, s.host_headroom_percent) // tp // units.MI * units.MI
+    largest = rank.share(largest_pool_for_limit(limit, base, s.host_headroom_percent)) // units.MI * units.MI
     # The smallest pool vLLM starts with: one sequence of the group's max_model_len and the null block.
-    smallest_pool = blocks_for_sequence(context) * layout.block_bytes // tp
+    smallest_pool = blocks_for_sequence(context) * rank.block_bytes
     if largest >= smallest_pool:
         second = (f"or set workers.{g.name}.kvCacheBytes <= {largest // units.MI}Mi, the largest "
                   f"KV pool{' per rank' if tp > 1 else ''} whose host mirror fits {units.written(limit)} "
-                  f"({largest * tp / per_request:.1f} requests of {units.human(per_request)})")
+                  f"({rank.together(largest) / per_request:.1f} requests of {units.human(per_request)})")
     else:
-        smallest = host_memory_floor(base, smallest_pool * tp, s.host_headroom_percent, True)
+        smallest = host_memory_floor(base, rank.together(smallest_pool), s.host_headroom_percent, True)
         second = (f"or shrink the pool with workers.{g.name}.kvCacheBytes, which needs a limit too: "
                   f"{units.written(limit)} leaves {units.human(max(0, limit - base))} "
                   f"above the vLLM base, and even the smallest pool vLLM starts with "
-                  f"({units.human(smallest_pool * tp)}: one {context:,}-token sequence and the null block) "
+                  f"({units.human(rank.together(smallest_pool))}: one {context:,}-token sequence and the null block) "
                   f"needs memoryLimit >= {units.written(smallest)}")
     pool_words = f"{units.human(pool)} pool" if tp == 1 else f"{tp} ranks' {units.human(pool)} pools"
     return (f"{units.written(limit)} is below the {units.human(floor)} ({units.written(floor)}) this worker needs "
@@ -58,23 +57,23 @@ def below_floor(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, l
             f"least {units.written(floor)}, {second}")
 
 
-def host_base(cfg: StackConfig, g: WorkerGroup) -> int:
+def host_base(cfg: StackConfig, rank: Ranks) -> int:
     """ESTIMATE: a replica's host RSS without its KV mirror, the vLLM base for each of its
     tensorParallel ranks (each rank is a worker process of its own, with its own CUDA context)."""
-    return cfg.sizing.vllm_base_memory * g.tensor_parallel
+    return rank.together(cfg.sizing.vllm_base_memory)
 
 
-def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, context: int, layout: KvLayout,
+def memory(cfg: StackConfig, g: WorkerGroup, rank: Ranks, pool: int, per_request: int, context: int,
            problems: list) -> tuple[int, int, int, str]:
     """The group's host memory floor, limit, request and where the limit came from; a limit below the
-    floor or a request above the limit is a problem. `context` and `layout` are what size() resolved."""
+    floor or a request above the limit is a problem. `pool` is a rank's, `context` what size() resolved."""
     s = cfg.sizing
-    floor = host_memory_floor(host_base(cfg, g), pool * g.tensor_parallel, s.host_headroom_percent, g.cpu_buffers)
+    floor = host_memory_floor(host_base(cfg, rank), rank.together(pool), s.host_headroom_percent, g.cpu_buffers)
     limit, source = (floor, "floor") if g.memory_limit is None else (g.memory_limit, "config")
     request = limit if g.memory_request is None else g.memory_request
     if limit < floor:
         problems.append((f"workers.{g.name}.memoryLimit",
-                         below_floor(cfg, g, pool, per_request, limit, floor, context, layout)))
+                         below_floor(cfg, g, rank, pool, per_request, limit, floor, context)))
     if request > limit:
         given = ("memoryLimit" if g.memory_limit is not None
                  else "the host memory floor (the limit while memoryLimit is unset)")
@@ -85,12 +84,12 @@ def memory(cfg: StackConfig, g: WorkerGroup, pool: int, per_request: int, contex
     return floor, limit, request, source
 
 
-def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: int, source: ContextSource,
+def short_pool(cfg: StackConfig, g: WorkerGroup, rank: Ranks, pool: int, tokens: int, source: ContextSource,
                workers: int) -> str:
-    """Why this group's pool cannot hold one sequence of its max_model_len, and the fixes; `block` is
-    what one block costs a rank, `workers` may share one of its class's GPUs (the resolved stack's)."""
+    """Why this group's pool cannot hold one sequence of its max_model_len, and the fixes; `rank` is
+    what each of its ranks holds, `workers` may share one of its class's GPUs (the resolved stack's)."""
     w, need = cfg.workload, blocks_for_sequence(tokens)
-    have = pool // block
+    block, have = rank.block_bytes, rank.pool_blocks(pool)
     at_least = units.to_mi_quantity(need * block)
     longest = (have - 1) * prefix_cache.BLOCK_TOKENS  # what this pool can hold, null block aside
     sized = w.input_tokens + w.output_tokens
@@ -102,7 +101,7 @@ def short_pool(cfg: StackConfig, g: WorkerGroup, pool: int, block: int, tokens: 
         grow = f"raise workers.{g.name}.kvCacheBytes to at least {at_least}"
     else:
         cls = cfg.gpu_classes[g.gpu_class]
-        weights = weights_per_gpu(cfg.model.parameters * cfg.model.dtype_bytes, g)
+        weights = rank.weight_bytes
         sharing = f"for {workers} workers" if workers > 1 else "for one worker's rank"
         pool_is = (f"the {g.gpu_class} GPU ({units.human(cls.memory)}, {units.human(gpu_budget(cls))} after "
                    f"its {cls.memory_reserve:.0%} reserve) leaves {units.human(pool)} of KV pool per worker "
@@ -163,9 +162,10 @@ def whole_gpus_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
     cls = r.config.gpu_classes[gpu_class]
     if r.placement.whole_gpus_fit(gpu_class):
         return None
-    want = ", ".join(f"{g.replicas} x {g.name} ({g.tensor_parallel} GPU{'s' * (g.tensor_parallel > 1)} each)"
+    each = r.placement.gpus_per_pod
+    want = ", ".join(f"{g.replicas} x {g.name} ({each(g)} GPU{'s' * (each(g) > 1)} each)"
                      for g in r.placement.active_on(gpu_class))
-    needed = sum(g.replicas * g.tensor_parallel for g in r.placement.active_on(gpu_class))
+    needed = r.placement.gpus_needed(gpu_class)
     return (f"its workers need {needed} whole GPUs ({want}), and each pod's GPUs must be on one node: "
             f"{cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPUs (nodes, gpusPerNode) "
             "cannot hold them, so some would stay Pending. Run fewer replicas, or give the class more "

@@ -1,4 +1,4 @@
-"""The sizing's formulas, each small and separately testable: KV bytes, host memory floors, pool
+"""The sizing's formulas, each small and separately testable: a KV block, host memory floors, pool
 blocks, transfer time, link and same-node throughput, the prefill estimate, a GPU's budget."""
 
 from __future__ import annotations
@@ -8,12 +8,9 @@ from typing import Optional
 
 from infra import prefix_cache, units
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
-from infra.config.models import GpuClass, Link, Model, SizingParameters, WorkerGroup
+from infra.config.models import GpuClass, Link, Model, SizingParameters
+from infra.resolved import kv_bytes_per_token
 from infra.sizing.report import KvLayout, ThroughputBasis
-
-
-def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
-    return 2 * layers * kv_heads * head_dim * dtype_bytes
 
 
 def host_memory_floor(base: int, kv_pool: int, headroom_percent: float, cpu_buffers: bool) -> int:
@@ -83,12 +80,6 @@ def tcp_software_path(s: SizingParameters, op: str) -> tuple[float, str, Through
         return (float(s.same_node_bytes_per_second), "same-node (sizing.sameNodeBytesPerSecond)",
                 ThroughputBasis.CONFIGURED)
     return float(SAME_NODE_BYTES_PER_SECOND[op]), SAME_NODE_DEFAULT.format(op=op), ThroughputBasis.ESTIMATE
-
-
-def weights_per_gpu(weights: int, g: WorkerGroup) -> int:
-    """ESTIMATE: a rank's share of the weights, the model's over tensorParallel (vLLM shards the
-    attention, MLP, embedding and LM head over the ranks; the norms, a few KiB, are on every rank)."""
-    return math.ceil(weights / g.tensor_parallel)
 
 
 def kv_block_bytes(m: Model) -> int:

@@ -1,10 +1,13 @@
 """Each fact a stack derives has one definition: a second builder of any of them fails here.
 
 The names derived from the graph's live in infra/names.py; the groups that run workers, each
-group's context length and the cache's locations in infra/resolved.py. A module that builds one of
-them again (an f-string `{graph}-model-cache...`, a `replicas > 0` filter, its own reading of
-`--max-model-len`) drifts from the one the checks judged; this test reads every module of infra/
-and names the line.
+group's context length, the cache's locations, the model's weight and KV bytes, what one rank of a
+worker holds (`Ranks`) and the engine settings its flags give (`EngineSettings`) in
+infra/resolved.py; the GPUs and devices a pod takes in infra/placement.py. A module that builds one
+of them again (an f-string `{graph}-model-cache...`, a `replicas > 0` filter, its own reading of
+`--max-model-len` or `--max-num-seqs`, parameters x dtype bytes, a figure divided or multiplied by
+tensorParallel) drifts from the one the checks judged; this test reads every module of both
+packages, the program's and the toolbox's, and names the line.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 from tests.helpers import ROOT
 
 INFRA = ROOT / "infra"
+PACKAGES = (INFRA, ROOT / "dynamo_lab")
 NAMES, RESOLVED, PLACEMENT = "infra/names.py", "infra/resolved.py", "infra/placement.py"
 
 # A graph-derived name's template: the text that follows the graph's (or the namespace's) name.
@@ -54,6 +58,27 @@ def _context_read(node: ast.Call) -> bool:
         isinstance(node.func, ast.Attribute) and node.func.attr in ("extra_arg", "value"))
 
 
+def _engine_setting_read(node: ast.Call) -> bool:
+    """An integer read from a group's engine flags (`engine_flags.count`): the engine's settings."""
+    return isinstance(node.func, ast.Attribute) and node.func.attr == "count" and \
+        isinstance(node.func.value, ast.Name) and node.func.value.id == "engine_flags"
+
+
+def _attr(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def _weights(node: ast.BinOp) -> bool:
+    """`m.parameters * m.dtype_bytes`: the model's weight bytes."""
+    return isinstance(node.op, ast.Mult) and {_attr(node.left), _attr(node.right)} == {"parameters", "dtype_bytes"}
+
+
+def _by_ranks(node: ast.BinOp) -> bool:
+    """A figure multiplied or divided by tensorParallel: a rank's share, or the ranks' together."""
+    return isinstance(node.op, (ast.Mult, ast.Div, ast.FloorDiv)) and \
+        any(_attr(side) == "tensor_parallel" for side in (node.left, node.right))
+
+
 def second_builders(source: str, where: str) -> list[str]:
     """Each line of `source` (the module at `where`, relative to the project) that builds a derived
     fact its owner builds."""
@@ -66,11 +91,20 @@ def second_builders(source: str, where: str) -> list[str]:
                          "(placement.running, ResolvedStack.active)")
         elif isinstance(node, ast.Call) and where not in CONTEXT_READERS and _context_read(node):
             found.append(f"{where}:{node.lineno}: a context length read outside {RESOLVED} (ResolvedStack.context)")
+        elif isinstance(node, ast.Call) and where != RESOLVED and _engine_setting_read(node):
+            found.append(f"{where}:{node.lineno}: an engine setting read from the flags outside {RESOLVED} "
+                         "(ResolvedStack.engine, engine_settings)")
+        elif isinstance(node, ast.BinOp) and where != RESOLVED and _weights(node):
+            found.append(f"{where}:{node.lineno}: the model's weight bytes worked out outside {RESOLVED} "
+                         "(weight_bytes, ResolvedStack.weight_bytes)")
+        elif isinstance(node, ast.BinOp) and where not in (RESOLVED, PLACEMENT) and _by_ranks(node):
+            found.append(f"{where}:{node.lineno}: a figure per rank or over the ranks worked out outside "
+                         f"{RESOLVED} (Ranks) or {PLACEMENT} (gpus_per_pod, gpus_needed)")
     return found
 
 
 def _modules() -> list[Path]:
-    return sorted(INFRA.rglob("*.py"))
+    return sorted(p for package in PACKAGES for p in package.rglob("*.py"))
 
 
 def test_no_module_builds_a_derived_fact_its_owner_builds():
@@ -90,6 +124,11 @@ def test_no_module_builds_a_derived_fact_its_owner_builds():
     'running = [g for g in workers if g.replicas != 0]',
     'tokens = group.extra_arg("--max-model-len")',
     'tokens = engine_flags.value(group.extra_args, "--max-model-len")',
+    'seqs = engine_flags.count(group.extra_args, "--max-num-seqs")',
+    'weights = m.parameters * m.dtype_bytes',
+    'per_rank = math.ceil(weights / g.tensor_parallel)',
+    'blocks = pool_blocks(pool, sizing.kv_bytes_per_token // g.tensor_parallel)',
+    'needed = sum(g.replicas * g.tensor_parallel for g in groups)',
 ])
 def test_the_check_sees_each_kind_of_second_builder(source):
     assert len(second_builders(source, "dynamo_lab/somewhere.py")) == 1
@@ -100,6 +139,8 @@ def test_the_check_sees_each_kind_of_second_builder(source):
     'label = f"{count} replicas"',
     'idle = [g for g in groups if g.replicas == 0]',
     'flag = group.extra_arg("--enforce-eager")',
+    'args += ["--tensor-parallel-size", str(group.tensor_parallel)]',
+    'blocks = ranks(cfg, g).pool_blocks(pool)',
 ])
 def test_the_check_leaves_what_derives_nothing(source):
     assert second_builders(source, "dynamo_lab/somewhere.py") == []
@@ -108,3 +149,4 @@ def test_the_check_leaves_what_derives_nothing(source):
 def test_the_owners_may_build_their_facts():
     assert second_builders((INFRA / "names.py").read_text(), NAMES) == []
     assert second_builders((INFRA / "resolved.py").read_text(), RESOLVED) == []
+    assert second_builders((INFRA / "placement.py").read_text(), PLACEMENT) == []

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from infra import units
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
 from infra.errors import ConfigError
-from infra.sizing import ThroughputBasis, host_memory_floor, kv_bytes_per_token, largest_pool_for_limit
+from infra.resolved import kv_bytes_per_token
+from infra.sizing import ThroughputBasis, host_memory_floor, largest_pool_for_limit
 from tests.helpers import components, flag, main_container, run_stack, sized
 
 LAB_REQUEST = 2371 * 114_688

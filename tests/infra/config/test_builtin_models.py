@@ -15,7 +15,7 @@ import pytest
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_MODEL
 from infra.config.model import DTYPE_BYTES, Model
 from infra.load import load
-from infra.sizing.formulas import kv_bytes_per_token
+from infra.resolved import kv_bytes_per_token
 from tests.helpers import raw_config
 
 MODELS = list(BUILTIN_MODELS)
