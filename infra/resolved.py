@@ -185,7 +185,7 @@ class ResolvedStack:
 
     @cached_property
     def placement(self) -> Placement:
-        """Where the running groups' replicas may land and are expected to (infra/placement.py)."""
+        """Where the running groups' replicas may land and are expected to (infra/placement/)."""
         return Placement(self.config, self.active)
 
     # --- What the model and a worker's ranks hold ----------------------------------------------------

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # The program: what `pulumi up` loads.
     ("infra.errors", "infra.units", "infra.names", "infra.catalogue", "infra.prefix_cache", "infra.payloads"),
     ("infra.config",),  # the schema, single values, engine flags
+    ("infra.placement.decide",),  # where pods land: the one decision
     ("infra.placement",),  # where each replica and rank may land
     ("infra.resolved",),  # every fact derived from a stack, once
     ("infra.validate", "infra.sizing"),  # the cross-key checks; what it costs

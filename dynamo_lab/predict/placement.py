@@ -3,7 +3,7 @@ class and a GPU of that node, and the KV paths between the nodes.
 
 A class of one node of one GPU (the lab's) keeps the names it always had: its node and its GPU are
 the class's name, so the lab's predictions are the same figures. On a class of several nodes each
-replica goes where the one placement model expects it (infra/placement.py: the node the scheduler's
+replica goes where the one placement model expects it (infra/placement/: the node the scheduler's
 default scoring would pick among those its group's spread allows, with whole GPUs one with its
 tensorParallel GPUs free). So a prefill and a decode replica of one node share its host's TCP path,
 and those on two nodes the link between them. Time-sliced workers on a node take its GPUs in turn
@@ -46,7 +46,7 @@ def _gpu_name(cfg: StackConfig, r: Replica) -> str:
 
 
 def workers(cfg: StackConfig, sizing: StackSizing, pool_scale: float = 1.0) -> list[WorkerSpec]:
-    """One WorkerSpec per replica, where infra/placement.py expects it (this module's docstring)."""
+    """One WorkerSpec per replica, where infra/placement/ expects it (this module's docstring)."""
     cards = costs.cards(cfg)
     specs = []
     for r in Placement.of(cfg).replicas:

@@ -143,7 +143,9 @@ def gpu_overplanned(cls: GpuClass, budget: int, planned: int, sized: list[GroupS
 
 def sliced_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
     """A time-sliced class with `slicesPerGpu` whose nodes advertise fewer units than it has workers:
-    nodes x gpusPerNode x slicesPerGpu, one per worker (None: they fit, or the slices are not given)."""
+    nodes x gpusPerNode x slicesPerGpu, one per worker (None: they fit, or the slices are not given).
+    Every pod asks one unit, so while the units suffice the placement (fewest pods first) leaves none
+    pending whatever the spreads."""
     cls = r.config.gpu_classes[gpu_class]
     if cls.slices_per_gpu is None:
         return None
@@ -157,19 +159,23 @@ def sliced_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
 
 
 def whole_gpus_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
-    """A `whole` class whose nodes cannot hold its workers' GPUs: each pod needs tensorParallel GPUs on
-    one node, packed first-fit largest first, as many as the class's nodes hold (None: they fit)."""
+    """A `whole` class whose nodes cannot hold its workers' pods: each needs its tensorParallel GPUs on
+    one node, and its group's spread; placed as the scheduler places them (Placement.whole_gpus_fit),
+    some find no node (None: they fit)."""
     cls = r.config.gpu_classes[gpu_class]
     if r.placement.whole_gpus_fit(gpu_class):
         return None
     each = r.placement.gpus_per_pod
-    want = ", ".join(f"{g.replicas} x {g.name} ({each(g)} GPU{'s' * (each(g) > 1)} each)"
+    want = ", ".join(f"{g.replicas} x {g.name} ({each(g)} GPU{'s' * (each(g) > 1)} each"
+                     + (f", spread {g.spread}" if g.spread != "none" else "") + ")"
                      for g in r.placement.active_on(gpu_class))
     needed = r.placement.gpus_needed(gpu_class)
+    stuck = r.placement.unplaced(gpu_class)
     return (f"its workers need {needed} whole GPUs ({want}), and each pod's GPUs must be on one node: "
             f"{cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPUs (nodes, gpusPerNode) "
-            "cannot hold them, so some would stay Pending. Run fewer replicas, or give the class more "
-            "nodes")
+            f"cannot hold them as the scheduler places them, so {', '.join(stuck)} would stay Pending. Run fewer "
+            "replicas, or give the class more nodes" + (", or loosen a spread" if any(
+                g.spread != "none" for g in r.placement.active_on(gpu_class)) else ""))
 
 
 def small_claim(m: Model, claim: int, weights: int, need: int) -> str:

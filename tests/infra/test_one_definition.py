@@ -3,7 +3,7 @@
 The names derived from the graph's live in infra/names.py; the groups that run workers, each
 group's context length, the cache's locations, the model's weight and KV bytes, what one rank of a
 worker holds (`Ranks`) and the engine settings its flags give (`EngineSettings`) in
-infra/resolved.py; the GPUs and devices a pod takes in infra/placement.py. A module that builds one
+infra/resolved.py; the GPUs and devices a pod takes in infra/placement/. A module that builds one
 of them again (an f-string `{graph}-model-cache...`, a `replicas > 0` filter, its own reading of
 `--max-model-len` or `--max-num-seqs`, parameters x dtype bytes, a figure divided or multiplied by
 tensorParallel) drifts from the one the checks judged; this test reads every module of both
@@ -21,7 +21,7 @@ from tests.helpers import ROOT
 
 INFRA = ROOT / "infra"
 PACKAGES = (INFRA, ROOT / "dynamo_lab")
-NAMES, RESOLVED, PLACEMENT = "infra/names.py", "infra/resolved.py", "infra/placement.py"
+NAMES, RESOLVED, PLACEMENT = "infra/names.py", "infra/resolved.py", "infra/placement/__init__.py"
 
 # A graph-derived name's template: the text that follows the graph's (or the namespace's) name.
 NAME_SUFFIXES = ("-model-cache", "-kv-probe", "-model-pull", "-frontend", "-bench")
@@ -149,4 +149,4 @@ def test_the_check_leaves_what_derives_nothing(source):
 def test_the_owners_may_build_their_facts():
     assert second_builders((INFRA / "names.py").read_text(), NAMES) == []
     assert second_builders((INFRA / "resolved.py").read_text(), RESOLVED) == []
-    assert second_builders((INFRA / "placement.py").read_text(), PLACEMENT) == []
+    assert second_builders((ROOT / PLACEMENT).read_text(), PLACEMENT) == []

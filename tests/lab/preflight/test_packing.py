@@ -171,3 +171,21 @@ def test_packing_order_is_largest_group_first_then_the_plans_order():
     groups = [w for w in workloads(plan(loaded("cross-server"))) if w.kind == "worker"]
     assert [g.name for g in groups] == ["prefill", "decode"]
     assert [p.name for p in packing.pods(groups)] == ["decode-0", "decode-1", "prefill-0"]  # 4Gi pools before 2Gi
+
+
+def _shares(placed: dict) -> Counter:
+    return Counter(tuple(sorted(c.items())) for c in placed.values())
+
+
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_the_stacks_nominal_nodes_and_a_cluster_of_those_nodes_get_the_same_placement(replicas):
+    """Predict places two-node-rdma's replicas where preflight places its pods on two-8gpu-rdma.json,
+    two 8-GPU nodes as the stack plans them: one decision (infra/placement/decide.py), fed two ways."""
+    stack = loaded("two-node-rdma", lambda c: [w.update(replicas=replicas) for w in c["workers"]])
+    nominal: dict[int, Counter] = {}
+    for r in stack.resolved.placement.replicas:
+        nominal.setdefault(r.node, Counter())[r.group.name] += 1
+    report = check(stack, RDMA)
+    real = {row.name: Counter(p.rsplit("-", 1)[0] for p in row.pods) for row in report.nodes if row.pods}
+    assert report.pending == [] and _shares(nominal) == _shares(real)
+    assert sum(real.values(), Counter()) == {"prefill": replicas, "decode": replicas}

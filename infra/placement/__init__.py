@@ -1,5 +1,9 @@
 """Where a stack's workers may land and where they are expected to: the one placement model.
 
+Two modules: this one, the stack's view (what its settings bound, and the nodes it plans), and
+decide.py, the decision itself (which host each pod lands on, or why none), which this module feeds
+with the stack's nominal nodes and preflight (dynamo_lab/preflight/packing.py) with a cluster's.
+
 Every replica of a worker group runs on a node of its GPU class (the class's node affinity). How
 many of a group one node may get is the group's `spread`'s (`none`: all of them, the scheduler may
 pack them; `even`: a topology spread constraint of maxSkew 1 per node, so ceil(replicas / nodes);
@@ -7,29 +11,33 @@ pack them; `even`: a topology spread constraint of maxSkew 1 per node, so ceil(r
 `tensorParallel` GPUs, so no two share one; on a time-sliced class every worker one node may run
 shares its GPUs, at most the device plugin's `slicesPerGpu` on one.
 
-Where each replica is expected to land (`Placement.replicas`) is where kube-scheduler's default
-scoring would put it, in the stack's order: of the nodes its group's spread allows, the one with
-the fewest workers so far, the lowest first (NodeResourcesFit's LeastAllocated: with identical
-nodes, the fewest workers), and on whole GPUs one with `tensorParallel` GPUs free; its GPUs are the
-next free ones (whole) or the node's GPUs in turn (time-sliced). Preflight packs the same pods
-against the cluster as it is (dynamo_lab/preflight/packing.py), and the cluster tier holds that
-packing to the real kube-scheduler.
+Where each replica is expected to land (`Placement.replicas`) is the decision (decide.py) on the
+class's nominal nodes: identical, each with `gpusPerNode` GPUs (whole) or `slicesPerGpu` units a
+GPU (time-sliced, where given), each replica's pod asking its GPUs of them. So of the nodes its
+group's spread allows and whose GPUs it fits, the one with the fewest workers so far, the first of
+equals, larger GPU asks first and the stack's order among equals. Its GPUs are the next free ones
+(whole) or the node's GPUs in turn (time-sliced): the device plugin's choice, which the scheduler
+does not make. Preflight places the same pods by the same decision on the cluster as it is, and
+the cluster tier holds that to the real kube-scheduler.
 
 Read by the resolved stack (infra/resolved.py, `ResolvedStack.placement`), and through it by the
-sizing (workers sharing one GPU, whole GPUs per node, the KV path a pair takes), preflight, the
-predictor (each replica's node and GPUs, the node pairs KV crosses between) and advise. None of
-them works placement out again.
+sizing (workers sharing one GPU, whether a whole class's nodes hold its pods, the KV path a pair
+takes), preflight, the predictor (each replica's node and GPUs) and advise. None of them works
+placement out again. A new placement fact (per-role TP, a same-node KV path, per-role placement)
+extends `Placement` or the decision's inputs, and says here what it answers.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Literal
 
 from infra.config.stack import StackConfig
 from infra.config.workers import WorkerGroup
+from infra.placement.decide import Decision, Host, Pod, place
 
 KvPath = Literal["same-node", "cross-node"]
 
@@ -127,45 +135,69 @@ class Placement:
         return "same-node" if prefill.gpu_class == decode.gpu_class and cls.nodes == 1 else "cross-node"
 
     def whole_gpus_fit(self, gpu_class: str) -> bool:
-        """Whether a `whole` class's nodes hold its workers' GPUs at all: each pod needs its
-        tensorParallel GPUs on one node; packed first-fit, largest first, as many as the nodes hold."""
-        cls = self.config.gpu_classes[gpu_class]
-        free = [cls.gpus_per_node] * cls.nodes
-        for need in sorted((self.gpus_per_pod(g) for g in self.active_on(gpu_class) for _ in range(g.replicas)),
-                           reverse=True):
-            node = next((i for i, left in enumerate(free) if left >= need), None)
-            if node is None:
-                return False
-            free[node] -= need
-        return True
+        """Whether a `whole` class's nominal nodes hold its workers' pods: each pod needs its
+        tensorParallel GPUs on one node, placed as the decision places them, spread and all."""
+        return not self.unplaced(gpu_class)
+
+    def unplaced(self, gpu_class: str) -> list[str]:
+        """The pods of one class that no nominal node takes (the decision's pending), by name."""
+        return [p for p in self.decision.pending if self._pods[p].gpu_class == gpu_class]
+
+    @cached_property
+    def _nodes(self) -> dict[str, tuple[str, int]]:
+        """The nominal nodes of the classes that run workers, each by its host's name: (class, k)."""
+        classes = dict.fromkeys(g.gpu_class for g in self.active)
+        return {f"{c} node {k + 1}": (c, k) for c in classes for k in range(self.config.gpu_classes[c].nodes)}
+
+    def _host(self, name: str) -> Host:
+        """A nominal node (this module's docstring): what the stack states of it, the GPUs (whole) or
+        the time-sliced units it has, where it states them."""
+        cls = self.config.gpu_classes[self._nodes[name][0]]
+        if cls.sharing == "whole":
+            offers = {cls.resource: Fraction(cls.gpus_per_node)}
+        elif cls.slices_per_gpu is not None:
+            offers = {cls.resource: Fraction(cls.gpus_per_node * cls.slices_per_gpu)}
+        else:
+            offers = {}
+        return Host(name, offers, domain=name)
+
+    @cached_property
+    def _pods(self) -> dict[str, Replica]:
+        """Each running replica by its pod's name, before it is placed (node -1, no GPUs)."""
+        return {f"{g.name}-{i}": Replica(g, i, -1, ()) for g in self.active for i in range(g.replicas)}
+
+    @cached_property
+    def decision(self) -> Decision:
+        """The decision (decide.py) for every running replica on its class's nominal nodes: each pod
+        asks its devices (`devices`) of what a nominal node states it has."""
+        hosts = [self._host(name) for name in self._nodes]
+        pods = []
+        for name, r in self._pods.items():
+            mine = [h for h in hosts if self._nodes[h.name][0] == r.gpu_class]
+            asks = {res: Fraction(n) for res, n in self.devices(r.group).items() if res in mine[0].allocatable}
+            pods.append(Pod(name, r.group.name, asks, frozenset(h.name for h in mine), r.group.spread))
+        return place(hosts, pods)
 
     @cached_property
     def replicas(self) -> tuple[Replica, ...]:
         """Every replica where it is expected to land, in the stack's order (this module's docstring);
-        worked out once."""
-        out = []
-        placed: dict[str, list[int]] = {}  # class -> workers per node
-        owned: dict[str, list[int]] = {}  # class -> whole GPUs taken per node
-        for g in self.active:
-            cls = self.config.gpu_classes[g.gpu_class]
-            n, per_node = cls.nodes, cls.gpus_per_node
-            on_node = placed.setdefault(g.gpu_class, [0] * n)
-            taken = owned.setdefault(g.gpu_class, [0] * n)
-            mine = [0] * n
-            gpus_each = self.gpus_per_pod(g)
-            for i in range(g.replicas):
-                allowed = [k for k in range(n) if _spread_allows(g.spread, mine, k)
-                           and (cls.sharing != "whole" or taken[k] + gpus_each <= per_node)]
-                k = min(allowed or range(n), key=lambda k: (on_node[k], k))
+        worked out once. Raises ValueError where one lands nowhere: the sizing refuses such a stack
+        (whole_gpus_fit, and the time-sliced units it counts)."""
+        if self.decision.pending:
+            raise ValueError(f"no nominal node takes {', '.join(self.decision.pending)}: the sizing refuses this stack")
+        node: dict[str, int] = {}
+        gpus: dict[str, tuple[int, ...]] = {}
+        for host, pods in self.decision.placed.items():
+            cls = self.config.gpu_classes[self._nodes[host][0]]
+            taken = 0
+            for i, p in enumerate(pods):  # the device plugin's GPUs, in the order the pods landed
+                node[p.name] = self._nodes[host][1]
                 if cls.sharing == "whole":
-                    gpus = tuple(range(taken[k], taken[k] + gpus_each))
-                    taken[k] += gpus_each
+                    gpus[p.name] = tuple(range(taken, taken + self.gpus_per_pod(self._pods[p.name].group)))
+                    taken += len(gpus[p.name])
                 else:
-                    gpus = (on_node[k] % per_node,)
-                on_node[k] += 1
-                mine[k] += 1
-                out.append(Replica(g, i, k, gpus))
-        return tuple(out)
+                    gpus[p.name] = (i % cls.gpus_per_node,)
+        return tuple(Replica(r.group, r.index, node[name], gpus[name]) for name, r in self._pods.items())
 
     def node_pairs(self, from_group: str, to_group: str) -> list[tuple[tuple[str, int], tuple[str, int]]]:
         """The (class, node) pairs a transfer from one group's replicas to another's crosses, each
@@ -173,12 +205,3 @@ class Placement:
         def nodes(group: str) -> set[tuple[str, int]]:
             return {(r.gpu_class, r.node) for r in self.replicas if r.group.name == group}
         return [(p, d) for p in sorted(nodes(from_group)) for d in sorted(nodes(to_group))]
-
-
-def _spread_allows(spread: str, mine: list[int], k: int) -> bool:
-    """Whether a group's spread lets one more of its replicas onto node `k` (`mine`: its per node)."""
-    if spread == "onePerNode":
-        return mine[k] == 0
-    if spread == "even":
-        return mine[k] + 1 - min(mine) <= 1
-    return True

@@ -1,0 +1,83 @@
+"""The one placement decision (infra/placement/decide.py): where each pod lands or why it lands
+nowhere, for the stack's nominal nodes (Placement) and a cluster's real ones (preflight's adapter;
+tests/lab/preflight/test_packing.py holds the two to one another)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from infra.errors import ConfigError
+from infra.placement.decide import Host, Pod, Why, in_order, place
+from tests.helpers import loaded
+
+GPU = "nvidia.com/gpu"
+
+
+def hosts(n: int, gpus: int, **extra) -> list[Host]:
+    return [Host(f"n{k}", {GPU: Fraction(gpus)}, domain=f"n{k}", **extra) for k in range(n)]
+
+
+def pods(group: str, replicas: int, gpus: int = 1, spread="none", on=("n0", "n1")) -> list[Pod]:
+    return [Pod(f"{group}-{i}", group, {GPU: Fraction(gpus)}, frozenset(on), spread) for i in range(replicas)]
+
+
+def per_host(decision) -> dict[str, list[str]]:
+    return {h: [p.name for p in ps] for h, ps in decision.placed.items()}
+
+
+def test_a_pod_lands_where_its_gpus_fit_and_else_nowhere_with_each_hosts_reason():
+    d = place(hosts(2, 4), pods("a", 3, gpus=2) + [Pod("x", "x", {GPU: Fraction(2)}, frozenset({"n1"}))])
+    assert per_host(d) == {"n0": ["a-0", "a-2"], "n1": ["a-1", "x"]}
+    d = place(hosts(2, 4), pods("a", 5, gpus=2))
+    assert list(d.pending) == ["a-4"]
+    assert d.pending["a-4"] == {"n0": (Why("short", GPU),), "n1": (Why("short", GPU),)}
+
+
+def test_larger_gpu_asks_land_first_and_equal_asks_keep_the_given_order():
+    small, big = pods("small", 2), pods("big", 1, gpus=3)
+    assert [p.name for p in in_order(small + big)] == ["big-0", "small-0", "small-1"]
+    # First fit of the largest: big takes n0's three GPUs, the small ones share n1 and the last GPU.
+    d = place(hosts(2, 3), small + big)
+    assert per_host(d) == {"n0": ["big-0"], "n1": ["small-0", "small-1"]}
+
+
+def test_an_even_spread_counts_a_closed_host_as_a_domain():
+    # nodeTaintsPolicy Ignore: the cordoned host holds the fewest at 0, so the open one takes one.
+    cordoned = [hosts(2, 8)[0], Host("n1", {GPU: Fraction(8)}, closed="cordoned", domain="n1")]
+    d = place(cordoned, pods("a", 3, spread="even"))
+    assert per_host(d) == {"n0": ["a-0"], "n1": []}
+    assert d.pending["a-1"] == {"n0": (Why("spread"),), "n1": (Why("closed", "cordoned"),)}
+
+
+def test_one_per_node_and_a_host_without_a_domain():
+    d = place(hosts(2, 8), pods("a", 3, spread="onePerNode"))
+    assert per_host(d) == {"n0": ["a-0"], "n1": ["a-1"]}
+    assert d.pending["a-2"] == {"n0": (Why("one per node"),), "n1": (Why("one per node"),)}
+    nameless = [Host("n0", {GPU: Fraction(8)}), Host("n1", {GPU: Fraction(8)}, domain="n1")]
+    assert per_host(place(nameless, pods("a", 1, spread="even"))) == {"n0": [], "n1": ["a-0"]}
+    only_n0 = place(nameless, pods("a", 1, spread="even", on=("n0",)))
+    assert only_n0.pending["a-0"] == {"n0": (Why("no domain"),), "n1": (Why("not selected"),)}
+
+
+def test_least_allocated_spreads_pods_without_a_spread_and_ties_go_to_the_first_host():
+    cpu = [Host(f"n{k}", {"cpu": Fraction(8), GPU: Fraction(8)}) for k in range(2)]
+    d = place(cpu, [Pod(f"a-{i}", "a", {"cpu": Fraction(1)}, frozenset({"n0", "n1"})) for i in range(3)])
+    assert per_host(d) == {"n0": ["a-0", "a-2"], "n1": ["a-1"]}
+
+
+def test_the_sizing_refuses_pods_their_spread_leaves_without_a_node_though_the_gpus_add_up():
+    # 2 nodes x 3 GPUs: a TP 2 pod takes 2 of one node's; four spread evenly cannot then keep within
+    # one of each other per node (2 + 2 on one node's last GPU and the other's three), though 2 + 4 = 6.
+    def edit(c):
+        c["gpuClasses"]["gpu-80gb"].update(gpusPerNode=3)
+        c["model"] = {"name": "Qwen/Qwen3-0.6B"}
+        c["workers"] = [
+            {"name": "big", "role": "agg", "replicas": 1, "gpuClass": "gpu-80gb", "tensorParallel": 2},
+            {"name": "small", "role": "agg", "replicas": 4, "gpuClass": "gpu-80gb", "spread": "even"}]
+    with pytest.raises(ConfigError) as info:
+        loaded("two-node-rdma", edit)
+    msg = str(info.value)
+    assert "its workers need 6 whole GPUs (1 x big (2 GPUs each), 4 x small (1 GPU each, spread even))" in msg
+    assert "so small-3 would stay Pending" in msg and "or loosen a spread" in msg
