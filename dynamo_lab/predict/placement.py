@@ -5,9 +5,11 @@ A class of one node of one GPU (the lab's) keeps the names it always had: its no
 the class's name, so the lab's predictions are the same figures. On a class of several nodes each
 replica goes where the one placement model expects it (infra/placement/: the node the scheduler's
 default scoring would pick among those its group's spread allows, with whole GPUs one with its
-tensorParallel GPUs free). So a prefill and a decode replica of one node share its host's TCP path,
-and those on two nodes the link between them. Time-sliced workers on a node take its GPUs in turn
-and share each by processor sharing; whole-GPU workers own theirs, so no two share.
+tensorParallel GPUs free), and its node is named as the model names a planned node, "gpu-80gb node
+1 of 2" (Placement.node_name: which real node that is, the scheduler decides). So a prefill and a
+decode replica of one node share its host's TCP path, and those on two nodes the link between them.
+Time-sliced workers on a node take its GPUs in turn and share each by processor sharing; whole-GPU
+workers own theirs, so no two share.
 
 Paths per node pair: on one node, each prefill/decode pair its own TCP connection at the TCP
 software path's rate (specs.PathSpec.per_pair, docs/measurements.md); across two nodes every flow
@@ -30,15 +32,10 @@ from infra.sizing import StackSizing, link_bytes_per_second, path_throughput
 from infra.sizing.formulas import tcp_software_path
 
 
-def node_name(cls: str, nodes: int, k: int) -> str:
-    """The simulation's name of node `k` of a class: the class's own where it has one node."""
-    return cls if nodes == 1 else f"{cls}[{k + 1}]"
-
-
-def _gpu_name(cfg: StackConfig, r: Replica) -> str:
+def _gpu_name(cfg: StackConfig, placed: Placement, r: Replica) -> str:
     """The simulation's name of a replica's GPUs: the class's own where it has one GPU in all."""
     cls = cfg.gpu_classes[r.gpu_class]
-    node = node_name(r.gpu_class, cls.nodes, r.node)
+    node = placed.node_name(r.gpu_class, r.node)
     if cls.sharing == "whole":
         first, last = r.gpus[0], r.gpus[-1]
         return f"{node} GPU {first}" if first == last else f"{node} GPUs {first}-{last}"
@@ -49,7 +46,8 @@ def workers(cfg: StackConfig, sizing: StackSizing, pool_scale: float = 1.0) -> l
     """One WorkerSpec per replica, where infra/placement/ expects it (this module's docstring)."""
     cards = costs.cards(cfg)
     specs = []
-    for r in Placement.of(cfg).replicas:
+    placed = Placement.of(cfg)
+    for r in placed.replicas:
         g = r.group
         cls = cfg.gpu_classes[g.gpu_class]
         pool = int(sizing.group(g.name).kv_cache_bytes * pool_scale)
@@ -57,7 +55,7 @@ def workers(cfg: StackConfig, sizing: StackSizing, pool_scale: float = 1.0) -> l
         blocks = ranks(cfg, g).pool_blocks(pool)
         card = costs.tensor_parallel(cards[g.gpu_class], g.tensor_parallel, params.ALLREDUCE_BYTES_PER_S,
                                      params.ALLREDUCE_LATENCY_S)
-        specs.append(WorkerSpec(r.name, g.role, _gpu_name(cfg, r), node_name(g.gpu_class, cls.nodes, r.node), card,
+        specs.append(WorkerSpec(r.name, g.role, _gpu_name(cfg, placed, r), placed.node_name(g.gpu_class, r.node), card,
                                 costs.limits(g, cls), blocks, g.cpu_buffers, group=g.name))
     return specs
 

@@ -143,11 +143,18 @@ class Placement:
         """The pods of one class that no nominal node takes (the decision's pending), by name."""
         return [p for p in self.decision.pending if self._pods[p].gpu_class == gpu_class]
 
+    def node_name(self, gpu_class: str, k: int) -> str:
+        """The words for node `k` (from 0) of a class's planned nodes: the class's own name where it
+        has one node (the lab's), else "<class> node <k+1> of <n>". A planned node, not a real one:
+        which real node it is, the scheduler decides (preflight names them)."""
+        nodes = self.config.gpu_classes[gpu_class].nodes
+        return gpu_class if nodes == 1 else f"{gpu_class} node {k + 1} of {nodes}"
+
     @cached_property
     def _nodes(self) -> dict[str, tuple[str, int]]:
-        """The nominal nodes of the classes that run workers, each by its host's name: (class, k)."""
+        """The nominal nodes of the classes that run workers, each by its name (`node_name`): (class, k)."""
         classes = dict.fromkeys(g.gpu_class for g in self.active)
-        return {f"{c} node {k + 1}": (c, k) for c in classes for k in range(self.config.gpu_classes[c].nodes)}
+        return {self.node_name(c, k): (c, k) for c in classes for k in range(self.config.gpu_classes[c].nodes)}
 
     def _host(self, name: str) -> Host:
         """A nominal node (this module's docstring): what the stack states of it, the GPUs (whole) or

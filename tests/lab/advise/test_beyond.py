@@ -28,7 +28,7 @@ def test_on_the_lab_with_a_second_24gb_server_no_class_is_left_out_and_layouts_u
     both = []
     for c in a.ranked:
         on = {w.node for w in placement.workers(c.stack.config, c.stack.sizing) if w.gpu.startswith("gpu-24gb")}
-        if on == {"gpu-24gb[1]", "gpu-24gb[2]"}:
+        if on == {"gpu-24gb node 1 of 2", "gpu-24gb node 2 of 2"}:
             both.append(c)
     assert both, [c.layout.label for c in a.ranked]
     # Each candidate says what the cluster has: the 24GB class's two nodes, each group spread even.

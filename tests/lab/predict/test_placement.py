@@ -35,19 +35,19 @@ def test_spread_even_puts_each_groups_replicas_on_both_nodes_and_whole_gpus_are_
     s = stack(pd(replicas=2))
     specs = placement.workers(s.config, s.sizing)
     assert [(w.name, w.node) for w in specs] == [
-        ("prefill-0", "gpu-80gb[1]"), ("prefill-1", "gpu-80gb[2]"),
-        ("decode-0", "gpu-80gb[1]"), ("decode-1", "gpu-80gb[2]")]
+        ("prefill-0", "gpu-80gb node 1 of 2"), ("prefill-1", "gpu-80gb node 2 of 2"),
+        ("decode-0", "gpu-80gb node 1 of 2"), ("decode-1", "gpu-80gb node 2 of 2")]
     assert len({w.gpu for w in specs}) == 4  # whole GPUs: each worker its own
     paths = placement.paths(s.config, s.sizing, specs)
     # Per node pair: on one node each pair its own TCP connection; across, the link shared.
-    assert paths[("gpu-80gb[1]", "gpu-80gb[1]")].per_pair
-    across = paths[("gpu-80gb[1]", "gpu-80gb[2]")]
+    assert paths[("gpu-80gb node 1 of 2", "gpu-80gb node 1 of 2")].per_pair
+    across = paths[("gpu-80gb node 1 of 2", "gpu-80gb node 2 of 2")]
     assert not across.per_pair and across.capacity == link_bytes_per_second(s.config.sizing.link)
 
 
 def test_rdma_moves_a_flow_at_the_link_not_the_tcp_software_path():
     tcp, rdma = stack(pd()), stack(pd(transport="rdma"))
-    key = ("gpu-80gb[1]", "gpu-80gb[2]")
+    key = ("gpu-80gb node 1 of 2", "gpu-80gb node 2 of 2")
     slow = placement.paths(tcp.config, tcp.sizing, placement.workers(tcp.config, tcp.sizing))[key]
     fast = placement.paths(rdma.config, rdma.sizing, placement.workers(rdma.config, rdma.sizing))[key]
     assert slow.per_flow < 1e9 < fast.per_flow == fast.capacity == pytest.approx(100e9 / 8 * 0.9)
@@ -72,6 +72,6 @@ def test_a_prediction_beyond_the_lab_runs_and_says_it_is_outside_the_validation(
     s = stack(pd(tp=2, transport="rdma"))
     row, usage = cells.simulate(s.config, s.sizing, 2, 4, graphs=1, runs=1)
     assert row.ttft_p50_ms > 0
-    assert set(usage.gpu_busy) == {f"gpu-80gb[{k}] GPUs {g}" for k in (1, 2) for g in ("0-1", "2-3")}
+    assert set(usage.gpu_busy) == {f"gpu-80gb node {k} of 2 GPUs {g}" for k in (1, 2) for g in ("0-1", "2-3")}
     outside = " ".join(envelope(s.resolved, 2, 4).outside)
     assert "tensorParallel 2" in outside and "GPU class gpu-80gb" in outside and "UCX rc,self" in outside
