@@ -220,7 +220,7 @@ BENCH_LOCK = Path("infra/payloads/aiperf-requirements.txt")
 def lock_bench(*args: str) -> int:
     """Resolve aiperf (the version the Benchmark schema defaults to) into BENCH_LOCK, within uv.lock."""
     sys.path.insert(0, str(ROOT))
-    from infra.config.models import Benchmark
+    from infra.config.schema import Benchmark
 
     with tempfile.TemporaryDirectory() as tmp:
         constraints, wanted = Path(tmp) / "constraints.txt", Path(tmp) / "aiperf.in"

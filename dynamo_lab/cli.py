@@ -352,7 +352,7 @@ def parser() -> argparse.ArgumentParser:
     pp.add_argument("--stack", dest="stacks", action="append", help="only this stack (repeatable)")
     pp.set_defaults(func=_pr_preview)
     cr = sub.add_parser("config-reference", help="rewrite docs/configuration.md's tables from the schema "
-                        "(infra/config/models.py)")
+                        "(infra/config/schema.py)")
     cr.set_defaults(func=_config_reference)
     return p
 

@@ -1,6 +1,6 @@
 """docs/configuration.md's reference tables, generated from the schema: `python3 dev.py config-reference`.
 
-Every row comes from a field of `infra.config.models`: its key (the camelCase path, as a stack file
+Every row comes from a field of `infra.config.schema`: its key (the camelCase path, as a stack file
 writes it), its default (rendered from the model's, or the field's `default_text` where
 `infra.load` or the code fills one per stack), what it accepts (said by the type and its
 constraints, or the field's `accepts` where that says more) and its meaning (the field's
@@ -25,7 +25,7 @@ from dynamo_lab.paths import ROOT
 from infra import units
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_MODEL
 from infra.config import fields
-from infra.config.models import ClusterTarget, Model, NodeRequirement, StackConfig, WorkerGroup, Workload
+from infra.config.schema import ClusterTarget, Model, NodeRequirement, StackConfig, WorkerGroup, Workload
 from infra.errors import UserError
 from infra.load import KUBERNETES
 from infra.resolved import derived_context
@@ -242,7 +242,7 @@ def rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
             yield from rows(nested, key + ".")
             continue
         if not field.description:
-            raise ValueError(f"{key}: give the field a description in infra/config/models.py")
+            raise ValueError(f"{key}: give the field a description in infra/config/schema.py")
         yield Row(key, _default(model, name, field), _accepts(key, field), field.description)
         container = _container_of(field.annotation)
         if container and container[1] not in own:

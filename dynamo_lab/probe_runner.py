@@ -28,7 +28,7 @@ from dynamo_lab import probe_flows
 from dynamo_lab import procs as _procs
 from dynamo_lab.procs import free_port, signals_as_interrupt, signals_held
 from infra import payloads, units
-from infra.config.models import KvTransfer, Model, SizingParameters, StackConfig
+from infra.config.schema import KvTransfer, Model, SizingParameters, StackConfig
 from infra.errors import UserError
 from infra.manifests.graph import ucx_env
 from infra.manifests.transfer_probe import ProbePlan, groups, stack_plan

@@ -27,7 +27,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.config.models import Platform
+from infra.config.schema import Platform
 from infra.errors import UserError
 
 # The chart version the stacks install (for messages).

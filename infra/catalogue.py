@@ -1,5 +1,5 @@
 """The lab's facts, apart from the schema: the Dynamo release it runs, the model it serves, its GPU
-classes and the transfer rates measured for it. The stack file's defaults (infra/config/models.py)
+classes and the transfer rates measured for it. The stack file's defaults (infra/config/schema.py)
 come from here; each fact says where it was read or measured (docs/sources.md, docs/measurements.md).
 """
 

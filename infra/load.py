@@ -1,7 +1,7 @@
 """Raw Pulumi config -> the resolved stack, or a ConfigError naming the stack file, each key and the fix.
 
 Pulumi hands a program its config as `<namespace>:<key>` -> text (structured values as JSON text).
-`load()` validates the `dynamo-lab:*` keys against `config.models`, turns pydantic's errors into
+`load()` validates the `dynamo-lab:*` keys against `config.schema`, turns pydantic's errors into
 messages a user can act on ("did you mean", the accepted values), resolves the stack (the per-stack
 defaults and derived facts, infra/resolved.py), then runs the cross-key checks of `infra.validate`.
 """
@@ -16,7 +16,7 @@ from typing import Any, Collection
 from pydantic import BaseModel, ValidationError
 
 from infra.config import engine_flags
-from infra.config.models import PROJECT, StackConfig
+from infra.config.schema import PROJECT, StackConfig
 from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack, resolve
 from infra.validate import problems as cross_key_problems

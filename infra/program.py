@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra import pulumi_runtime
 from infra.components import deploy
-from infra.config.models import ClusterTarget
+from infra.config.schema import ClusterTarget
 from infra.errors import UserError
 from infra.plan import load_stack, plan
 

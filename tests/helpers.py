@@ -21,7 +21,7 @@ import pytest
 from dynamo_lab import cli, mockrun, stack_files
 from infra import catalogue
 from infra.config import PROJECT
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.errors import ConfigError
 from infra.plan import Stack, load_stack
 from infra.sizing import StackSizing

@@ -28,7 +28,7 @@ from dynamo_lab.preflight import classes, selectors
 from dynamo_lab.preflight.cluster_data import ClusterData, Node
 from dynamo_lab.preflight.fit import blocked
 from dynamo_lab.preflight.gpus import GPU_COUNT_LABEL, NodeGpus
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 
 # The search's bound per node of a time-sliced class, for its time: a node may advertise more GPU
 # units, but on a 24GB-class card (21.6 GiB after its reserve) a seventh worker leaves each under

@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from dynamo_lab import stack_files
 from dynamo_lab.advise.stack_file import StackDoc, with_traffic
 from dynamo_lab.advise.traffic import Traffic
-from infra.config.models import StackConfig
-from infra.config.models import Workload as SizedWorkload
+from infra.config.schema import StackConfig
+from infra.config.schema import Workload as SizedWorkload
 from infra.errors import ConfigError, UserError
 from infra.load import load as load_config
 from infra.plan import Stack, load_stack

@@ -11,7 +11,7 @@ from dynamo_lab.advise.candidates import ClassNode, Layout
 from dynamo_lab.advise.traffic import Traffic
 from infra.catalogue import DEFAULT_GPU_CLASSES
 from infra.config import PROJECT
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 
 # A stack file's `config:` map, as written: keys namespaced (`dynamo-lab:workers`) or not.
 StackDoc = dict[str, Any]

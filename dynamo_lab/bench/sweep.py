@@ -15,7 +15,7 @@ from typing import Optional
 
 from dynamo_lab.twin.runner import Twin, TwinError, twin_python
 from infra import manifests
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.manifests import benchmark
 from infra.payloads import aiperf_sweep
 from infra.sizing import StackSizing

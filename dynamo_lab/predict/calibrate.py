@@ -22,7 +22,7 @@ from dynamo_lab.predict import cells, pool
 from dynamo_lab.predict.cells import Error, Row
 from dynamo_lab.predict.params import BOUNDS, LabParams
 from infra import prefix_cache
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.sizing import StackSizing
 
 FITTED = tuple(BOUNDS)

@@ -18,7 +18,7 @@ from dynamo_lab.predict import costs, placement
 from dynamo_lab.predict.kvcache import Cache
 from dynamo_lab.predict.params import LAB, LabParams
 from dynamo_lab.predict.sim import Graph, Load, Stats, Timing, WorkerSpec
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.sizing import StackSizing
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra import resolved
-from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
+from infra.config.schema import GpuClass, Model, StackConfig, WorkerGroup
 from infra.errors import UserError
 
 

@@ -48,7 +48,7 @@ from infra import units
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_GPU_CLASSES, DEFAULT_MODEL, SAME_NODE_BYTES_PER_SECOND
 from infra.config.fields import GPU_CAPABLE_TLS, expand_tls
 from infra.config.gpu_classes import GpuClass
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.resolved import ResolvedStack
 
 # The validated request shape (published.py, docs/lab.md "The workload").

@@ -25,7 +25,7 @@ from collections import defaultdict
 
 from dynamo_lab.predict import costs, params
 from dynamo_lab.predict.specs import PathSpec, WorkerSpec
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.placement import Placement, Replica
 from infra.resolved import ranks
 from infra.sizing import StackSizing, link_bytes_per_second, path_throughput

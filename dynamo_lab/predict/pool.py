@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional
 from dynamo_lab.predict import cells
 from dynamo_lab.predict.cells import Row, Usage
 from dynamo_lab.predict.params import LabParams
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.sizing import StackSizing
 
 # Below this many cells a pool's start (a process per core) costs more than it saves.

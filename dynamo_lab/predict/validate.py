@@ -8,7 +8,7 @@ from typing import Optional
 from dynamo_lab import published, stack_files
 from dynamo_lab.predict import cells
 from dynamo_lab.predict.params import LAB, LabParams
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.errors import UserError
 from infra.sizing import StackSizing
 

@@ -11,7 +11,7 @@ from dynamo_lab.preflight import selectors
 from dynamo_lab.preflight.cluster_data import ClusterData, Node
 from dynamo_lab.preflight.report import ClassRow, Problem, Report
 from infra.catalogue import GPU_MEMORY_LABEL
-from infra.config.models import GpuClass, StackConfig
+from infra.config.schema import GpuClass, StackConfig
 from infra.manifests import model_cache
 from infra.manifests.graph import describe_term, match_expressions
 from infra.resolved import ResolvedStack

@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 from dynamo_lab import bounded_read, stack_files
 from infra import manifests
-from infra.config.models import ClusterTarget
+from infra.config.schema import ClusterTarget
 from infra.errors import UserError
 from infra.units import parse_quantity
 

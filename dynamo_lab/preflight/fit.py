@@ -31,7 +31,7 @@ from dynamo_lab.preflight.shortfall import fmt, rdma_fix, short
 from dynamo_lab.preflight.workloads import PodGroup
 from infra import units
 from infra.catalogue import GPU_MEMORY_LABEL
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.manifests.graph import describe_term
 from infra.resolved import ResolvedStack
 from infra.sizing import StackSizing, gpu_budget

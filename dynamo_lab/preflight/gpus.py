@@ -29,7 +29,7 @@ from typing import Optional
 from dynamo_lab.preflight.cluster_data import Node
 from dynamo_lab.preflight.report import GpuMemory, Problem, Report
 from infra import units
-from infra.config.models import GpuClass
+from infra.config.schema import GpuClass
 from infra.resolved import ResolvedStack
 
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"

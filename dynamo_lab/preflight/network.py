@@ -8,7 +8,7 @@ from typing import Any
 
 from dynamo_lab.preflight.cluster_data import ClusterData
 from dynamo_lab.preflight.report import Check, Problem, Report
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.manifests.graph import DNS_PEER
 
 DNS_NAMESPACE = DNS_PEER["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]

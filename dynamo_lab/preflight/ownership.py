@@ -20,7 +20,7 @@ from typing import Any, Optional
 from dynamo_lab.preflight import versions
 from dynamo_lab.preflight.cluster_data import ClusterData
 from dynamo_lab.preflight.report import Check, Problem, Report
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.manifests import STACK_LABEL, security
 
 GRAPH_CRD = "dynamographdeployments.nvidia.com"

@@ -31,7 +31,7 @@ from dynamo_lab.paths import ROOT
 from dynamo_lab.procs import cleaned, free_port, sigterm_as_interrupt
 from dynamo_lab.twin import model_dir as model_dir_script
 from infra import prefix_cache
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.errors import UserError
 from infra.payloads.aiperf_sweep import model_listed
 from infra.sizing import StackSizing

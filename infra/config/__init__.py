@@ -2,6 +2,6 @@
 and engine flags are read. Loading a stack file (infra/load.py) and the cross-key checks
 (infra/validate/) sit above the resolved stack and import this, never the reverse."""
 
-from infra.config.models import PROJECT, StackConfig
+from infra.config.schema import PROJECT, StackConfig
 
 __all__ = ["PROJECT", "StackConfig"]

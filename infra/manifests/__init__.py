@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 if TYPE_CHECKING:
-    from infra.config.models import ClusterTarget, NodeRequirement
+    from infra.config.schema import ClusterTarget, NodeRequirement
 
 from infra.names import DIGEST_CHARS
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra import names, payloads
-from infra.config.models import BENCH_READY_WAIT_SECONDS, Benchmark, StackConfig
+from infra.config.schema import BENCH_READY_WAIT_SECONDS, Benchmark, StackConfig
 from infra.manifests import BENCHMARK_JOB, JOB_LABEL, digest_named, digest_suffix, kubectl, security
 from infra.manifests.graph import frontend_url, node_affinity, with_hf_token
 

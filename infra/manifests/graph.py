@@ -12,7 +12,7 @@ import json
 from typing import Any, Optional
 
 from infra import names, prefix_cache, units
-from infra.config.models import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
+from infra.config.schema import KvTransfer, NodeRequirement, StackConfig, WorkerGroup
 from infra.manifests import BENCHMARK_JOB, JOB_LABEL, MODEL_PULL_JOB, kubectl, match_expressions, model_cache, security
 from infra.resolved import ContextSource, ResolvedStack
 from infra.sizing import GroupSizing, StackSizing

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from infra import units
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.manifests import match_expressions
 from infra.resolved import ResolvedStack
 

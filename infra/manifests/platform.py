@@ -6,7 +6,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config.models import Platform
+from infra.config.schema import Platform
 
 # The Helm release is not a Kubernetes object: the plan holds it as a HelmRelease, which the
 # components install with pulumi-kubernetes' helm.v3.Release, whose type this is.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 
 # The Dynamo vLLM runtime image's user: `useradd -u 1000 -g 0`, `USER dynamo`
 # (container/templates/vllm_runtime.Dockerfile; docs/sources.md). runAsNonRoot alone cannot be

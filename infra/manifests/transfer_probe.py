@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from infra import names, payloads, units
-from infra.config.models import Model, StackConfig, WorkerGroup
+from infra.config.schema import Model, StackConfig, WorkerGroup
 from infra.manifests import JOB_LABEL, KV_PROBE_JOB, digest_named, digest_suffix, kubectl, security
 from infra.manifests.graph import node_affinity, worker_env
 from infra.payloads import kv_probe

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from infra import prefix_cache, units
-from infra.config.models import StackConfig
+from infra.config.schema import StackConfig
 from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack
 from infra.sizing.checks import gpu_overplanned, memory, short_pool, sliced_short, small_claim, whole_gpus_short

@@ -7,7 +7,7 @@ import math
 from typing import Optional
 
 from infra import prefix_cache, units
-from infra.config.models import GpuClass, Model, StackConfig, WorkerGroup
+from infra.config.schema import GpuClass, Model, StackConfig, WorkerGroup
 from infra.resolved import ContextSource, Ranks, ResolvedStack
 from infra.sizing.formulas import (
     blocks_for_sequence,

@@ -8,7 +8,7 @@ from typing import Optional
 
 from infra import prefix_cache, units
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
-from infra.config.models import GpuClass, Link, Model, SizingParameters
+from infra.config.schema import GpuClass, Link, Model, SizingParameters
 from infra.resolved import kv_bytes_per_token
 from infra.sizing.report import KvLayout, ThroughputBasis
 

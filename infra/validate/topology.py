@@ -9,7 +9,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, expand_tls
-from infra.config.models import WorkerGroup
+from infra.config.schema import WorkerGroup
 
 if TYPE_CHECKING:
     from infra.resolved import ResolvedStack

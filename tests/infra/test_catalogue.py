@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra import catalogue
-from infra.config.models import Platform, StackConfig
+from infra.config.schema import Platform, StackConfig
 
 
 def test_the_chart_and_the_serving_image_are_one_dynamo_release():

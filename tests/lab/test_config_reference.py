@@ -19,8 +19,8 @@ from infra.catalogue import (
     DYNAMO_RELEASE,
     SAME_NODE_BYTES_PER_SECOND,
 )
-from infra.config import models
-from infra.config.models import (
+from infra.config import schema
+from infra.config.schema import (
     Benchmark,
     Frontend,
     Link,
@@ -114,9 +114,9 @@ def test_the_currency_check_sees_a_changed_default(monkeypatch):
 
 
 def _models() -> list[type[BaseModel]]:
-    return [cls for cls in vars(models).values()
+    return [cls for cls in vars(schema).values()
             if inspect.isclass(cls) and issubclass(cls, BaseModel) and cls.__module__.startswith("infra.config.")
-            and cls is not models.Section]
+            and cls is not schema.Section]
 
 
 def test_every_field_has_a_description():
@@ -154,7 +154,7 @@ def test_printed_defaults_are_the_models():
     assert float(_shown("sizing.link.efficiency")) == Link().efficiency
     assert units.parse_memory(_shown("probe.maxPoolBytes")) == Probe().max_pool_bytes
     assert json.loads(_shown("benchmark.prefixTypes")) == Benchmark().prefix_types
-    assert _shown("modelCache.mode") == models.ModelCache().mode
+    assert _shown("modelCache.mode") == schema.ModelCache().mode
     assert _shown("graph.networkPolicy") == "false"
     assert units.parse_throughput(_shown("sizing.sameNodeBytesPerSecond")) == SAME_NODE_BYTES_PER_SECOND["READ"]
     # Filled per stack by infra.load: the workload's.

@@ -17,7 +17,7 @@ import pytest
 
 from dynamo_lab.preflight import cluster_data
 from dynamo_lab.preflight.checks import check
-from infra.config.models import ClusterTarget
+from infra.config.schema import ClusterTarget
 from infra.plan import StackPlan, plan
 from tests.helpers import STACKS, loaded, wait_for
 from tests.lab.cluster.test_stacks import PODS, _namespace, _pods

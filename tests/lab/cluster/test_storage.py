@@ -13,7 +13,7 @@ import pytest
 from dynamo_lab.cluster.api import STRICT
 from dynamo_lab.preflight import cluster_data
 from dynamo_lab.preflight.checks import check
-from infra.config.models import ClusterTarget
+from infra.config.schema import ClusterTarget
 from infra.plan import plan
 from tests.helpers import loaded, wait_for
 from tests.lab.cluster.test_stacks import _namespace

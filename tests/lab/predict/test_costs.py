@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dynamo_lab.predict import costs
-from infra.config.models import GpuClass, WorkerGroup
+from infra.config.schema import GpuClass, WorkerGroup
 from tests.helpers import sized
 
 RTX_3090 = costs.Card(bandwidth=936e9, peak_flops=71e12)

@@ -17,7 +17,7 @@ import yaml
 
 from dynamo_lab.cli import main
 from dynamo_lab.preflight import cluster_data
-from infra.config.models import ClusterTarget
+from infra.config.schema import ClusterTarget
 from tests.lab.preflight.test_preflight import lab
 
 LISTS = {

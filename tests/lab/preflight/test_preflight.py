@@ -15,7 +15,7 @@ import pytest
 from dynamo_lab.cli import main
 from dynamo_lab.preflight import cluster_data
 from dynamo_lab.preflight.checks import check
-from infra.config.models import ClusterTarget
+from infra.config.schema import ClusterTarget
 from tests.helpers import ROOT, everything_on, loaded
 
 DATA = ROOT / "tests" / "data" / "preflight"
