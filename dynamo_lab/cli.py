@@ -104,7 +104,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _preflight(args: argparse.Namespace) -> int:
     from dynamo_lab.preflight import cluster_data, text
-    from dynamo_lab.preflight.checks import check
+    from dynamo_lab.preflight.run import check
 
     stack = _stack(args.stack)
     data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(stack.config.cluster)

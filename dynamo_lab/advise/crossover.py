@@ -34,7 +34,7 @@ from dynamo_lab.predict import cells, pool
 from dynamo_lab.predict.envelope import envelope
 from dynamo_lab.predict.params import LAB
 from dynamo_lab.preflight import cluster_data
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from infra.plan import load_stack
 
 BASE = "two-node-rdma"

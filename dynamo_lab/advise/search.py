@@ -30,8 +30,8 @@ from dynamo_lab.predict import cells, placement, pool
 from dynamo_lab.predict.cells import Row, TtftParts, Usage
 from dynamo_lab.predict.envelope import INSIDE, Envelope, envelope
 from dynamo_lab.predict.params import LAB, LabParams
-from dynamo_lab.preflight.checks import check
 from dynamo_lab.preflight.cluster_data import ClusterData
+from dynamo_lab.preflight.run import check
 from infra import prefix_cache
 from infra.errors import ConfigError, UserError
 from infra.plan import Stack, load_stack

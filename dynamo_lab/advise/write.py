@@ -21,8 +21,8 @@ from dynamo_lab import stack_files
 from dynamo_lab.advise.search import Advice, Candidate
 from dynamo_lab.advise.stack_file import StackDoc, secret_keys
 from dynamo_lab.predict.validate import TABLE_STACKS
-from dynamo_lab.preflight.checks import check
 from dynamo_lab.preflight.cluster_data import ClusterData
+from dynamo_lab.preflight.run import check
 from infra.errors import UserError
 from infra.plan import load_stack
 

@@ -2,7 +2,7 @@
 
 cluster_data reads the cluster (live, read-only, with the stack's own context; or saved kubectl
 output); workloads lists what the stack places (from the program's own manifests); classes, fit
-and ownership compare the two, checks runs them all into a report, and text words it. selectors
+and ownership compare the two, run runs them all into one report, and text words it. selectors
 and versions are the Kubernetes and Helm rules they rest on, implemented exactly (resource
 quantities are parsed by infra.units.parse_quantity).
 """

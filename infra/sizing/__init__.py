@@ -26,7 +26,6 @@ from infra import prefix_cache, units
 from infra.config.schema import StackConfig
 from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack
-from infra.sizing.checks import gpu_overplanned, memory, short_pool, sliced_short, small_claim, whole_gpus_short
 from infra.sizing.formulas import (
     blocks_for_sequence,
     gpu_budget,
@@ -40,6 +39,7 @@ from infra.sizing.formulas import (
     prefill_seconds_estimate,
     transfer_seconds,
 )
+from infra.sizing.refusals import gpu_overplanned, memory, short_pool, sliced_short, small_claim, whole_gpus_short
 from infra.sizing.report import (
     GpuFit,
     GroupSizing,

@@ -15,7 +15,7 @@ from dynamo_lab import stack_files
 from dynamo_lab.advise import candidates, inputs, search, stack_file, text, uncertainty, write
 from dynamo_lab.advise.traffic import Point, Traffic
 from dynamo_lab.predict.cells import Error
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from infra.errors import ConfigError, UserError
 from infra.plan import load_stack
 from tests.helpers import ROOT, run_cli

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from dynamo_lab import stack_files
 from dynamo_lab.advise import inputs, search, text, uncertainty, write
 from dynamo_lab.predict import cells, validate
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from tests.helpers import ROOT, run_cli, sized
 from tests.lab.advise.common import CHEAP, advise, base, family, gpu_node, point, with_nodes
 

@@ -7,7 +7,7 @@ import pytest
 
 from dynamo_lab.advise import search
 from dynamo_lab.preflight import cluster_data
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from tests.helpers import ROOT
 from tests.lab.advise.common import advise, base, point
 

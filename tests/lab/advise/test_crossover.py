@@ -6,7 +6,7 @@ from __future__ import annotations
 from dynamo_lab import stack_files
 from dynamo_lab.advise import crossover as x
 from dynamo_lab.preflight import cluster_data
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from infra.plan import load_stack
 from tests.helpers import ROOT
 

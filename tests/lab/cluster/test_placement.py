@@ -16,7 +16,7 @@ import copy
 import pytest
 
 from dynamo_lab.preflight import cluster_data
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from infra.config.schema import ClusterTarget
 from infra.plan import StackPlan, plan
 from tests.helpers import STACKS, loaded, wait_for

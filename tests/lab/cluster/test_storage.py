@@ -12,7 +12,7 @@ import pytest
 
 from dynamo_lab.cluster.api import STRICT
 from dynamo_lab.preflight import cluster_data
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from infra.config.schema import ClusterTarget
 from infra.plan import plan
 from tests.helpers import loaded, wait_for

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from tests.helpers import loaded
 from tests.lab.preflight.test_packing import BIG, LAB, RDMA, SMALL, TWO_SERVERS
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 
 from dynamo_lab.preflight import cluster_data, packing
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from dynamo_lab.preflight.workloads import workloads
 from infra.errors import ConfigError
 from infra.plan import plan

@@ -14,7 +14,7 @@ import pytest
 
 from dynamo_lab.cli import main
 from dynamo_lab.preflight import cluster_data
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from infra.config.schema import ClusterTarget
 from tests.helpers import ROOT, everything_on, loaded
 

@@ -11,7 +11,7 @@ import pytest
 
 from dynamo_lab.cli import main
 from dynamo_lab.preflight import cluster_data, text
-from dynamo_lab.preflight.checks import check
+from dynamo_lab.preflight.run import check
 from tests.helpers import loaded
 from tests.lab.preflight.test_preflight import LAB, lab, preflight, problems, report_for, saved
 

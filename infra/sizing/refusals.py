@@ -1,5 +1,6 @@
-"""The fit checks and their messages: a worker's host memory against its floor, a pool against one
-max-length sequence. Each message says what is wrong, why (with the numbers) and the fixes."""
+"""What the sizing refuses, and the words it refuses it in: a worker's host memory against its
+floor, a pool against one max-length sequence, a GPU against its budget, a class's nodes against its
+pods. Each message says what is wrong, why (with the numbers) and the fixes."""
 
 from __future__ import annotations
 
