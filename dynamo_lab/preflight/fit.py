@@ -26,9 +26,9 @@ from typing import Optional
 from dynamo_lab.preflight import classes, gpus, packing, selectors
 from dynamo_lab.preflight.classes import NVIDIA_SMI_MEMORY
 from dynamo_lab.preflight.cluster_data import ClusterData, Node
+from dynamo_lab.preflight.pods import PodGroup
 from dynamo_lab.preflight.report import GpuMemory, Need, NodeRow, PendingPod, Placed, Problem, Report
 from dynamo_lab.preflight.shortfall import fmt, rdma_fix, short
-from dynamo_lab.preflight.workloads import PodGroup
 from infra import units
 from infra.catalogue import GPU_MEMORY_LABEL
 from infra.config.schema import StackConfig

@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 from dynamo_lab.preflight import selectors
 from dynamo_lab.preflight.cluster_data import Node
-from dynamo_lab.preflight.workloads import PodGroup
+from dynamo_lab.preflight.pods import PodGroup
 from infra.manifests.graph import HOSTNAME
 from infra.placement import decide
 from infra.placement.decide import BASIC, Spread

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dynamo_lab.preflight import fit, network, ownership, storage
 from dynamo_lab.preflight.cluster_data import ClusterData
+from dynamo_lab.preflight.pods import plan_pods
 from dynamo_lab.preflight.report import Report
-from dynamo_lab.preflight.workloads import workloads
 from infra.plan import Stack, plan
 
 
 def check(stack: Stack, data: ClusterData) -> Report:
     report = Report(stack=stack.name, source=data.source, server_version=data.server_version)
-    fit.nodes_and_classes(stack.resolved, stack.sizing, data, workloads(plan(stack)), report)
+    fit.nodes_and_classes(stack.resolved, stack.sizing, data, plan_pods(plan(stack)), report)
     ownership.cluster_checks(stack.config, stack.name, data, report)
     storage.storage_class_check(stack.resolved, data, report)
     network.network_checks(stack.config, data, report)

@@ -11,8 +11,8 @@ from typing import Optional
 
 from dynamo_lab.preflight.cluster_data import Node
 from dynamo_lab.preflight.gpus import NodeGpus
+from dynamo_lab.preflight.pods import PodGroup
 from dynamo_lab.preflight.report import Problem
-from dynamo_lab.preflight.workloads import PodGroup
 from infra import units
 from infra.resolved import ResolvedStack
 

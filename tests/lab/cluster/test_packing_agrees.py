@@ -23,7 +23,7 @@ import pytest
 
 from dynamo_lab.cluster import harness
 from dynamo_lab.preflight import packing
-from dynamo_lab.preflight.workloads import workloads
+from dynamo_lab.preflight.pods import plan_pods
 from infra.plan import plan
 from tests.helpers import ROOT, loaded, wait_for
 from tests.lab.cluster.test_placement import _clear, _cordon, _graph_namespace, _preflight, _scheduled
@@ -80,7 +80,7 @@ def _schedule(api, stack) -> dict[str, dict]:
     planned = plan(stack)
     _graph_namespace(api, planned)
     templates = {name: pod for name, pod, _ in _pods(planned)}
-    groups = [w for w in workloads(planned) if w.kind == "worker"]
+    groups = [w for w in plan_pods(planned) if w.kind == "worker"]
     ns = stack.config.graph.namespace
     names = {}
     for p in packing.pods(groups):

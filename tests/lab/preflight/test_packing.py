@@ -12,8 +12,8 @@ from fractions import Fraction
 import pytest
 
 from dynamo_lab.preflight import cluster_data, packing
+from dynamo_lab.preflight.pods import plan_pods
 from dynamo_lab.preflight.run import check
-from dynamo_lab.preflight.workloads import workloads
 from infra.errors import ConfigError
 from infra.plan import plan
 from tests.helpers import ROOT, loaded
@@ -168,7 +168,7 @@ def test_a_cordoned_node_of_an_evenly_spread_class_still_counts_as_a_domain():
 
 
 def test_packing_order_is_largest_group_first_then_the_plans_order():
-    groups = [w for w in workloads(plan(loaded("cross-server"))) if w.kind == "worker"]
+    groups = [w for w in plan_pods(plan(loaded("cross-server"))) if w.kind == "worker"]
     assert [g.name for g in groups] == ["prefill", "decode"]
     assert [p.name for p in packing.pods(groups)] == ["decode-0", "decode-1", "prefill-0"]  # 4Gi pools before 2Gi
 

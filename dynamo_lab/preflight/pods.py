@@ -57,7 +57,7 @@ def _requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
     return total
 
 
-def workloads(planned: StackPlan) -> list[PodGroup]:
+def plan_pods(planned: StackPlan) -> list[PodGroup]:
     """Every pod the stack's plan creates that runs beside the workers (replicas > 0 only): the graph's
     components, and the Jobs the plan titles (the probe and benchmark Jobs). The pre-pull Jobs finish
     before any worker starts, so they are not counted."""
