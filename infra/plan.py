@@ -29,7 +29,7 @@ from infra.manifests.platform import HELM_RELEASE, HelmRelease
 from infra.resolved import ResolvedStack
 from infra.sizing import StackSizing, size
 
-__all__ = ["HELM_RELEASE", "Component", "HelmRelease", "Planned", "Stack", "StackPlan", "load_stack", "plan"]
+__all__ = ["HELM_RELEASE", "PlannedComponent", "HelmRelease", "Planned", "Stack", "StackPlan", "load_stack", "plan"]
 
 # Beyond a Job's activeDeadlineSeconds, for Pulumi to see the Job's final status.
 AWAIT_MARGIN_SECONDS = 120
@@ -59,7 +59,7 @@ def load_stack(name: str, raw_config: dict[str, str], secret_keys: Collection[st
 
 
 @dataclass(frozen=True)
-class Component:
+class PlannedComponent:
     """A ComponentResource of the plan: its Pulumi name, type token, parent component, and the
     objects it waits for (every object in it waits for them too)."""
 
@@ -74,7 +74,7 @@ class Planned:
     """One object the stack deploys."""
 
     name: str  # its Pulumi resource name, unique in the stack ("graph-dgd")
-    component: str  # the Component it belongs to ("graph", "graph-model-cache", ...)
+    component: str  # the PlannedComponent it belongs to ("graph", "graph-model-cache", ...)
     manifest: Union[dict[str, Any], HelmRelease]  # the Kubernetes object, or the Helm release
     after: tuple[str, ...] = ()  # the objects it waits for, by name
     # How long Pulumi waits for it to become ready (a Job's deadline and a margin); None: the default.
@@ -93,7 +93,7 @@ class Planned:
 @dataclass(frozen=True)
 class StackPlan:
     stack: Stack
-    components: tuple[Component, ...]
+    components: tuple[PlannedComponent, ...]
     objects: tuple[Planned, ...]  # in an order where each comes after what it waits for
     outputs: dict[str, Any]
 
@@ -113,11 +113,11 @@ class _Builder:
     """Collects the plan's components and objects in creation order."""
 
     def __init__(self) -> None:
-        self.components: list[Component] = []
+        self.components: list[PlannedComponent] = []
         self.objects: list[Planned] = []
 
     def component(self, name: str, kind: str, parent: Optional[str] = None, after: Collection[str] = ()) -> str:
-        self.components.append(Component(name, f"dynamo-lab:index:{kind}", parent, tuple(dict.fromkeys(after))))
+        self.components.append(PlannedComponent(name, f"dynamo-lab:index:{kind}", parent, tuple(dict.fromkeys(after))))
         return name
 
     def add(self, component: str, name: str, manifest: dict[str, Any], after: Collection[str] = (),

@@ -34,7 +34,7 @@ def end(p: subprocess.Popen, grace: float) -> None:
         p.wait()
 
 
-class Component:
+class ControlPlaneProcess:
     """One process of the control plane: started, waited for until `ready()`, stopped."""
     name: ClassVar[str]
     ready_timeout: ClassVar[float] = 120.0
@@ -90,7 +90,7 @@ class Component:
         return None if self.process is None else self.process.poll()
 
 
-class Etcd(Component):
+class Etcd(ControlPlaneProcess):
     name = "etcd"
 
     def argv(self) -> list[str]:
@@ -106,7 +106,7 @@ class Etcd(Component):
         return http_ok(f"http://127.0.0.1:{ETCD_PORT}/health")
 
 
-class KubeApiserver(Component):
+class KubeApiserver(ControlPlaneProcess):
     name = "kube-apiserver"
 
     def argv(self) -> list[str]:
@@ -125,7 +125,7 @@ class KubeApiserver(Component):
         return self.api.call("GET", "/readyz", timeout=3)[0] == 200
 
 
-class KubeControllerManager(Component):
+class KubeControllerManager(ControlPlaneProcess):
     name = "kube-controller-manager"
 
     def argv(self) -> list[str]:
@@ -142,7 +142,7 @@ class KubeControllerManager(Component):
         return self.api.call("GET", "/api/v1/namespaces/default/serviceaccounts/default", timeout=3)[0] == 200
 
 
-class KubeScheduler(Component):
+class KubeScheduler(ControlPlaneProcess):
     name = "kube-scheduler"
 
     def argv(self) -> list[str]:
@@ -152,7 +152,7 @@ class KubeScheduler(Component):
                 f"--authentication-kubeconfig={kcfg}", f"--authorization-kubeconfig={kcfg}", "--v=1"]
 
 
-class Kwok(Component):
+class Kwok(ControlPlaneProcess):
     """kwok managing the plan's nodes (those annotated for it): it is ready when each is Ready."""
     name = "kwok"
     ready_timeout = 90.0
@@ -193,11 +193,11 @@ class Kwok(Component):
             super().start(what or "kwok nodes Ready")
 
 
-def lab_components(state: StateDir, plan: Plan, api: Api) -> list[Component]:
+def lab_components(state: StateDir, plan: Plan, api: Api) -> list[ControlPlaneProcess]:
     """The plan's components in start order: kwok last, and only when the plan has its stages."""
     bins = {name: Path(path) for name, path in plan.bins.items()}
     k8s = bins["kubernetes"]
-    out: list[Component] = [Etcd(state, bins["etcd"], api), KubeApiserver(state, k8s, api),
+    out: list[ControlPlaneProcess] = [Etcd(state, bins["etcd"], api), KubeApiserver(state, k8s, api),
                             KubeControllerManager(state, k8s, api), KubeScheduler(state, k8s, api)]
     if plan.kwok_stages is not None:
         out.append(Kwok(state, bins["kwok"], api, Path(plan.kwok_stages), plan.nodes))

@@ -16,9 +16,9 @@ import time
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from dynamo_lab.cluster.api import ClusterError
-from dynamo_lab.cluster.components import Component, KubeApiserver
+from dynamo_lab.cluster.components import ControlPlaneProcess, KubeApiserver
 
-C = TypeVar("C", bound=Component)
+C = TypeVar("C", bound=ControlPlaneProcess)
 
 
 def _nothing(**fields: Any) -> None:
@@ -26,11 +26,11 @@ def _nothing(**fields: Any) -> None:
 
 
 class ControlPlane:
-    def __init__(self, components: Sequence[Component], record: Callable[..., Any] = _nothing,
+    def __init__(self, components: Sequence[ControlPlaneProcess], record: Callable[..., Any] = _nothing,
                  stopping: Callable[[], bool] = lambda: False):
         self.components = list(components)
         self.record, self.stopping = record, stopping
-        self.started: list[Component] = []     # in start order; a failed start's component included
+        self.started: list[ControlPlaneProcess] = []     # in start order; a failed start's component included
 
     def start(self) -> None:
         """Start every component in order. A failure (a component that exits or is not ready in time,

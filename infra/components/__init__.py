@@ -19,7 +19,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.plan import HF_TOKEN_KEY, Component, HelmRelease, Planned, StackPlan
+from infra.plan import HF_TOKEN_KEY, HelmRelease, Planned, PlannedComponent, StackPlan
 
 
 class _OnFirstUse(types.ModuleType):
@@ -74,7 +74,7 @@ class PlanComponent(pulumi.ComponentResource):
     """A component of the plan (DynamoPlatform, ServingGraph, ModelCache, TransferProbe, BenchmarkJob):
     its type token and name come from the plan, its children are the plan's objects in it."""
 
-    def __init__(self, name: str, args: Component, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: PlannedComponent, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(args.type, name, None, opts)
         self.children: dict[str, pulumi.Resource] = {}
 

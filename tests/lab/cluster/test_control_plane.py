@@ -13,12 +13,12 @@ import pytest
 
 from dynamo_lab.cluster import status
 from dynamo_lab.cluster.api import ClusterError
-from dynamo_lab.cluster.components import Component, KubeApiserver
+from dynamo_lab.cluster.components import ControlPlaneProcess, KubeApiserver
 from dynamo_lab.cluster.control_plane import ControlPlane
 from dynamo_lab.cluster.state import StateDir
 
 
-class Fake(Component):
+class Fake(ControlPlaneProcess):
     """A component that starts and stops nothing but says so in `seen`; `fail` makes its start fail."""
 
     def __init__(self, name: str, seen: list[str], fail: str = "", code=None):
@@ -113,7 +113,7 @@ def test_a_component_that_ended_on_its_own_is_named():
     assert plane.exited() == "kube-scheduler exited with 3"
 
 
-class Python(Component):
+class Python(ControlPlaneProcess):
     """A real process: python running `code`; ready at once."""
 
     def __init__(self, name: str, tmp: Path, code: str):

@@ -60,7 +60,7 @@ def test_a_component_whose_binary_was_swapped_since_cluster_tools_checked_it_is_
     binary = _entry(tmp_path / "cache", "etcd", "#!/bin/sh\necho checked\nsleep 30\n")
     (tmp_path / "state" / "logs").mkdir(parents=True)
 
-    class Etcd(components.Component):
+    class Etcd(components.ControlPlaneProcess):
         name = "etcd"
 
         def argv(self):
