@@ -9,6 +9,12 @@ success, on failure, on Ctrl-C, SIGTERM and SIGHUP, from the first `ip netns add
 could not remove (SIGKILL, a crash) are found by their name, `dlprobe<pid>i|t` of a process that
 no longer runs, and removed when the next shaped probe starts. Addresses are TEST-NET-1
 (192.0.2.0/30), which exist only inside the two namespaces.
+
+`--flows N` (N > 1): N transfers of one request's KV each, started together between the same two
+endpoints, as N decode pulls from one prefill worker; the pattern is the payload's, and its
+docstring says it (infra/payloads/kv_probe_flows.py). Here: the target is kv_probe.py's, started
+with N x one transfer's bytes; the initiator is kv_probe_flows.py; `--flows 1` is the probe as it
+was, kv_probe.py on both sides, no field added.
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ import sys
 import time
 from typing import Iterator, Optional
 
-from dynamo_lab import probe_flows
 from dynamo_lab import procs as _procs
 from dynamo_lab.procs import free_port, signals_as_interrupt, signals_held
 from infra import payloads, units
@@ -38,6 +43,62 @@ from infra.sizing import StackSizing, kv_block_bytes, path_throughput
 POOL_TRANSFERS_WITHOUT_STACK = 4
 
 PROBE = payloads.path("kv_probe.py")
+
+
+# --- Several flows at once (`--flows`) ---------------------------------------------------------------
+
+FLOWS_PROBE = payloads.path("kv_probe_flows.py")
+
+
+def check_flows(plan: ProbePlan, flows: int) -> None:
+    """Refuse what N flows cannot move: one contiguous region, or pools smaller than N transfers."""
+    if flows == 1:
+        return
+    if plan.pattern != "blocks":
+        raise UserError(f"--flows {flows} needs --pattern blocks: each flow moves its own request's blocks "
+                        "(one contiguous region has no blocks to share out)")
+    blocks = plan.transfer(plan.initiator)["blocks"]
+    for side in ("source", "destination"):
+        pool = plan.pool_blocks[side]
+        if pool < flows * blocks:
+            raise UserError(f"--flows {flows}: {flows} transfers of {blocks} blocks need {flows * blocks} blocks "
+                            f"per layer in each pool; the {side} pool holds {pool} ({plan.pool_basis}). Use "
+                            f"at most {pool // blocks} flows, or fewer --tokens")
+
+
+def flows_args(plan: ProbePlan, flows: int, per_role: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The two sides' arguments for N flows: the target serves N transfers' blocks, the initiator moves
+    one transfer's per flow."""
+    target = list(per_role["target"])
+    target[target.index("--bytes") + 1] = str(flows * plan.transfer(plan.target)["bytes"])
+    return {"target": target, "initiator": per_role["initiator"] + ["--flows", str(flows)]}
+
+
+FLOW_FIELDS = ("flows", "flow_bytes", "flow_seconds", "flow_seconds_median", "flow_seconds_min", "flow_seconds_max",
+          "flow_seconds_median_by_flow", "flow_throughput_bytes_per_s", "flow_throughput_bytes_per_s_min",
+          "flow_throughput_bytes_per_s_max")
+
+
+def flow_fields(result: dict) -> dict:
+    """The flows' figures for `--json`, beside the probe's own: there `bytes` is all N flows' and
+    `seconds*` the time until the last flow is done, so `throughput_bytes_per_s` is the aggregate."""
+    return {key: result[key] for key in FLOW_FIELDS}
+
+
+def flow_lines(r: dict) -> list[str]:
+    """The text's lines for N flows (none for one)."""
+    if r.get("flows", 1) == 1:
+        return []
+    return [
+        f"  flows    : {r['flows']} at once, {units.human_si(r['flow_bytes'])} each (its own blocks and NIXL "
+        f"transfer, one agent pair); each done in median {r['flow_seconds_median']:.3f} s (min "
+        f"{r['flow_seconds_min']:.3f}, max {r['flow_seconds_max']:.3f}), "
+        f"{units.human_si(r['flow_throughput_bytes_per_s'])}/s per flow "
+        f"({units.human_si(r['flow_throughput_bytes_per_s_min'])}-"
+        f"{units.human_si(r['flow_throughput_bytes_per_s_max'])}/s)",
+        f"  all {r['flows']} done: median {r['seconds_median']:.3f} s, aggregate "
+        f"{units.human_si(r['throughput_bytes_per_s'])}/s",
+    ]
 NS_PREFIX = "dlprobe"
 # A namespace this probe made: the prefix, the pid of the probe that made it, i(nitiator) or t(arget).
 _OURS = re.compile(rf"^{NS_PREFIX}(\d+)[it]$")
@@ -197,13 +258,13 @@ def stack_kv(cfg: StackConfig) -> KvTransfer:
 
 def measure(link: str, plan: ProbePlan, repeats: int, timeout: float, kv: KvTransfer, flows: int = 1) -> dict:
     """Run target and initiator as separate processes; return the initiator's result. With `flows` > 1
-    the initiator is kv_probe_flows.py, moving that many transfers at once (probe_flows)."""
+    the initiator is kv_probe_flows.py, moving that many transfers at once (`--flows`, above)."""
     env = {**os.environ, **ucx_env(kv)}
     args = {role: plan.args(side) + ["--timeout", str(timeout)]
             for role, side in (("target", plan.target), ("initiator", plan.initiator))}
     initiator = _python()
     if flows > 1:
-        args, initiator = probe_flows.args(plan, flows, args), _python(probe_flows.PROBE)
+        args, initiator = flows_args(plan, flows, args), _python(FLOWS_PROBE)
     if link == "loopback":
         port = free_port()
         return _pair(_python() + ["target", "--bind", "127.0.0.1"],
@@ -286,7 +347,7 @@ def measure_against_sizing(link: str, plan: ProbePlan, repeats: int, timeout: fl
             units.parse_rate_bits(link)
         except ValueError as exc:
             raise ProbeError(f"--link: {exc}, or loopback") from None
-    probe_flows.check(plan, flows)
+    check_flows(plan, flows)
     result = measure(link, plan, repeats, timeout, kv, flows)
     bps, basis = prediction(link, sizing, plan.op)
     moved = result["bytes"]
@@ -305,7 +366,7 @@ def measure_against_sizing(link: str, plan: ProbePlan, repeats: int, timeout: fl
         "prediction_basis": basis, "measured_over_predicted": result["seconds_median"] / predicted,
         "nixl_module": result["nixl_module"], "ucx_tls": result["ucx_tls"],
         "ucx_rndv_thresh": result["ucx_rndv_thresh"], "cpus": result["cpus"],
-        **(probe_flows.fields(result) if flows > 1 else {}),
+        **(flow_fields(result) if flows > 1 else {}),
     }
 
 
@@ -330,7 +391,7 @@ def text(r: dict) -> str:
         f"  measured : median {r['seconds_median']:.3f} s (min {r['seconds_min']:.3f}, max "
         f"{r['seconds_max']:.3f}), {units.human_si(r['throughput_bytes_per_s'])}/s, "
         f"bytes intact: {'yes' if r['intact'] else 'NO'}",
-        *probe_flows.lines(r),
+        *flow_lines(r),
         f"  predicted: {r['predicted_seconds']:.3f} s at "
         f"{units.human_si(r['predicted_throughput_bytes_per_s'])}/s; {r['prediction_basis']}",
         f"  measured / predicted = {r['measured_over_predicted']:.2f}",

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dynamo_lab.paths", "dynamo_lab.procs", "dynamo_lab.flags", "dynamo_lab.published", "dynamo_lab.bounded_read",
      "dynamo_lab.upstream"),
     ("dynamo_lab.stack_files",),
-    ("dynamo_lab.mockrun", "dynamo_lab.sizing_text", "dynamo_lab.probe_flows"),
+    ("dynamo_lab.mockrun", "dynamo_lab.sizing_text"),
     ("dynamo_lab.render", "dynamo_lab.review", "dynamo_lab.config_reference", "dynamo_lab.probe_runner"),
     ("dynamo_lab.preflight",),
     ("dynamo_lab.predict",),

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from dynamo_lab import cli, probe_flows, probe_runner
+from dynamo_lab import cli, probe_runner
 from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
 from tests.helpers import ROOT, sized, unavailable
 
@@ -126,12 +126,12 @@ def test_flows_share_out_blocks_and_refuse_what_the_pools_cannot_hold(capsys):
     plan = probe_runner.plan_from_stack(*sized("same-server"), None, "blocks", None)
     assert cli.parser().parse_args(["probe", "local", "--stack", "same-server"]).flows == 1
     base = {role: plan.args(side) for role, side in (("target", plan.target), ("initiator", plan.initiator))}
-    four = probe_flows.args(plan, 4, base)
+    four = probe_runner.flows_args(plan, 4, base)
     # The target serves four transfers' whole blocks (4 x 149 x 28 x 64 KiB); the initiator moves one per flow.
     assert four["target"][four["target"].index("--bytes") + 1] == str(4 * 149 * 28 * 65536)
     assert four["initiator"] == base["initiator"] + ["--flows", "4"]
     # The source pool (prefill's, 1,170 blocks) holds 7 transfers of 149 blocks, not 8.
-    probe_flows.check(plan, 7)
+    probe_runner.check_flows(plan, 7)
     assert cli.main(["probe", "local", "--stack", "same-server", "--flows", "8"]) == 2
     err = capsys.readouterr().err
     assert "8 transfers of 149 blocks need 1192 blocks" in err and "source pool holds 1170" in err
