@@ -79,7 +79,7 @@ class Worker:
         return out
 
 
-def plan(cfg: StackConfig, sizing: StackSizing) -> list[Worker]:
+def mockers(cfg: StackConfig, sizing: StackSizing) -> list[Worker]:
     """One mocker per replica. A disaggregated worker uses the throughput of its transfer path
     (the slowest one when a group has several)."""
     workers = []
@@ -97,7 +97,7 @@ class Twin:
     def __init__(self, cfg: StackConfig, sizing: StackSizing, ready_timeout: float = 120, log=None):
         self.cfg = cfg
         self.workers = [dataclasses.replace(w, bootstrap_port=free_port()) if w.role == "prefill" else w
-                        for w in plan(cfg, sizing)]
+                        for w in mockers(cfg, sizing)]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # Model dir, discovery files and logs; removed with the twin.
