@@ -107,7 +107,7 @@ def _preflight(args: argparse.Namespace) -> int:
     from dynamo_lab.preflight.run import check
 
     stack = _stack(args.stack)
-    data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(stack.config.cluster)
+    data = cluster_data.read_file(args.source) if args.source else cluster_data.read_live(stack.config.target)
     try:
         report = check(stack, data)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:

@@ -234,7 +234,7 @@ def rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
     """The model's keys in schema order: one row per value, descending into nested models."""
     own = {m for m, _ in OWN_TABLES}
     for name, field in model.model_fields.items():
-        if model is StackConfig and name == "cluster":
+        if model is StackConfig and name == "target":
             continue  # its keys are Pulumi's own kubernetes:* keys (main_rows puts them first)
         key = prefix + (field.alias or name)
         nested = _model_in(field.annotation)
@@ -251,8 +251,8 @@ def rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
 
 
 def main_rows() -> list[Row]:
-    # `cluster` is in the schema, but infra.load fills it from Pulumi's `kubernetes:context` and
-    # `kubernetes:kubeconfig` (never a `dynamo-lab:cluster` key): its rows carry that prefix.
+    # `target` is in the schema, but infra.load fills it from Pulumi's `kubernetes:context` and
+    # `kubernetes:kubeconfig` (never a `dynamo-lab:target` key): its rows carry that prefix.
     return [*rows(ClusterTarget, KUBERNETES), *rows(StackConfig)]
 
 

@@ -38,8 +38,8 @@ def _path(loc: tuple, raw: dict[str, Any]) -> str:
 
 
 def _key_path(loc: tuple, data: dict[str, Any]) -> str:
-    """Where an error is, as the stack file spells it (the cluster keys live under kubernetes:)."""
-    if loc[:1] == ("cluster",) and len(loc) > 1:
+    """Where an error is, as the stack file spells it (the target's keys live under kubernetes:)."""
+    if loc[:1] == ("target",) and len(loc) > 1:
         return KUBERNETES + str(loc[1])
     return _path(loc, data) or "(top level)"
 
@@ -60,9 +60,9 @@ def _valid_keys(loc: tuple) -> list[str]:
         model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
     if model is None:
         return []
-    # `cluster` is filled from kubernetes:* keys, never written under dynamo-lab:.
+    # `target` is filled from kubernetes:* keys, never written under dynamo-lab:.
     return [f.alias for name, f in model.model_fields.items()
-            if f.alias and not (model is StackConfig and name == "cluster")]
+            if f.alias and not (model is StackConfig and name == "target")]
 
 
 # Settings that must be Pulumi secrets (`pulumi config set --secret`); their values are never shown.
@@ -315,10 +315,11 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
     cluster, cluster_problems = _cluster(raw_config, stack, foreign)
     cluster_problems = _namespace_problems(foreign, stack) + cluster_problems
     cluster_problems += _plain_secrets(raw_config, secret_keys, stack)
-    if "cluster" in data:
-        cluster_problems.insert(0, ("cluster", f"unknown key `{prefix}cluster`: name the cluster with Pulumi's "
+    for key in [k for k in ("target", "cluster") if k in data]:  # the target is named by kubernetes:* keys only
+        del data[key]
+        cluster_problems.insert(0, (key, f"unknown key `{prefix}{key}`: name the cluster with Pulumi's "
                                     f"own key: pulumi config set kubernetes:context <context> --stack {stack}"))
-    data["cluster"] = cluster or None
+    data["target"] = cluster or None
     try:
         cfg = StackConfig.model_validate(data)
     except ValidationError as exc:
@@ -336,7 +337,7 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
                     f"it `{prefix}{e['loc'][0]}`" if twin else _message(e))
         problems = [(_key_path(e["loc"], data), message(e)) for e in errors
                     if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)
-                    and not (e["loc"][:1] == ("cluster",) and cluster_problems)]
+                    and not (e["loc"][:1] == ("target",) and cluster_problems)]
         raise ConfigError(stack_file(stack), cluster_problems + problems) from None
     if cluster_problems:
         raise ConfigError(stack_file(stack), cluster_problems)

@@ -142,7 +142,7 @@ def stack_outputs(stack: Stack) -> dict[str, Any]:
     return {
         "graphNamespace": cfg.graph.namespace,
         "graphName": cfg.graph.name,
-        "cluster": cfg.cluster.context,
+        "cluster": cfg.target.context,
         "frontendUrl": graph.frontend_url(cfg),
         "portForward": graph.port_forward_command(cfg),
         "placement": graph.placement(cfg),

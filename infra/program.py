@@ -26,7 +26,7 @@ def build() -> dict[str, Any]:
     raw = pulumi_runtime.raw_config()
     stack = load_stack(pulumi.get_stack(), raw, secret_keys=[key for key in raw if pulumi_runtime.is_secret(key)])
     planned = plan(stack)
-    deploy(planned, cluster_provider(stack.config.cluster))
+    deploy(planned, cluster_provider(stack.config.target))
     return planned.outputs
 
 

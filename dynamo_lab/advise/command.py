@@ -67,7 +67,7 @@ def measured_error() -> uncertainty.Uncertainty:
 def advise(req: Request, progress: Callable[[str], None]) -> tuple[Advice, ClusterData]:
     """The cluster read (live, read-only, or --from), the error measured, the search: its advice and
     the cluster data, which `write` checks the written file against."""
-    data = cluster_data.read_file(req.source) if req.source else cluster_data.read_live(req.base.config.cluster)
+    data = cluster_data.read_file(req.source) if req.source else cluster_data.read_live(req.base.config.target)
     measured = measured_error()
     return search.search(req.base, req.name, data, req.traffic, req.goal, measured, progress=progress), data
 

@@ -68,7 +68,7 @@ def cluster_steps(stack: str, cfg: StackConfig, out: Path) -> str:
         f"pulumi config set --path benchmark.enabled true --stack {q(stack)}",
         f"pulumi up --stack {q(stack)}",
         "# Follow it (the stack output benchJob names the Job); each finished run prints one JSON line:",
-        f'{manifests.kubectl(cfg.cluster)} logs -n {q(ns)} -f "job/$(pulumi stack output benchJob --stack {q(stack)})"',
+        f'{manifests.kubectl(cfg.target)} logs -n {q(ns)} -f "job/$(pulumi stack output benchJob --stack {q(stack)})"',
         f"# Collect the lines into the same results format the twin writes (benchLogs is a shell command),"
         f" within {cfg.benchmark.ttl_seconds_after_finished} s of the Job's end: then Kubernetes deletes it and"
         " its log (benchmark.ttlSecondsAfterFinished):",

@@ -24,14 +24,13 @@ the `#` comments say why, for whoever changes the code, and never repeat the des
 | sizing_parameters.py | `sizing` |
 | jobs.py | `probe`, `benchmark` |
 | model_cache.py | `modelCache` |
-| cluster.py | the `kubernetes:*` keys |
+| target.py | the `kubernetes:*` keys: the cluster the stack deploys to |
 | stack.py | the whole stack |
 """
 
 from __future__ import annotations
 
 from infra.config.base import PROJECT, Section
-from infra.config.cluster import ClusterTarget
 from infra.config.gpu_classes import GpuClass, NodeRequirement
 from infra.config.graph import Frontend, FrontendSource, Graph
 from infra.config.jobs import BENCH_READY_WAIT_SECONDS, FINISHED_JOB_TTL, Benchmark, Probe
@@ -40,6 +39,7 @@ from infra.config.model_cache import DATA_ROOTS, NODE_CACHE_PREFIX, ModelCache, 
 from infra.config.platform import Platform
 from infra.config.sizing_parameters import Link, MeasuredThroughput, SizingParameters
 from infra.config.stack import StackConfig
+from infra.config.target import ClusterTarget
 from infra.config.workers import KvTransfer, WorkerGroup
 from infra.config.workload import Workload
 

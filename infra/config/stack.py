@@ -11,7 +11,6 @@ from pydantic import Field, SecretStr
 
 from infra.catalogue import DEFAULT_GPU_CLASSES, SERVING_IMAGE
 from infra.config.base import Section
-from infra.config.cluster import ClusterTarget
 from infra.config.fields import OperatorImage
 from infra.config.gpu_classes import GpuClass
 from infra.config.graph import Frontend, Graph
@@ -20,6 +19,7 @@ from infra.config.model import Model
 from infra.config.model_cache import ModelCache
 from infra.config.platform import Platform
 from infra.config.sizing_parameters import SizingParameters
+from infra.config.target import ClusterTarget
 from infra.config.workers import WorkerGroup
 from infra.config.workload import Workload
 
@@ -48,6 +48,7 @@ class StackConfig(Section):
                                           "the Hub read it (docs/security.md)", json_schema_extra={
         "accepts": "a Pulumi secret only: `pulumi config set --secret hfToken ... --stack STACK`; a plain-text "
                    "token is refused (and never shown)"})
-    # Filled by infra.load from the kubernetes:* keys (it refuses a `dynamo-lab:cluster` key).
-    cluster: Optional[ClusterTarget] = Field(None, description="the cluster the stack deploys to, from the "
+    # Filled by infra.load from the kubernetes:* keys (it refuses a `dynamo-lab:target` or
+    # `dynamo-lab:cluster` key).
+    target: Optional[ClusterTarget] = Field(None, description="the cluster the stack deploys to, from the "
                                              "`kubernetes:*` keys")

@@ -93,4 +93,4 @@ def manifests(cfg: StackConfig, stack: str) -> BenchmarkObjects:
 def logs_command(cfg: StackConfig, job: str) -> str:
     """The stack output benchLogs: a shell command (a pipe) printing the Job's JSON result lines.
     Run it as `eval "$(pulumi stack output benchLogs)"`: a bare `$(...)` does not run pipes."""
-    return f"{kubectl(cfg.cluster)} logs -n {cfg.graph.namespace} job/{job} | grep '^{{'"
+    return f"{kubectl(cfg.target)} logs -n {cfg.graph.namespace} job/{job} | grep '^{{'"

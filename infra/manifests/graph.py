@@ -311,7 +311,7 @@ def frontend_url(cfg: StackConfig) -> str:
 
 
 def port_forward_command(cfg: StackConfig) -> str:
-    return (f"{kubectl(cfg.cluster)} port-forward -n {cfg.graph.namespace} svc/{frontend_service(cfg)} "
+    return (f"{kubectl(cfg.target)} port-forward -n {cfg.graph.namespace} svc/{frontend_service(cfg)} "
             f"{FRONTEND_PORT}:{FRONTEND_PORT}")
 
 

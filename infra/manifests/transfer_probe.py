@@ -177,4 +177,4 @@ def manifests(cfg: StackConfig, sizing: StackSizing) -> ProbeObjects:
 def logs_command(cfg: StackConfig, initiator_job: str) -> str:
     """The stack output probeLogs: the command printing the probe's result, the initiator's last log
     line. No pipe, no quotes: it runs as `eval "$(pulumi stack output probeLogs)"` and as `$(...)`."""
-    return f"{kubectl(cfg.cluster)} logs -n {cfg.graph.namespace} job/{initiator_job} --tail=1"
+    return f"{kubectl(cfg.target)} logs -n {cfg.graph.namespace} job/{initiator_job} --tail=1"

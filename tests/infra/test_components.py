@@ -75,7 +75,7 @@ def deployed(request) -> Deployed:
         init(self, t, name, *args, **kwargs)
 
     def program() -> dict[str, Any]:
-        returned.update(deploy(planned, cluster_provider(stack.config.cluster)))
+        returned.update(deploy(planned, cluster_provider(stack.config.target)))
         return {}
 
     with pytest.MonkeyPatch.context() as mp:

@@ -89,7 +89,7 @@ def _schema_keys() -> dict[str, set[str]]:
                     walk(defs[item]["properties"], path + suffix, table)
 
     top = dict(schema["properties"])
-    top.pop("cluster")
+    top.pop("target")
     walk(defs["ClusterTarget"]["properties"], "kubernetes:", "")
     walk(top, "", "")
     for name, title in own.items():

@@ -1,9 +1,11 @@
-"""Every stack names its cluster, and every Kubernetes resource goes through that one provider."""
+"""Every stack names the cluster it deploys to (its target), and every Kubernetes resource goes
+through that one provider."""
 
 from __future__ import annotations
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pytest
 
 from infra.errors import ConfigError
 from tests.helpers import everything_on, refused, run_program, run_stack
@@ -59,9 +61,12 @@ def test_default_provider_keys_that_would_be_ignored_are_refused():
     assert "pulumi config rm kubernetes:namespace --stack cross-server" in str(err)
 
 
-def test_a_cluster_key_in_the_projects_namespace_is_refused():
-    err = _refusal(lambda c: c.update(cluster={"context": "lab"}))
-    assert f"{F}: cluster: unknown key `dynamo-lab:cluster`: name the cluster with Pulumi's own key" in str(err)
+@pytest.mark.parametrize("key", ["cluster", "target"])
+def test_a_cluster_key_in_the_projects_namespace_is_refused(key):
+    # `target` is what the schema calls the cluster the stack deploys to; Pulumi's keys fill it, never ours.
+    err = _refusal(lambda c: c.update({key: {"context": "lab"}}))
+    assert f"{F}: {key}: unknown key `dynamo-lab:{key}`: name the cluster with Pulumi's own key" in str(err)
+    assert "did you mean" not in str(err)
 
 
 def test_kubeconfig_contents_are_refused_a_path_is_passed_on():
