@@ -18,7 +18,7 @@ import yaml
 from dynamo_lab.cli import main
 from dynamo_lab.preflight import cluster_data
 from infra.config.schema import ClusterTarget
-from tests.lab.preflight.test_preflight import lab
+from tests.lab.preflight.saved_lab import lab
 
 LISTS = {
     "/api/v1/nodes": "Node",

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import ROOT
-from tests.lab.preflight.test_preflight import lab, preflight, saved
+from tests.lab.preflight.saved_lab import lab, preflight, saved
 
 RESAVE = "save it again, unedited, with `kubectl version -o json` followed by `kubectl get "
 

@@ -13,7 +13,7 @@ from dynamo_lab.cli import main
 from dynamo_lab.preflight import cluster_data, text
 from dynamo_lab.preflight.run import check
 from tests.helpers import loaded
-from tests.lab.preflight.test_preflight import LAB, lab, preflight, problems, report_for, saved
+from tests.lab.preflight.saved_lab import LAB, lab, preflight, problems, report_for, saved
 
 DEFAULT = "storageclass.kubernetes.io/is-default-class"
 CLAIM = "dynamo-lab-kv-routing/kv-routing-model-cache"
