@@ -217,3 +217,10 @@ def deploy_checklist(readme: str) -> list[ChecklistStep]:
         elif block is not None:
             block.append(line)
     return steps
+
+
+def workflow(name: str) -> dict:
+    """A GitHub workflow of the repository (.github/workflows/NAME), parsed."""
+    import yaml
+
+    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())

@@ -7,7 +7,7 @@ token` gives the kubeconfig). It may read the kinds the stacks declare in their 
 cluster-wide ones; it may not read a Secret anywhere, read anything else, or write anything. And
 the real engine and provider (Pulumi CLI v3.274.1, provider 4.25.0) preview a deployed stack with
 that kubeconfig, as the live-preview job does, a change to its Secret included.
-tests/test_workflows.py checks offline that the rules name exactly the kinds the stacks render.
+tests/test_live_preview_reader.py checks offline that the rules name exactly the kinds the stacks render.
 """
 
 from __future__ import annotations
