@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from dynamo_lab.preflight.fit import fmt
-from dynamo_lab.preflight.report import GpuMemory, Need, NodeRow, Placed, Report
+from dynamo_lab.preflight.report import GpuMemory, Need, NodeRow, PendingPod, Placed, Report
 from dynamo_lab.sizing_text import text_table
 from infra import units
 
@@ -34,9 +34,10 @@ def _gpu_memory(g: GpuMemory | None) -> str:
             f"({g.reported_mib}Mi){'' if g.ok else ' !'}")
 
 
-def _places(row: NodeRow) -> str:
+def _places(row: NodeRow, pending: list[PendingPod]) -> str:
+    """What is placed on a node, each group's Pending pods counted by the group the packing gave them."""
     def waiting(p: Placed) -> str:
-        n = sum(pod.rsplit("-", 1)[0] == p.name for pod in row.pending) if p.bound else 0
+        n = sum(pp.group == p.name and pp.pod in row.pending for pp in pending) if p.bound else 0
         return f" ({n} Pending)" if n else ""
     return ", ".join(f"{p.replicas} x {p.name}" + ("" if p.bound else " (may land here)") + waiting(p)
                      for p in row.places) or "-"
@@ -58,7 +59,7 @@ def text(r: Report) -> str:
            "Nodes (needs / has: requests of the pods placed there / allocatable; GPU memory: the sizing's plan /"
            " the reported GPU less the class's reserve):",
            text_table(["node", "places", "GPU units", "GPU memory", "memory", "CPU", "verdict"],
-                      [[n.name, _places(n), _gpu_units(n.resources), _gpu_memory(n.gpu_memory),
+                      [[n.name, _places(n, r.pending), _gpu_units(n.resources), _gpu_memory(n.gpu_memory),
                         _resource(n.resources, "memory"), _resource(n.resources, "cpu"), _verdict(n)]
                        for n in r.nodes]),
            *([""] + ["Pending (the scheduler's words):"] + [f"- {p.pod}: {p.reason}" for p in r.pending]

@@ -73,6 +73,13 @@ def _weights(node: ast.BinOp) -> bool:
     return isinstance(node.op, ast.Mult) and {_attr(node.left), _attr(node.right)} == {"parameters", "dtype_bytes"}
 
 
+def _name_parsed(node: ast.Call) -> bool:
+    """`pod.rsplit("-", 1)`, `name.rpartition("-")`: a replica's or a node's name taken apart to learn
+    its group or its node, which the placement model and the packing hand over as fields."""
+    return isinstance(node.func, ast.Attribute) and node.func.attr in ("rsplit", "rpartition") and \
+        bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value in ("-", "[")
+
+
 def _by_ranks(node: ast.BinOp) -> bool:
     """A figure multiplied or divided by tensorParallel: a rank's share, or the ranks' together."""
     return isinstance(node.op, (ast.Mult, ast.Div, ast.FloorDiv)) and \
@@ -97,6 +104,9 @@ def second_builders(source: str, where: str) -> list[str]:
         elif isinstance(node, ast.BinOp) and where != RESOLVED and _weights(node):
             found.append(f"{where}:{node.lineno}: the model's weight bytes worked out outside {RESOLVED} "
                          "(weight_bytes, ResolvedStack.weight_bytes)")
+        elif isinstance(node, ast.Call) and _name_parsed(node):
+            found.append(f"{where}:{node.lineno}: a name taken apart to recover its group or node (read the "
+                         "placement model's Replica, the packing's Pod or PendingPod instead)")
         elif isinstance(node, ast.BinOp) and where not in (RESOLVED, PLACEMENT) and _by_ranks(node):
             found.append(f"{where}:{node.lineno}: a figure per rank or over the ranks worked out outside "
                          f"{RESOLVED} (Ranks) or {PLACEMENT} (gpus_per_pod, gpus_needed)")
@@ -129,6 +139,8 @@ def test_no_module_builds_a_derived_fact_its_owner_builds():
     'per_rank = math.ceil(weights / g.tensor_parallel)',
     'blocks = pool_blocks(pool, sizing.kv_bytes_per_token // g.tensor_parallel)',
     'needed = sum(g.replicas * g.tensor_parallel for g in groups)',
+    'n = sum(pod.rsplit("-", 1)[0] == group for pod in row.pending)',
+    'node = int(host.rpartition("[")[2])',
 ])
 def test_the_check_sees_each_kind_of_second_builder(source):
     assert len(second_builders(source, "dynamo_lab/somewhere.py")) == 1

@@ -14,6 +14,7 @@ import pytest
 from dynamo_lab.preflight import cluster_data, packing
 from dynamo_lab.preflight.pods import plan_pods
 from dynamo_lab.preflight.run import check
+from dynamo_lab.preflight.text import text
 from infra.errors import ConfigError
 from infra.plan import plan
 from tests.helpers import ROOT, loaded
@@ -98,6 +99,9 @@ def test_a_class_planning_two_servers_on_the_lab_with_one_reports_the_shortfall(
         "node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match pod anti-affinity rules.\"."
     ) in problem.problem and problem.problem.endswith(PRE_PULL_SHORT)
     assert [(p.pod, p.node) for p in report.pending] == [("worker-24gb-1", "gpu-server")]
+    # The table counts it where it waits, by the group the packing gave it (not by its name).
+    (row,) = [line for line in text(report).splitlines() if line.startswith("gpu-server ")]
+    assert "2 x worker-24gb (1 Pending), 1 x frontend (may land here)" in row
     # spread none planned every worker on one GPU: the workers fit, but the pre-pull Job does not.
     (problem,) = check(loaded("kv-routing", kv_routing(4, "none")), LAB).problems
     assert problem.problem.endswith(PRE_PULL_SHORT) and "would stay Pending (" not in problem.problem
