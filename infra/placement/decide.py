@@ -56,6 +56,7 @@ BASIC = ("cpu", "memory", "ephemeral-storage")
 # What LeastAllocated weighs, each weight 1 (apis/config/v1/defaults.go, the default scoring strategy).
 WEIGHED = ("cpu", "memory")
 POD_COUNT = "pods"  # a host's allocatable count of pods; each pod takes one
+ZERO = Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,10 @@ class Why:
     detail: str = ""
 
 
+NOT_SELECTED, NO_DOMAIN = Why("not selected"), Why("no domain")
+SPREAD, ONE_PER_NODE = Why("spread"), Why("one per node")
+
+
 @dataclass
 class Decision:
     """Where each pod landed, and why the others landed nowhere."""
@@ -115,73 +120,104 @@ def in_order(pods: list[Pod]) -> list[Pod]:
     return sorted(pods, key=lambda p: (-_devices(p.asks), -p.asks.get("memory", 0), -p.asks.get("cpu", 0)))
 
 
+def _exact(q: Fraction | int) -> Fraction | int:
+    """A whole amount as an int (compared ten times faster than a Fraction), any other as it is."""
+    return q.numerator if isinstance(q, Fraction) and q.denominator == 1 else q
+
+
 class _Cluster:
+    """The hosts as the pods placed so far leave them: what each has booked, and each group's pods
+    per host and per domain, kept as they land (so a pod is placed in time linear in the hosts)."""
+
     def __init__(self, hosts: list[Host]):
         self.hosts = hosts
         self.decision = Decision(placed={h.name: [] for h in hosts}, pending={}, order=[])
         self.used = {h.name: dict(h.booked) for h in hosts}
-
-    def _peers(self, pod: Pod, hosts: list[Host]) -> int:
-        return sum(p.group == pod.group for h in hosts for p in self.decision.placed[h.name])
+        # What each host has left of each resource it states or has booked (any other: none).
+        self.free = {h.name: {r: _exact(h.allocatable.get(r, ZERO) - h.booked.get(r, ZERO))
+                              for r in {*h.allocatable, *h.booked}} for h in hosts}
+        self.on_host: dict[tuple[str, str], int] = {}  # (group, host) -> its pods there
+        self.in_domain: dict[tuple[str, str], int] = {}  # (group, domain) -> its pods there
+        self._domains: dict[frozenset[str], list[str]] = {}  # a pod's hosts -> their domains
 
     def _short(self, pod: Pod, host: Host) -> list[Why]:
         short = []
         allowed = host.allocatable.get(POD_COUNT)
         if allowed is not None and len(self.decision.placed[host.name]) + 1 > allowed:
             short.append(Why("short", POD_COUNT))
-        used = self.used[host.name]
+        free = self.free[host.name]
         for r, want in pod.asks.items():
-            if want > 0 and want > host.allocatable.get(r, Fraction(0)) - used.get(r, Fraction(0)):
+            if want > free.get(r, 0) and want > 0:
                 short.append(Why("short", r))
         return short
 
-    def _spread(self, pod: Pod, host: Host) -> Optional[Why]:
+    def _fits(self, pod: Pod, host: Host, asks: list[tuple[str, Fraction | int]], fewest: int) -> bool:
+        """Whether `host` takes `pod` now: `reasons` is empty, checked cheapest first (a pod is tried
+        on every host, and the order of the checks changes only which reason is the first)."""
+        if host.closed is not None or host.name not in pod.hosts or self._spread(pod, host, fewest):
+            return False
+        allowed = host.allocatable.get(POD_COUNT)
+        if allowed is not None and len(self.decision.placed[host.name]) + 1 > allowed:
+            return False
+        free = self.free[host.name]
+        return not any(want > free.get(r, 0) and want > 0 for r, want in asks)
+
+    def _fewest(self, pod: Pod) -> int:
+        """The fewest of the pod's peers in any domain of its hosts (0 where none has a domain)."""
+        domains = self._domains.get(pod.hosts)
+        if domains is None:
+            domains = self._domains[pod.hosts] = list(dict.fromkeys(
+                h.domain for h in self.hosts if h.name in pod.hosts and h.domain is not None))
+        return min((self.in_domain.get((pod.group, d), 0) for d in domains), default=0)
+
+    def _spread(self, pod: Pod, host: Host, fewest: int) -> Optional[Why]:
         if pod.spread == "none":
             return None
         if host.domain is None:
-            return Why("no domain") if pod.spread == "even" else None
-        same = [h for h in self.hosts if h.domain == host.domain]
+            return NO_DOMAIN if pod.spread == "even" else None
+        here = self.in_domain.get((pod.group, host.domain), 0)
         if pod.spread == "onePerNode":
-            return Why("one per node") if self._peers(pod, same) else None
-        domains: dict[str, int] = {}
-        for h in self.hosts:
-            if h.name in pod.hosts and h.domain is not None:
-                domains[h.domain] = domains.get(h.domain, 0) + self._peers(pod, [h])
-        fewest = min(domains.values()) if domains else 0
-        return Why("spread") if domains.get(host.domain, 0) + 1 - fewest > pod.max_skew else None
+            return ONE_PER_NODE if here else None
+        return SPREAD if here + 1 - fewest > pod.max_skew else None
 
-    def reasons(self, pod: Pod, host: Host) -> tuple[Why, ...]:
-        """Why `host` cannot take `pod` now (the first failing filter's reasons); () where it can."""
+    def reasons(self, pod: Pod, host: Host, fewest: int) -> tuple[Why, ...]:
+        """Why `host` cannot take `pod` now (the first failing filter's reasons); () where it can.
+        `fewest`: the fewest of its peers in a domain of its hosts (`_fewest`)."""
         if host.closed is not None:
             return (Why("closed", host.closed),)
         if host.name not in pod.hosts:
-            return (Why("not selected"),)
+            return (NOT_SELECTED,)
         short = self._short(pod, host)
         if short:
             return tuple(short)
-        why = self._spread(pod, host)
+        why = self._spread(pod, host, fewest)
         return (why,) if why else ()
 
     def _score(self, pod: Pod, host: Host) -> tuple:
-        peers = self._peers(pod, [host]) if pod.spread == "even" else 0
+        peers = self.on_host.get((pod.group, host.name), 0) if pod.spread == "even" else 0
         used = self.used[host.name]
-        shares = [(used.get(r, Fraction(0)) + pod.asks.get(r, 0)) / host.allocatable[r]
+        shares = [(used.get(r, ZERO) + pod.asks.get(r, 0)) / host.allocatable[r]
                   for r in WEIGHED if host.allocatable.get(r)]
         load = sum(shares) / len(shares) if shares else len(self.decision.placed[host.name])
         return (peers, load)
 
     def place(self, pod: Pod) -> None:
         self.decision.order.append(pod)
-        why = {h.name: self.reasons(pod, h) for h in self.hosts}
-        feasible = [h for h in self.hosts if not why[h.name]]
+        fewest = self._fewest(pod) if pod.spread == "even" else 0
+        asks = [(r, _exact(q)) for r, q in pod.asks.items()]
+        feasible = [h for h in self.hosts if self._fits(pod, h, asks, fewest)]
         if not feasible:
-            self.decision.pending[pod.name] = why
+            self.decision.pending[pod.name] = {h.name: self.reasons(pod, h, fewest) for h in self.hosts}
             return
         best = min(feasible, key=lambda h: self._score(pod, h))  # min keeps the first of equals
         self.decision.placed[best.name].append(pod)
-        used = self.used[best.name]
-        for r, q in pod.asks.items():
-            used[r] = used.get(r, Fraction(0)) + q
+        used, free = self.used[best.name], self.free[best.name]
+        for r, q in asks:
+            used[r] = used.get(r, ZERO) + q
+            free[r] = free.get(r, 0) - q
+        self.on_host[(pod.group, best.name)] = self.on_host.get((pod.group, best.name), 0) + 1
+        if best.domain is not None:
+            self.in_domain[(pod.group, best.domain)] = self.in_domain.get((pod.group, best.domain), 0) + 1
 
 
 def place(hosts: list[Host], pods: list[Pod]) -> Decision:
