@@ -124,8 +124,9 @@ def ranks(cfg: StackConfig, group: WorkerGroup) -> Ranks:
 # vLLM 0.31.0's scheduler defaults for Dynamo's usage context (OPENAI_API_SERVER: dynamo/vllm/main.py
 # passes it), by the card's memory: vllm/engine/arg_utils.py,
 # _set_default_max_num_seqs_and_batched_tokens_args. (memory from, --max-num-batched-tokens,
-# --max-num-seqs), largest first; below the last, LAB_LIMITS. ("not A100" at 70 GiB: vLLM names the
-# A100 80GB apart; no class here is one.)
+# --max-num-seqs), largest first; below the last, SMALL_CARD_DEFAULTS. The 70 GiB step is vLLM's
+# for a card that is not an A100, as the predictor's costs took it before; an A100 class is not
+# told apart here.
 ENGINE_DEFAULTS = ((160 * GI, 16384, 1024), (70 * GI, 8192, 1024))
 SMALL_CARD_DEFAULTS = (2048, 256)
 
