@@ -1,6 +1,7 @@
 """How vLLM 0.31.0's NixlConnector pairs the ranks of a prefill worker and a decode worker of
 different tensorParallel: whether it takes the pair, and which prefill ranks each decode rank reads
-which KV heads from. The rule the config's pair check (infra/validate/topology.py) reads.
+which KV heads from. The rule the config's pair check (infra/validate/topology.py) reads; the
+engine tier holds it to vLLM's own code for every pair of sizes (tests/engine/test_kv_pairs.py).
 
 What vLLM 0.31.0 does, read in its wheel (vllm/distributed/kv_transfer/kv_connector/):
 - utils.py, `TransferTopology.tp_ratio`: the decode worker (local) and the prefill worker (remote)
@@ -34,12 +35,13 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class RankRead:
-    """One decode rank's read from one prefill rank: `heads` of the model's KV heads, of every layer
-    of every block it pulls."""
+    """One decode rank's read from one prefill rank: `heads` of the model's KV heads, from the
+    prefill rank's `first_head` (of its own, from 0) on, of every layer of every block it pulls."""
 
     decode_rank: int
     prefill_rank: int
     heads: int
+    first_head: int = 0
 
 
 def heads_per_rank(tp: int, kv_heads: int) -> int:
@@ -86,5 +88,11 @@ def reads(prefill_tp: int, decode_tp: int, kv_heads: int) -> tuple[RankRead, ...
     mine = heads_per_rank(decode_tp, kv_heads)
     for r in range(decode_tp):
         ranks = sources(r, prefill_tp, decode_tp, kv_heads)
-        out += [RankRead(r, p, mine // len(ranks)) for p in ranks]
+        if len(ranks) == 1:
+            # Its share of one prefill rank's heads: vLLM's rank_offset_factor (tp_mapping.py) in heads,
+            # where the decode rank's first head is r x K // D and the prefill rank's p x K // P.
+            (p,) = ranks
+            out.append(RankRead(r, p, mine, r * kv_heads // decode_tp - p * kv_heads // prefill_tp))
+        else:
+            out += [RankRead(r, p, mine // len(ranks)) for p in ranks]
     return tuple(out)

@@ -13,8 +13,9 @@ from infra.kv_ranks import RankRead
 def test_four_decode_ranks_read_halves_of_two_prefill_ranks():
     # The example in vLLM 0.31.0's NixlConnectorWorker.add_remote_agent docstring (decode TP 4,
     # prefill TP 2): decode ranks 0 and 1 read the two halves of prefill rank 0's heads, 2 and 3 of
-    # prefill rank 1's. With 8 KV heads a prefill rank holds 4, a decode rank 2.
-    assert kv_ranks.reads(2, 4, 8) == (RankRead(0, 0, 2), RankRead(1, 0, 2), RankRead(2, 1, 2), RankRead(3, 1, 2))
+    # prefill rank 1's. With 8 KV heads a prefill rank holds 4, a decode rank 2: heads 0-1 and 2-3 of each.
+    assert kv_ranks.reads(2, 4, 8) == (RankRead(0, 0, 2, 0), RankRead(1, 0, 2, 2), RankRead(2, 1, 2, 0),
+                                       RankRead(3, 1, 2, 2))
 
 
 def test_a_decode_rank_reads_every_prefill_rank_of_its_heads_where_prefill_has_more():
@@ -25,11 +26,14 @@ def test_a_decode_rank_reads_every_prefill_rank_of_its_heads_where_prefill_has_m
 @pytest.mark.parametrize("prefill_tp, decode_tp", [(p, d) for p in (1, 2, 4, 8) for d in (1, 2, 4, 8)])
 def test_every_head_moves_once_and_every_decode_rank_gets_its_share(prefill_tp, decode_tp):
     reads = kv_ranks.reads(prefill_tp, decode_tp, 8)
-    assert sum(r.heads for r in reads) == 8  # no head twice, none left behind
+    # Each head once (prefill rank p's own heads are p x 8 / P on), none left behind.
+    held = kv_ranks.heads_per_rank(prefill_tp, 8)
+    moved = sorted(r.prefill_rank * held + r.first_head + i for r in reads for i in range(r.heads))
+    assert moved == list(range(8))
     for rank in range(decode_tp):
         assert sum(r.heads for r in reads if r.decode_rank == rank) == kv_ranks.heads_per_rank(decode_tp, 8)
     # A read never takes more than the prefill rank holds.
-    assert all(r.heads <= kv_ranks.heads_per_rank(prefill_tp, 8) for r in reads)
+    assert all(r.first_head + r.heads <= held for r in reads)
 
 
 @pytest.mark.parametrize("prefill_tp, decode_tp, said", [
@@ -48,5 +52,6 @@ def test_replicated_prefill_heads_into_fewer_decode_ranks_are_refused_and_more_a
     # them into 4 decode ranks; into 16 or 32 it reads rank to rank.
     assert "_validate_remote_agent_handshake" in kv_ranks.refusal(16, 4, 8)
     assert kv_ranks.refusal(16, 16, 8) is None and kv_ranks.refusal(16, 32, 8) is None
-    # A decode worker with more ranks than heads holds one (replicated) head a rank, read whole.
-    assert kv_ranks.reads(4, 16, 8)[:3] == (RankRead(0, 0, 1), RankRead(1, 0, 1), RankRead(2, 0, 1))
+    # A decode worker with more ranks than heads holds one (replicated) head a rank: two ranks read each.
+    assert kv_ranks.reads(4, 16, 8)[:5] == (RankRead(0, 0, 1, 0), RankRead(1, 0, 1, 0), RankRead(2, 0, 1, 1),
+                                            RankRead(3, 0, 1, 1), RankRead(4, 1, 1, 0))
