@@ -160,6 +160,41 @@ def test_a_size_refused_on_its_own_is_said_once_not_again_for_the_pair():
     assert "neither divides the other" not in msg
 
 
+def test_each_decode_rank_of_a_mixed_pair_is_sized_reading_its_heads_from_the_prefill_rank_holding_them():
+    # Four TP1 prefill workers into one TP4 decode worker: each decode rank pulls its 2 of Qwen3-8B's
+    # 8 KV heads from the one prefill rank, a quarter of the request's bytes each.
+    stack = loaded("cross-server", _mixed(1, 4, 4, 1))
+    (t,) = stack.sizing.transfers
+    assert [(x.decode_rank, x.prefill_rank, x.heads, x.first_head) for x in t.rank_reads] == \
+        [(0, 0, 2, 0), (1, 0, 2, 2), (2, 0, 2, 4), (3, 0, 2, 6)]
+    assert {x.cold_bytes for x in t.rank_reads} == {t.cold_bytes // 4}
+    assert sum(x.warm_bytes for x in t.rank_reads) == t.warm_bytes
+    # The other way: a TP4 prefill worker into TP2 decode workers, each decode rank from two.
+    (t,) = loaded("cross-server", _mixed(4, 1, 2, 2)).sizing.transfers
+    assert [(x.decode_rank, x.prefill_rank, x.heads) for x in t.rank_reads] == \
+        [(0, 0, 2), (0, 1, 2), (1, 2, 2), (1, 3, 2)]
+    assert sum(x.cold_bytes for x in t.rank_reads) == t.cold_bytes
+
+
+def test_a_tp1_pair_is_one_read_of_the_whole_request():
+    (t,) = loaded("cross-server").sizing.transfers
+    assert [(x.decode_rank, x.prefill_rank, x.cold_bytes) for x in t.rank_reads] == [(0, 0, t.cold_bytes)]
+
+
+@pytest.mark.parametrize("rate, flows_bps", [("100gbit", 4 * 940e6), ("10gbit", 10e9 / 8 * 0.9)])
+def test_rank_reads_over_tcp_move_side_by_side_up_to_the_link(rate, flows_bps):
+    # Four reads, each between its own ranks' NIXL agents, each at most the TCP software path (READ,
+    # 940 MB/s); together no more than the link carries.
+    def edit(c):
+        _mixed(1, 4, 4, 1)(c)
+        c["sizing"] = {"link": {"rate": rate, "efficiency": 0.9}}
+        for w in c["workers"]:
+            w["kvTransfer"] = {"transport": "tcp"}
+    (t,) = loaded("cross-server", edit).sizing.transfers
+    assert t.throughput_bytes_per_s == pytest.approx(flows_bps)
+    assert ("4 rank pairs side by side" in t.throughput_source) == (rate == "100gbit")
+
+
 def test_more_whole_gpus_than_the_nodes_hold_is_refused_with_the_count():
     def edit(c):
         _big()(c)
