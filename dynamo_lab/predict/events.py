@@ -53,13 +53,23 @@ class Sharing:
         self.last = now
 
     def rate(self, flows: int = 1) -> float:
-        """Work per second a job of `flows` flows gets now."""
-        return min(self.capacity * flows / self.flows, flows * self.per_job) if self.jobs else 0.0
+        """Work per second a job of `flows` flows gets now: a share of the capacity per flow, each
+        flow at most `per_job`."""
+        if not self.jobs:
+            return 0.0
+        share = self.capacity / self.flows
+        return min(share, self.per_job) if flows == 1 else min(share * flows, flows * self.per_job)
 
     def _reschedule(self) -> None:
         self.version += 1
-        if self.jobs:
-            left = min(job[0] / self.rate(job[2]) for job in self.jobs.values())
+        if not self.jobs:
+            return
+        jobs = self.jobs.values()
+        if self.flows == len(self.jobs):  # one flow each: one rate for all
+            left = min(job[0] for job in jobs) if len(jobs) > 1 else next(iter(jobs))[0]
+            self.sim.at(self.sim.now + max(left, 0.0) / self.rate(), self._complete, self.version)
+        else:
+            left = min(job[0] / self.rate(job[2]) for job in jobs)
             self.sim.at(self.sim.now + max(left, 0.0), self._complete, self.version)
 
     def submit(self, work: float, callback: Callable[[], None], flows: int = 1) -> None:
