@@ -35,7 +35,7 @@ from infra.errors import ConfigError
 from infra.load import load
 from tests.engine import model
 from tests.engine.test_engine import CHECKER_TIMEOUT_S, engine_python, render, with_flag
-from tests.helpers import raw_config
+from tests.helpers import loaded, raw_config
 
 pytestmark = pytest.mark.engine
 
@@ -246,4 +246,11 @@ def test_the_rendered_mixed_layouts_pair_as_the_project_sizes_them(pairs, case):
     for role, tp in (("prefill", case[0]), ("decode", case[2])):
         assert pairs.workers[f"{key}/{role}"]["tp"] == tp
         assert pairs.workers[f"{key}/{role}"]["layout"] == "LBHNC"  # heads contiguous: a rank's share splits
-    assert r["reads"] == _expected(model.EXAMPLE_CONFIG, case[0], case[2])
+    # The sizing's reads of the same stack (rank_reads: the heads each decode rank takes of each prefill
+    # rank), as vLLM's descriptors give them.
+    (t,) = loaded(EXAMPLE, _example(*case)).sizing.transfers
+    c, head = model.EXAMPLE_CONFIG, _head_bytes(model.EXAMPLE_CONFIG)
+    sized = [{"decode_rank": x.decode_rank, "prefill_rank": x.prefill_rank,
+              "bytes_per_block": x.heads * head * c["num_hidden_layers"], "offset_bytes": [x.first_head * head]}
+             for x in t.rank_reads]
+    assert r["reads"] == sized
