@@ -63,6 +63,21 @@ def gpus(r: StackSizing) -> list[str]:
                          human(g.memory_bytes), human(g.budget_bytes), human(g.planned_bytes)] for g in r.gpus])]
 
 
+def rank_reads(r: StackSizing) -> list[str]:
+    """Where a pair runs tensorParallel above 1: which prefill ranks each decode rank reads which KV
+    heads from, and how many bytes of one request (none where every pair is one rank to one)."""
+    if all(len(t.rank_reads) == 1 for t in r.transfers):
+        return []
+    rows = [[t.from_group, t.to_group, str(x.decode_rank), str(x.prefill_rank),
+             str(x.first_head) if x.heads == 1 else f"{x.first_head}-{x.first_head + x.heads - 1}",
+             f"{human_si(x.cold_bytes)} / {human_si(x.warm_bytes)}"]
+            for t in r.transfers for x in t.rank_reads]
+    return ["Rank reads (vLLM 0.31.0's NixlConnector: each decode rank pulls its own KV heads from the prefill "
+            "ranks holding them, all reads of a request side by side):",
+            text_table(["from", "to", "decode rank", "prefill rank", "KV heads (of the prefill rank's)",
+                               "bytes cold / warm"], rows), ""]
+
+
 def table(r: StackSizing) -> str:
     parallel = any(g.tensor_parallel > 1 for g in r.groups)
     out = [
@@ -115,6 +130,7 @@ def table(r: StackSizing) -> str:
                          t.throughput_source] for t in r.transfers]),
             "",
         ]
+        out += rank_reads(r)
         if any(t.throughput_basis is ThroughputBasis.ESTIMATE for t in r.transfers):
             out += ["Same-node throughput: an ESTIMATE from a development machine (its spread: docs/measurements.md) "
                     "until sizing.measured holds the lab's own probe result (dynamo-lab probe, or the in-cluster "

@@ -4,10 +4,11 @@ The schema (infra/config/) says what a user may write; this module says what it 
 stack: the per-stack defaults filled in (the graph's name and namespace, the benchmark's requests),
 each worker group's context length and where it came from, the groups that run workers and the GPU
 classes they run on, every name derived from the graph's (infra/names.py), where the model cache
-lives, what the model's weights and a token's KV take, what one rank of a worker holds (`Ranks`)
-and the engine settings a worker's flags give (`EngineSettings`). The cross-key checks
-(infra.validate), the sizing, the builders, the plan, preflight, predict and advise read these facts
-here; none works them out again (tests/infra/test_one_definition.py).
+lives, what the model's weights and a token's KV take, what one rank of a worker holds (`Ranks`),
+the engine settings a worker's flags give (`EngineSettings`) and which prefill ranks each decode
+rank reads its KV from (`kv_reads`). The cross-key checks (infra.validate), the sizing, the
+builders, the plan, preflight, predict and advise read these facts here; none works them out again
+(tests/infra/test_one_definition.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional, TypeVar
 
-from infra import names
+from infra import kv_ranks, names
 from infra.config import engine_flags
 from infra.config.fields import node_path, vllm_int
 from infra.config.gpu_classes import GpuClass
@@ -208,6 +209,12 @@ class ResolvedStack:
     def engine(self, group: WorkerGroup) -> EngineSettings:
         """The scheduler settings `group`'s workers run with (`EngineSettings`)."""
         return engine_settings(group, self.config.gpu_classes[group.gpu_class])
+
+    def kv_reads(self, prefill: WorkerGroup, decode: WorkerGroup) -> tuple[kv_ranks.RankRead, ...]:
+        """The reads one request's KV takes from a `prefill` worker to a `decode` worker, rank by
+        decode rank (infra/kv_ranks.py: which prefill ranks, which KV heads); for a pair
+        infra.validate took."""
+        return kv_ranks.reads(prefill.tensor_parallel, decode.tensor_parallel, self.config.model.kv_heads)
 
     def service(self, group: WorkerGroup) -> str:
         return names.service(self.graph, group.name)

@@ -23,7 +23,8 @@ PACKAGES = ("infra", "dynamo_lab")
 # Bottom to top: each entry is a layer, its modules named by prefix (a package names all of its own).
 LAYERS: tuple[tuple[str, ...], ...] = (
     # The program: what `pulumi up` loads.
-    ("infra.errors", "infra.units", "infra.names", "infra.catalogue", "infra.prefix_cache", "infra.payloads"),
+    ("infra.errors", "infra.units", "infra.names", "infra.catalogue", "infra.prefix_cache", "infra.kv_ranks",
+     "infra.payloads"),
     ("infra.config",),  # the schema, single values, engine flags
     ("infra.placement.decide",),  # where pods land: the one decision
     ("infra.placement",),  # where each replica and rank may land

@@ -9,8 +9,10 @@ workers per class, not per node, and a class of several nodes spreads each group
 them (a topology spread constraint: the same count on each node, give or take one), which fixes
 where the scheduler puts them up to which node is which (docs/advise.md, "What it searches").
 On a class of whole GPUs each group may also run tensorParallel t, for each t that divides the
-model's attention and KV heads and fits a node's GPUs. Replicas per class run from 1 (0 for a
-mixed aggregated layout) to what its nodes hold: per node, the GPU units it advertises
+model's attention and KV heads and fits a node's GPUs, and a prefill group and a decode group each
+their own t where vLLM 0.31.0's NixlConnector pairs them (one divides the other: infra/kv_ranks.py),
+in the counts of each that take whole nodes' worth of a class's GPUs (_fills). Replicas per
+class run from 1 (0 for a mixed aggregated layout) to what its nodes hold: per node, the GPU units it advertises
 (time-sliced: one per worker, at most MAX_REPLICAS_PER_CLASS) or its GPUs over t (whole); and no
 layout has more workers than `max_workers` (the traffic's requests in flight: search.py). KV
 pools, memory requests and limits are left to the sizing, as a stack file that does not set them
@@ -28,6 +30,7 @@ from dynamo_lab.preflight import classes, selectors
 from dynamo_lab.preflight.cluster_data import ClusterData, Node
 from dynamo_lab.preflight.fit import blocked
 from dynamo_lab.preflight.gpus import GPU_COUNT_LABEL, NodeGpus
+from infra import kv_ranks
 from infra.config.schema import StackConfig
 
 # The search's bound per node of a time-sliced class, for its time: a node may advertise more GPU
@@ -84,6 +87,11 @@ class Layout:
             return " + ".join(f"{g.replicas} agg{g.tp} on {g.gpu_class}" for g in self.groups)
         prefill = next(g for g in self.groups if g.role == "prefill")
         decode = next(g for g in self.groups if g.role == "decode")
+        if prefill.tensor_parallel != decode.tensor_parallel:  # each role its own size
+            where = (f" on {prefill.gpu_class}", "") if self.kind == ONE_NODE else ("", f" on {decode.gpu_class}")
+            joint = " + " if self.kind == ONE_NODE else f" on {prefill.gpu_class} -> "
+            return (f"{prefill.replicas} prefill (TP {prefill.tensor_parallel}){joint}{decode.replicas} decode "
+                    f"(TP {decode.tensor_parallel}){where[0]}{where[1]}")
         if self.kind == ONE_NODE:
             return f"{prefill.replicas} prefill + {decode.replicas} decode on {prefill.gpu_class}{prefill.tp}"
         return (f"{prefill.replicas} prefill on {prefill.gpu_class} -> {decode.replicas} decode on "
@@ -202,6 +210,28 @@ def _fits(n: ClassNode, tp: int, *counts: int) -> bool:
     return sum(math.ceil(c / n.nodes) for c in counts) <= n.per_node(tp)
 
 
+def _fills(n: ClassNode, *groups: tuple[int, int]) -> bool:
+    """Whether groups of (tensorParallel, replicas), each spread even over a class of whole GPUs, fit
+    its nodes and take whole nodes' worth of its GPUs (8 or 16 of two 8-GPU nodes).
+
+    The layouts whose prefill and decode groups run different sizes are searched in these counts
+    alone: the splits of a node count's GPUs between the roles, as layouts of one size are compared
+    at equal GPUs. A bound for the search's time: each layout is a simulated screening, and on two
+    8-GPU nodes every count of each role that fits would add 144 layouts to the 170 of one size
+    (a search past a minute on 2 cores); these add 20 (docs/advise.md)."""
+    return (sum(c * tp for tp, c in groups) % n.gpus_per_node == 0
+            and sum(math.ceil(c / n.nodes) * tp for tp, c in groups) <= n.gpus_per_node)
+
+
+def _mixed(a: ClassNode, b: ClassNode) -> list[tuple[int, int]]:
+    """(prefill size, decode size), two different sizes its classes offer that vLLM 0.31.0's
+    NixlConnector pairs (infra/kv_ranks.py: one divides the other). Every size a class offers divides
+    the model's KV heads (class_nodes), so none replicates a head: the rule is asked with a KV head
+    count both sizes divide, which is all it reads of the model."""
+    return [(p, d) for p in a.tensor_parallel for d in b.tensor_parallel
+            if p != d and kv_ranks.refusal(p, d, math.lcm(p, d)) is None]
+
+
 def _spread(n: ClassNode) -> str:
     return "even" if n.nodes > 1 else "none"
 
@@ -233,11 +263,26 @@ def layouts(nodes: list[ClassNode], max_workers: Optional[int] = None) -> list[L
                     if _fits(n, t, p, d):
                         add(Layout(ONE_NODE, (Group("prefill", "prefill", n.gpu_class, p, t, _spread(n)),
                                               Group("decode", "decode", n.gpu_class, d, t, _spread(n)))))
+    for n in nodes:
+        # Each role its own size where the connector pairs them (several TP 1 prefill workers into one
+        # TP 4 decode worker, ...), after the layouts of one size (whose order they keep): the splits of
+        # whole nodes' worth of the class's GPUs between the two (_fills).
+        for tp, td in _mixed(n, n):
+            for p in range(1, n.per_node(tp) * n.nodes + 1):
+                for d in range(1, n.per_node(td) * n.nodes + 1):
+                    if _fills(n, (tp, p), (td, d)):
+                        add(Layout(ONE_NODE, (Group("prefill", "prefill", n.gpu_class, p, tp, _spread(n)),
+                                              Group("decode", "decode", n.gpu_class, d, td, _spread(n)))))
     for a, b in itertools.permutations(nodes, 2):
-        # A prefill/decode pair runs one tensorParallel on both sides (config/topology.py).
         for t in (t for t in a.tensor_parallel if t in b.tensor_parallel):
             for p in range(1, a.per_node(t) * a.nodes + 1):
                 for d in range(1, b.per_node(t) * b.nodes + 1):
                     add(Layout(ACROSS, (Group("prefill", "prefill", a.gpu_class, p, t, _spread(a)),
                                         Group("decode", "decode", b.gpu_class, d, t, _spread(b)))))
+        # Each its own size, in whole nodes' worth of each class's GPUs (_fills).
+        for tp, td in _mixed(a, b):
+            for p in (p for p in range(1, a.per_node(tp) * a.nodes + 1) if _fills(a, (tp, p))):
+                for d in (d for d in range(1, b.per_node(td) * b.nodes + 1) if _fills(b, (td, d))):
+                    add(Layout(ACROSS, (Group("prefill", "prefill", a.gpu_class, p, tp, _spread(a)),
+                                        Group("decode", "decode", b.gpu_class, d, td, _spread(b)))))
     return out

@@ -26,12 +26,15 @@ class Sim:
 
 
 class Sharing:
-    """A processor-sharing server: `capacity` units of work per second split evenly among its jobs,
-    none faster than `per_job` (a flow's own limit, e.g. one TCP stream's software path)."""
+    """A processor-sharing server: `capacity` units of work per second split evenly among its flows,
+    none faster than `per_job` (a flow's own limit, e.g. one TCP stream's software path). A job is
+    one flow, or several moving side by side (`submit`'s `flows`: a transfer's rank-to-rank reads),
+    which take a share each."""
 
     def __init__(self, sim: Sim, capacity: float, per_job: float = float("inf")) -> None:
         self.sim, self.capacity, self.per_job = sim, capacity, per_job
-        self.jobs: dict[int, list] = {}
+        self.jobs: dict[int, list] = {}  # id -> [work left, callback, flows]
+        self.flows = 0  # of every job in progress
         self.last = 0.0
         self.version = 0
         self.busy_s = 0.0  # time with at least one job, up to `last` (what binds a layout: advise)
@@ -45,38 +48,50 @@ class Sharing:
         now = self.sim.now
         if self.jobs:
             self.busy_s += now - self.last
-            done = (now - self.last) * self.rate()
             for job in self.jobs.values():
-                job[0] -= done
+                job[0] -= (now - self.last) * self.rate(job[2])
         self.last = now
 
-    def rate(self) -> float:
-        """Work per second each job gets now."""
-        jobs = len(self.jobs)
-        return min(self.capacity / jobs, self.per_job) if jobs else 0.0
+    def rate(self, flows: int = 1) -> float:
+        """Work per second a job of `flows` flows gets now: a share of the capacity per flow, each
+        flow at most `per_job`."""
+        if not self.jobs:
+            return 0.0
+        share = self.capacity / self.flows
+        return min(share, self.per_job) if flows == 1 else min(share * flows, flows * self.per_job)
 
     def _reschedule(self) -> None:
         self.version += 1
-        if self.jobs:
-            jobs = self.jobs.values()
+        if not self.jobs:
+            return
+        jobs = self.jobs.values()
+        if self.flows == len(self.jobs):  # one flow each: one rate for all
             left = min(job[0] for job in jobs) if len(jobs) > 1 else next(iter(jobs))[0]
             self.sim.at(self.sim.now + max(left, 0.0) / self.rate(), self._complete, self.version)
+        else:
+            left = min(job[0] / self.rate(job[2]) for job in jobs)
+            self.sim.at(self.sim.now + max(left, 0.0), self._complete, self.version)
 
-    def submit(self, work: float, callback: Callable[[], None]) -> None:
+    def submit(self, work: float, callback: Callable[[], None], flows: int = 1) -> None:
         self._advance()
-        self.jobs[next(self._ids)] = [work, callback]
+        self.jobs[next(self._ids)] = [work, callback, flows]
+        self.flows += flows
         self._reschedule()
 
     def _complete(self, version: int) -> None:
         if version != self.version:
             return
         self._advance()
-        now, rate = self.sim.now, self.rate()
+        now = self.sim.now
         # Done: its work is spent, or what is left would not move the clock (far into a long run, a
         # clock of about 16,000 s cannot add 1e-12 s: rescheduling it would repeat this forever).
         done = [k for k, job in self.jobs.items()
-                if job[0] <= EPS * max(1.0, self.capacity) or now + job[0] / rate == now]
-        callbacks = [self.jobs.pop(k)[1] for k in done]
+                if job[0] <= EPS * max(1.0, self.capacity) or now + job[0] / self.rate(job[2]) == now]
+        callbacks = []
+        for k in done:
+            _, callback, flows = self.jobs.pop(k)
+            self.flows -= flows
+            callbacks.append(callback)
         self._reschedule()
         for cb in callbacks:
             cb()

@@ -16,12 +16,15 @@ software path's rate (specs.PathSpec.per_pair, docs/measurements.md); across two
 between them shares the link (rate x efficiency), each flow at most the TCP software path over TCP,
 at the link's rate over RDMA (no host TCP stack: the sizing's path_throughput, one rule for both);
 over RDMA on one node the NIC carries the pair too (path_throughput), shared by the node's flows.
-A measured throughput (sizing.measured) replaces both, as the sizing takes it.
+A measured throughput (sizing.measured) replaces both, as the sizing takes it. Between workers of
+tensorParallel above 1 a transfer is the sizing's rank reads side by side (infra/kv_ranks.py), each
+a flow of its own, and on one node each pair of ranks' agents its own TCP path (the sizing's rule).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from dynamo_lab.predict import costs, params
 from dynamo_lab.predict.specs import PathSpec, WorkerSpec
@@ -65,11 +68,12 @@ def paths(cfg: StackConfig, sizing: StackSizing, specs: list[WorkerSpec]) -> dic
     nodes_of: dict[str, set] = defaultdict(set)
     for s in specs:
         nodes_of[s.group].add(s.node)
+    flows = tuple((t.from_group, t.to_group, len(t.rank_reads)) for t in sizing.transfers if len(t.rank_reads) > 1)
     out = {}
     for t in sizing.transfers:
         for pn in sorted(nodes_of[t.from_group]):
             for dn in sorted(nodes_of[t.to_group]):
-                out[(pn, dn)] = _path(cfg, t, pn == dn, t.transport)
+                out[(pn, dn)] = replace(_path(cfg, t, pn == dn, t.transport), rank_flows=flows)
     return out
 
 

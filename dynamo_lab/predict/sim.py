@@ -19,7 +19,8 @@ What it models, because the lab's table shows it growing with load (docs/predict
 - Prefix caches and routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV
   router's cost (blocks to compute + active blocks), a decode worker by load (fewest active blocks).
 - Transfers as flows on a shared path (events.Sharing): each flow at most the TCP software path's
-  rate, all of a path's flows together at most its capacity (the link across nodes).
+  rate, all of a path's flows together at most its capacity (the link across nodes); a transfer
+  between workers of tensorParallel above 1 is its rank-to-rank reads side by side (infra/kv_ranks.py).
 - Jitter where the system has it: each request's frontend time and each step's GPU time vary
   (params.py), so concurrent clients do not move in lockstep.
 """
@@ -87,6 +88,7 @@ class Worker:
     busy: bool = False
     active_blocks: int = 0  # the router's view: blocks of the requests it sent here, not yet done
     preemptions: int = 0
+    group: str = ""  # the worker group it is a replica of
 
 
 class Graph:
@@ -98,16 +100,20 @@ class Graph:
         self.timing, self.load = timing, load
         self.rng = random.Random(stream)  # one numbered random stream per simulated graph
         self.gpus = {s.gpu: Sharing(self.sim, 1.0) for s in specs}
-        self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.card, s.limits, Cache(s.cache_blocks))
-                        for s in specs]
+        self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.card, s.limits, Cache(s.cache_blocks),
+                               group=s.group) for s in specs]
         self.cpu_buffers = {s.name: s.cpu_buffers for s in specs}
-        # (prefill node, decode node) -> its shared path; or, per pair, (.., prefill, decode) -> its own
+        # The rank-to-rank reads one transfer of a (prefill group, decode group) pair takes side by side.
+        self.flows = {(pg, dg): n for p in paths.values() for pg, dg, n in p.rank_flows}
+        # (prefill node, decode node) -> its shared path; or, per pair, (.., prefill, decode) -> its own,
+        # one for each pair of its ranks' agents
         self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow) for k, p in paths.items() if not p.per_pair}
         for (pn, dn), p in paths.items():
             if p.per_pair:
                 for a, b in ((a, b) for a in specs for b in specs if a.role == "prefill" and b.role == "decode"
                              and (a.node, b.node) == (pn, dn)):
-                    self.paths[(pn, dn, a.name, b.name)] = Sharing(self.sim, p.capacity, p.per_flow)
+                    self.paths[(pn, dn, a.name, b.name)] = Sharing(
+                        self.sim, p.capacity * self.flows.get((a.group, b.group), 1), p.per_flow)
         self.prefix_tokens = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
         self.prefix_blocks = self.prefix_tokens // load.block_tokens
         self.request_blocks = self.blocks(load.input_tokens + load.output_tokens)
@@ -254,8 +260,9 @@ class Graph:
         t = self.timing
         if w.role == "prefill" and self.cpu_buffers[w.name]:
             copied += sum(n for _, _, n in scheduled)  # GPU blocks -> host buffer after the forward (save_kv_to_host)
+        # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
         host = (t.step_cpu_s + t.step_cpu_per_request_s * len(scheduled)
-                + copied * self.load.model.kv_bytes_per_token / t.host_copy_bytes_per_s)
+                + copied * self.load.model.kv_bytes_per_token / w.card.ranks / t.host_copy_bytes_per_s)
         gpu = step_seconds(w.card, t.efficiency, self.load.model, [(c, n) for _, c, n in scheduled])
         gpu *= self._jitter(t.gpu_jitter)
         w.busy = True
@@ -336,7 +343,8 @@ class Graph:
                 self._cache_prefix(decode, req)
             decode.ready.append(req)
             self._step(decode)
-        self.sim.at(self.sim.now + delay, path.submit, req.pull_tokens * self.load.model.kv_bytes_per_token, pulled)
+        self.sim.at(self.sim.now + delay, path.submit, req.pull_tokens * self.load.model.kv_bytes_per_token, pulled,
+                    self.flows.get((prefill.group, decode.group), 1))
         return True
 
     def _release_source(self, req: Request) -> None:

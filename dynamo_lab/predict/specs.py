@@ -48,6 +48,9 @@ class PathSpec:
     # many-core host runs side by side; one pair's flows share its rate (the probe's --flows:
     # docs/measurements.md, "Several flows at once"). Across nodes every pair shares the link.
     per_pair: bool = False
+    # (prefill group, decode group, reads): how many rank-to-rank reads one transfer of each group
+    # pair on this path takes side by side (the sizing's rank_reads); a pair not named takes one.
+    rank_flows: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,9 @@ class WorkerGroup(Section):
     tensor_parallel: int = Field(1, ge=1, description="GPUs per replica: vLLM `--tensor-parallel-size`, and as "
                                  "many whole GPUs (the class's resource) per pod", json_schema_extra={
                                      "accepts": "a count that divides the model's attention and KV heads, at most "
-                                                "the class's `gpusPerNode`; above 1 only on a `sharing: whole` class"})
+                                                "the class's `gpusPerNode`; above 1 only on a `sharing: whole` class; "
+                                                "a prefill group's and a decode group's may differ where one divides "
+                                                "the other (vLLM's NixlConnector; docs/beyond-the-lab.md)"})
     # Where the scheduler may put the replicas over the class's nodes: nothing (it may pack them on
     # one node), a topology spread constraint (maxSkew 1 per node), or required pod anti-affinity.
     spread: Literal["none", "even", "onePerNode"] = Field(

@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 
 from infra import prefix_cache, units
-from infra.config.schema import StackConfig
+from infra.config.schema import StackConfig, WorkerGroup
 from infra.errors import ConfigError, stack_file
-from infra.resolved import ResolvedStack
+from infra.resolved import ResolvedStack, kv_bytes_per_token
 from infra.sizing.formulas import (
     blocks_for_sequence,
     gpu_budget,
@@ -45,13 +45,14 @@ from infra.sizing.report import (
     GroupSizing,
     KvLayout,
     ModelCacheSizing,
+    RankReadSizing,
     StackSizing,
     ThroughputBasis,
     TransferSizing,
 )
 
 __all__ = [
-    "GpuFit", "GroupSizing", "KvLayout", "ModelCacheSizing", "StackSizing", "ThroughputBasis",
+    "GpuFit", "GroupSizing", "KvLayout", "ModelCacheSizing", "RankReadSizing", "StackSizing", "ThroughputBasis",
     "TransferSizing",
     "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_layout",
     "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
@@ -131,11 +132,13 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
             path = r.placement.kv_path(p, d)
             same = path == "same-node"
             op = p.kv_transfer.op
+            reads = _rank_reads(r, p, d)
             if (p.name, d.name) in measured:
                 bps, source, basis = (float(measured[(p.name, d.name)]), "measured (sizing.measured)",
                                       ThroughputBasis.MEASURED)
             else:
-                bps, source, basis = path_throughput(s, path, op, transport=p.kv_transfer.transport)
+                bps, source, basis = path_throughput(s, path, op, transport=p.kv_transfer.transport,
+                                                     flows=len(reads))
             expected_seconds = transfer_seconds(expected, bps)
             out.append(TransferSizing(
                 from_group=p.name, to_group=d.name, path=path, transport=p.kv_transfer.transport, op=op,
@@ -146,7 +149,20 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
                 warm_seconds=transfer_seconds(warm, bps), expected_seconds=expected_seconds,
                 prefill_seconds_estimate=saved, in_flight_bytes=w.concurrency * cold,
                 link_max_requests_per_s=None if same else bps / expected,
-                transfer_over_prefill=expected_seconds / saved))
+                transfer_over_prefill=expected_seconds / saved, rank_reads=reads))
+    return out
+
+
+def _rank_reads(r: ResolvedStack, prefill: WorkerGroup, decode: WorkerGroup) -> list[RankReadSizing]:
+    """What each of the pair's reads moves of one request's prompt (ResolvedStack.kv_reads): its
+    KV heads of every prompt token, cold, and of the unique tail, warm."""
+    m, w = r.config.model, r.config.workload
+    warm = w.input_tokens - prefix_cache.reusable_prefix_tokens(w.prefix_tokens)
+    out = []
+    for read in r.kv_reads(prefill, decode):
+        per_token = kv_bytes_per_token(m.layers, read.heads, m.head_dim, m.dtype_bytes)
+        out.append(RankReadSizing(read.decode_rank, read.prefill_rank, read.heads, read.first_head,
+                                  per_token * w.input_tokens, per_token * warm))
     return out
 
 

@@ -46,13 +46,16 @@ SAME_NODE_DEFAULT = "same-node NIXL {op} of KV blocks (dev-machine estimate)"
 
 
 def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link] = None,
-                    transport: str = "tcp") -> tuple[float, str, ThroughputBasis]:
+                    transport: str = "tcp", flows: int = 1) -> tuple[float, str, ThroughputBasis]:
     """Bytes/s of one KV transfer by NIXL `op` on `path` ("same-node" or "cross-node") over `transport`
     ("tcp" or "rdma"), its basis in words and as a kind.
 
     The one rule the sizing and the probe's prediction share. On one node the op matters (a READ
     of scattered blocks is slower than a WRITE, docs/measurements.md); across a 1GbE link the link
-    decides, whatever the op. `link` replaces `s.link` (the probe's shaped rate).
+    decides, whatever the op. `link` replaces `s.link` (the probe's shaped rate). `flows`: the
+    rank-to-rank reads one transfer takes at once (tensorParallel above 1: infra/kv_ranks.py), each
+    between its own pair of NIXL agents (its ranks' processes), so over TCP each its own software
+    path: ESTIMATE (measured for one agent pair only, whose flows share one path: docs/measurements.md).
     """
     if transport == "rdma":
         # ESTIMATE (unmeasured here): UCX over RC verbs moves the KV by the NIC, without the host's TCP
@@ -61,7 +64,7 @@ def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link
         link = link or s.link
         return (link_bytes_per_second(link), f"{link_basis(link)} (UCX over RDMA, an ESTIMATE)",
                 ThroughputBasis.LINK)
-    software = tcp_software_path(s, op)
+    software = _rank_pairs(tcp_software_path(s, op), flows)
     if path == "same-node":
         return software
     link = link or s.link
@@ -71,6 +74,14 @@ def path_throughput(s: SizingParameters, path: str, op: str, link: Optional[Link
         bps, source, basis = software
         return bps, f"{source}, under the {link_basis(link)} (UCX over TCP)", basis
     return link_bytes_per_second(link), link_basis(link), ThroughputBasis.LINK
+
+
+def _rank_pairs(software: tuple[float, str, ThroughputBasis], flows: int) -> tuple[float, str, ThroughputBasis]:
+    """The TCP software path of `flows` rank pairs side by side (path_throughput)."""
+    if flows == 1:
+        return software
+    bps, source, basis = software
+    return flows * bps, f"{flows} rank pairs side by side (an ESTIMATE), each {source}", basis
 
 
 def tcp_software_path(s: SizingParameters, op: str) -> tuple[float, str, ThroughputBasis]:

@@ -66,6 +66,19 @@ class GpuFit:
 
 
 @dataclass(frozen=True)
+class RankReadSizing:
+    """One decode rank's read from one prefill rank for one average request (infra/kv_ranks.py): the
+    prefill rank's KV heads `first_head` .. `first_head + heads - 1` of every prompt token it moves."""
+
+    decode_rank: int
+    prefill_rank: int
+    heads: int
+    first_head: int
+    cold_bytes: int
+    warm_bytes: int
+
+
+@dataclass(frozen=True)
 class TransferSizing:
     """One prefill -> decode path. vLLM moves only the prompt blocks the decode worker's own prefix
     cache lacks: every prompt token when it holds none of the prefix (cold), the unique tail when
@@ -98,6 +111,9 @@ class TransferSizing:
     link_max_requests_per_s: Optional[float]
     # The verdict's case (expected) over the prefill time it saves: above 1, it costs more than it saves.
     transfer_over_prefill: float
+    # The reads one request takes, by decode rank then prefill rank (NixlConnector's rank mapping): one
+    # where both run tensorParallel 1; they run side by side, each its own pair of NIXL agents.
+    rank_reads: list[RankReadSizing] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,18 @@
 """Checks across keys of where a stack's workers run and how their KV moves: each group's transport
 against its buffers, UCX_TLS and nodes; each prefill/decode pair; tensor parallelism against the
 model's heads and the class's GPUs; a spread against the class's nodes. `infra.validate` runs them
-with the others, on the resolved stack, and returns (key path, message) pairs."""
+with the others, on the resolved stack, and returns (key path, message) pairs. A prefill/decode pair
+may run different tensorParallel where vLLM 0.31.0's NixlConnector pairs their ranks
+(infra/kv_ranks.py)."""
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
+from infra import kv_ranks
 from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, expand_tls
-from infra.config.schema import WorkerGroup
+from infra.config.schema import StackConfig, WorkerGroup
 
 if TYPE_CHECKING:
     from infra.resolved import ResolvedStack
@@ -74,11 +77,8 @@ def transfer(r: ResolvedStack) -> Problems:
                           f"{pair} use transports {pk.transport} and {dk.transport}; UCX connects a pair over one "
                           f"transport both sides have. Give both the same transport"))
             continue
-        if p.tensor_parallel != d.tensor_parallel:
-            found.append((f"workers.{d.name}.tensorParallel",
-                          f"{pair} run tensorParallel {p.tensor_parallel} and {d.tensor_parallel}; dynamo-lab sizes "
-                          "a transfer as each decode rank pulling the KV heads of the prefill rank that holds them, "
-                          "which needs the same split on both sides. Give both the same tensorParallel"))
+        if (why := _rank_pairing(cfg, p, d)) is not None:
+            found.append((f"workers.{d.name}.tensorParallel", why))
         if pk.buffer_device != dk.buffer_device:
             found.append((f"workers.{d.name}.kvTransfer.bufferDevice",
                           f"{pair} keep their KV transfer buffers in {pk.buffer_device} and {dk.buffer_device} "
@@ -91,6 +91,34 @@ def transfer(r: ResolvedStack) -> Problems:
                           f"{pk.ucx_tls} and {dk.ucx_tls}; self and shared memory never leave a pod), so UCX "
                           "cannot connect them. Give both the same ucxTls, e.g. tcp,self"))
     return found
+
+
+def _sizes(cfg: StackConfig, g: WorkerGroup) -> list[int]:
+    """The tensorParallel sizes a group may run on its class: each that divides the model's
+    attention and KV heads and fits one node's GPUs (tensor_parallel below)."""
+    m, cls = cfg.model, cfg.gpu_classes[g.gpu_class]
+    heads = [h for h in (m.attention_heads, m.kv_heads) if h is not None]
+    return [t for t in range(1, cls.gpus_per_node + 1) if all(h % t == 0 for h in heads)]
+
+
+def _rank_pairing(cfg: StackConfig, p: WorkerGroup, d: WorkerGroup) -> Optional[str]:
+    """Why vLLM 0.31.0's NixlConnector would refuse to pair this prefill group's ranks with this
+    decode group's (infra/kv_ranks.py), with the decode sizes it would take; None where it pairs
+    them, and where either size is refused on its own (tensor_parallel says so, once)."""
+    m = cfg.model
+    own = [g.tensor_parallel for g in (p, d)]
+    if m.kv_heads is None or d.gpu_class not in cfg.gpu_classes \
+            or any(m.kv_heads % t or (m.attention_heads or t) % t for t in own):
+        return None
+    why = kv_ranks.refusal(p.tensor_parallel, d.tensor_parallel, m.kv_heads)
+    if why is None:
+        return None
+    fits = [t for t in _sizes(cfg, d) if kv_ranks.refusal(p.tensor_parallel, t, m.kv_heads) is None]
+    return (f"prefill {p.name!r} and decode {d.name!r} run tensorParallel {p.tensor_parallel} and "
+            f"{d.tensor_parallel}: {why}. The workers would start and report Ready, and every request sent "
+            f"from one to the other would fail at the decode worker's handshake. Write a decode tensorParallel "
+            f"of {fits} (those that pair with {p.tensor_parallel} and fit {m.name}'s heads and a "
+            f"{d.gpu_class} node), or give the prefill group a size that pairs with {d.tensor_parallel}")
 
 
 def tensor_parallel(r: ResolvedStack) -> Problems:

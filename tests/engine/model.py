@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 NAME = "Qwen/Qwen3-0.6B"
 # Every field of config.json as the Hugging Face Hub serves it for Qwen/Qwen3-0.6B at revision
@@ -53,9 +54,18 @@ BLOCK_TOKENS = 16
 BLOCK_BYTES = 2 * CONFIG["num_hidden_layers"] * CONFIG["num_key_value_heads"] * CONFIG["head_dim"] * 2 * BLOCK_TOKENS
 
 
-def write(directory: Path, name: str = NAME) -> Path:
-    """A model directory holding `name`'s config.json, what vLLM's and Dynamo's parsers read for a local
-    model."""
+def write(directory: Path, name: str = NAME, config: Optional[dict] = None) -> Path:
+    """A model directory holding `name`'s config.json (or `config`), what vLLM's and Dynamo's parsers
+    read for a local model."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(CONFIGS[name], indent=2) + "\n")
+    (directory / "config.json").write_text(json.dumps(config or CONFIGS[name], indent=2) + "\n")
     return directory
+
+
+def shaped(layers: int, kv_heads: int, head_dim: int, attention_heads: int, hidden_size: int) -> dict:
+    """A Qwen3 config.json with another model's counts: what vLLM's tensor-parallel checks and its
+    NIXL pairing read of a model is these counts (heads, KV heads, head size, layers) and the dtype,
+    not the architecture, so each built-in model (Llama's too) is checked with its own counts in
+    Qwen3's shape."""
+    return {**CONFIG, "num_hidden_layers": layers, "max_window_layers": layers, "num_key_value_heads": kv_heads,
+            "head_dim": head_dim, "num_attention_heads": attention_heads, "hidden_size": hidden_size}

@@ -198,7 +198,7 @@ class EngineRun:
         return self.example_dir if key.startswith(f"{EXAMPLE_STACK}/") else self.model_dir
 
 
-def _engine_python() -> str:
+def engine_python() -> str:
     path = os.environ.get("DYNAMO_LAB_ENGINE_PYTHON", "")
     if not Path(path or "/nonexistent").is_file():
         unavailable("no engine environment: run the engine tier with `python3 dev.py test-engine`")
@@ -208,7 +208,7 @@ def _engine_python() -> str:
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory, engine_summary) -> EngineRun:
     """One checker run over every worker of every case, and the bite probes."""
-    python = _engine_python()
+    python = engine_python()
     work = tmp_path_factory.mktemp("engine")
     model_dir = model.write(work / "Qwen3-0.6B")
     workers: dict[str, list[str]] = {}

@@ -95,12 +95,104 @@ def test_tp_on_time_sliced_gpus_is_refused():
     assert "whose GPUs are time-sliced: two of a pod's slices may be the same card" in msg
 
 
-def test_a_pair_with_different_tp_is_refused():
+def _mixed(prefill_tp: int, prefill_replicas: int, decode_tp: int, decode_replicas: int, **model):
+    """_big with each role its own tensorParallel and replicas (and the model's geometry edited)."""
     def edit(c):
         _big()(c)
-        c["workers"][1]["tensorParallel"] = 4
-    assert "workers.decode.tensorParallel: prefill 'prefill' and decode 'decode' run tensorParallel 2 and 4" in \
-        str(refused("cross-server", edit))
+        c["model"].update(model)
+        for w, tp, n in zip(c["workers"], (prefill_tp, decode_tp), (prefill_replicas, decode_replicas), strict=True):
+            w.update(tensorParallel=tp, replicas=n)
+    return edit
+
+
+# A model of 10 KV heads and 40 attention heads (Phi-3-medium's counts): tensorParallel 1, 2, 5 and
+# 10 divide both, and 2 and 5 divide neither each other. 16 GPUs a node, so 10 fits one.
+TEN_HEADS = {"name": "example/ten-kv-heads", "layers": 40, "kvHeads": 10, "headDim": 128, "attentionHeads": 40,
+             "parameters": 14_000_000_000}
+
+
+def _sixteen_gpus(edit):
+    def wrapped(c):
+        edit(c)
+        c["gpuClasses"]["h100"]["gpusPerNode"] = 16
+    return wrapped
+
+
+@pytest.mark.parametrize("prefill_tp, prefill_replicas, decode_tp, decode_replicas",
+                         [(1, 4, 4, 2), (1, 6, 2, 5), (4, 2, 2, 4), (4, 2, 1, 8), (2, 3, 8, 1)])
+def test_prefill_and_decode_of_different_tp_are_taken_where_nixl_pairs_them(prefill_tp, prefill_replicas,
+                                                                              decode_tp, decode_replicas):
+    # Any replica ratio, and each side's own --tensor-parallel-size and GPUs per pod.
+    comps = components(run_stack("cross-server", _mixed(prefill_tp, prefill_replicas, decode_tp, decode_replicas)))
+    for name, tp, n in (("prefill", prefill_tp, prefill_replicas), ("decode", decode_tp, decode_replicas)):
+        main = main_container(comps[name])
+        assert main["resources"]["requests"]["nvidia.com/gpu"] == str(tp)
+        assert ("--tensor-parallel-size" in main["args"]) == (tp > 1)
+        if tp > 1:
+            assert flag(main["args"], "--tensor-parallel-size") == str(tp)
+        assert comps[name]["replicas"] == n
+
+
+@pytest.mark.parametrize("prefill_tp, decode_tp, fits", [(2, 5, "[1, 2, 10]"), (5, 2, "[1, 5, 10]")])
+def test_a_pair_whose_sizes_do_not_divide_is_refused_with_vllms_reason_and_the_sizes_that_pair(prefill_tp, decode_tp,
+                                                                                               fits):
+    msg = str(refused("cross-server", _sixteen_gpus(_mixed(prefill_tp, 1, decode_tp, 1, **TEN_HEADS))))
+    local, remote = (decode_tp, prefill_tp) if decode_tp > prefill_tp else (prefill_tp, decode_tp)
+    said = (f"Local tensor parallel size {local} is not divisible by remote tensor parallel size {remote}"
+            if decode_tp > prefill_tp else
+            f"Remote tensor parallel size {local} is not divisible by local tensor parallel size {remote}")
+    assert (f"Pulumi.cross-server.yaml: workers.decode.tensorParallel: prefill 'prefill' and decode 'decode' run "
+            f"tensorParallel {prefill_tp} and {decode_tp}: neither divides the other") in msg
+    assert f"TransferTopology.tp_ratio asserts: \"{said}.\"" in msg
+    assert f"Write a decode tensorParallel of {fits}" in msg
+    # One problem, the pair's: each size on its own divides the heads and fits the node.
+    assert msg.count("tensorParallel:") == 1
+
+
+def test_a_pair_of_sizes_that_divide_is_taken_on_that_model():
+    stack = loaded("cross-server", _sixteen_gpus(_mixed(2, 2, 10, 1, **TEN_HEADS)))
+    assert [g.tensor_parallel for g in stack.config.workers] == [2, 10]
+
+
+def test_a_size_refused_on_its_own_is_said_once_not_again_for_the_pair():
+    msg = str(refused("cross-server", _mixed(2, 1, 3, 1)))
+    assert "workers.decode.tensorParallel: tensorParallel 3 does not divide Qwen/Qwen3-8B's 32 attention heads" in msg
+    assert "neither divides the other" not in msg
+
+
+def test_each_decode_rank_of_a_mixed_pair_is_sized_reading_its_heads_from_the_prefill_rank_holding_them():
+    # Four TP1 prefill workers into one TP4 decode worker: each decode rank pulls its 2 of Qwen3-8B's
+    # 8 KV heads from the one prefill rank, a quarter of the request's bytes each.
+    stack = loaded("cross-server", _mixed(1, 4, 4, 1))
+    (t,) = stack.sizing.transfers
+    assert [(x.decode_rank, x.prefill_rank, x.heads, x.first_head) for x in t.rank_reads] == \
+        [(0, 0, 2, 0), (1, 0, 2, 2), (2, 0, 2, 4), (3, 0, 2, 6)]
+    assert {x.cold_bytes for x in t.rank_reads} == {t.cold_bytes // 4}
+    assert sum(x.warm_bytes for x in t.rank_reads) == t.warm_bytes
+    # The other way: a TP4 prefill worker into TP2 decode workers, each decode rank from two.
+    (t,) = loaded("cross-server", _mixed(4, 1, 2, 2)).sizing.transfers
+    assert [(x.decode_rank, x.prefill_rank, x.heads) for x in t.rank_reads] == \
+        [(0, 0, 2), (0, 1, 2), (1, 2, 2), (1, 3, 2)]
+    assert sum(x.cold_bytes for x in t.rank_reads) == t.cold_bytes
+
+
+def test_a_tp1_pair_is_one_read_of_the_whole_request():
+    (t,) = loaded("cross-server").sizing.transfers
+    assert [(x.decode_rank, x.prefill_rank, x.cold_bytes) for x in t.rank_reads] == [(0, 0, t.cold_bytes)]
+
+
+@pytest.mark.parametrize("rate, flows_bps", [("100gbit", 4 * 940e6), ("10gbit", 10e9 / 8 * 0.9)])
+def test_rank_reads_over_tcp_move_side_by_side_up_to_the_link(rate, flows_bps):
+    # Four reads, each between its own ranks' NIXL agents, each at most the TCP software path (READ,
+    # 940 MB/s); together no more than the link carries.
+    def edit(c):
+        _mixed(1, 4, 4, 1)(c)
+        c["sizing"] = {"link": {"rate": rate, "efficiency": 0.9}}
+        for w in c["workers"]:
+            w["kvTransfer"] = {"transport": "tcp"}
+    (t,) = loaded("cross-server", edit).sizing.transfers
+    assert t.throughput_bytes_per_s == pytest.approx(flows_bps)
+    assert ("4 rank pairs side by side" in t.throughput_source) == (rate == "100gbit")
 
 
 def test_more_whole_gpus_than_the_nodes_hold_is_refused_with_the_count():

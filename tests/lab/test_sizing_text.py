@@ -32,3 +32,17 @@ def test_a_same_node_figure_the_user_gave_is_not_called_an_estimate():
     # The words follow the typed basis, not the prose: a configured same-node rate is the user's.
     configured = sized("same-server", lambda c: c.update(sizing={"sameNodeBytesPerSecond": "2G"}))[1]
     assert "Same-node throughput: an ESTIMATE" not in table(configured)
+
+
+def test_the_rank_reads_are_listed_only_where_a_pair_has_more_than_one_rank():
+    def mixed(c):
+        w = c["workers"]
+        w[0].update(tensorParallel=1, replicas=4)
+        w[1].update(tensorParallel=4, replicas=1)
+    text = table(sized("two-node-rdma", mixed)[1])
+    lines = text.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("Rank reads")))
+    # One decode rank a row, its two of Qwen3-32B's 8 KV heads from the one prefill rank.
+    assert [line.split()[2:5] for line in lines[at + 3:at + 7]] == [["0", "0", "0-1"], ["1", "0", "2-3"],
+                                                                      ["2", "0", "4-5"], ["3", "0", "6-7"]]
+    assert "Rank reads" not in table(sized("cross-server")[1])

@@ -8,6 +8,7 @@ from dynamo_lab.advise import candidates, inputs, search
 from dynamo_lab.advise.stack_file import candidate_config, gpu_classes
 from dynamo_lab.predict import placement
 from dynamo_lab.preflight import cluster_data
+from infra import kv_ranks
 from infra.plan import load_stack
 from tests.helpers import ROOT
 from tests.lab.advise.common import advise, base, point
@@ -83,3 +84,29 @@ def test_eight_nodes_are_searched_within_the_bound():
     nodes, left_out = candidates.class_nodes(_cfg(base()), data)
     assert left_out == [] and [(n.gpu_class, n.nodes) for n in nodes] == [("gpu-24gb", 5), ("gpu-8gb", 3)]
     assert len(candidates.layouts(nodes)) > search.MAX_LAYOUTS >= len(candidates.layouts(nodes, max_workers=8))
+
+
+def test_whole_gpus_offer_prefill_and_decode_of_two_sizes_that_pair_in_whole_nodes_worth_of_gpus():
+    config = base("two-node-rdma")
+    data = cluster_data.read_file(str(SAVED / "two-8gpu-rdma.json"))
+    cfg = _cfg(config)
+    nodes, _ = candidates.class_nodes(cfg, data)
+    layouts = candidates.layouts(nodes)
+    mixed = [x for x in layouts if len({g.tensor_parallel for g in x.groups}) > 1]
+    assert len(layouts) - len(mixed) == 170  # the layouts of one size, as before
+    for x in mixed:
+        prefill, decode = x.groups
+        # Sizes vLLM's NixlConnector pairs, taking 8 or 16 of the two nodes' GPUs.
+        assert kv_ranks.refusal(prefill.tensor_parallel, decode.tensor_parallel, cfg.model.kv_heads) is None
+        assert sum(g.replicas * g.tensor_parallel for g in x.groups) in (8, 16)
+    labels = {x.label for x in mixed}
+    assert {"4 prefill (TP 1) + 1 decode (TP 4) on gpu-80gb",
+            "2 prefill (TP 4) + 4 decode (TP 2) on gpu-80gb"} <= labels
+    assert len(labels) == len(mixed) == 20
+    # The candidate as a stack file: each group its own size, which the config and sizing take.
+    x = next(x for x in mixed if x.label == "4 prefill (TP 1) + 1 decode (TP 4) on gpu-80gb")
+    doc = candidate_config(config, x, inputs.traffic_of(cfg), gpu_classes(config, cfg, nodes))
+    written = {w["role"]: w for w in doc["dynamo-lab:workers"]}
+    assert "tensorParallel" not in written["prefill"] and written["decode"]["tensorParallel"] == 4
+    (t,) = load_stack("advised", *stack_files.config_from_doc(doc)).sizing.transfers
+    assert [(r.decode_rank, r.prefill_rank) for r in t.rank_reads] == [(0, 0), (1, 0), (2, 0), (3, 0)]

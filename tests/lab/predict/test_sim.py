@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from dynamo_lab.predict.costs import Card, Efficiency, Limits, ModelCost
+from dynamo_lab.predict.costs import Card, Efficiency, Limits, ModelCost, tensor_parallel
 from dynamo_lab.predict.events import Sharing, Sim
 from dynamo_lab.predict.kvcache import Cache
 from dynamo_lab.predict.sim import Graph, Load, PathSpec, Stalled, Timing, WorkerSpec
@@ -92,6 +92,53 @@ def test_a_link_faster_than_the_transport_moves_a_pull_at_the_transports_rate():
     specs = [spec("p", "prefill", "a"), spec("d", "decode", "b")]
     capped = graph(specs, {("a", "b"): PathSpec(capacity=11.5e9, per_flow=0.94e9)}).run(1, 1)[0]
     assert capped.first_token - capped.sent == pytest.approx(2371 * KV / 0.94e9, rel=0.02)
+
+
+def test_a_job_of_several_flows_takes_a_share_for_each_and_each_its_own_cap():
+    sim = Sim()
+    path = Sharing(sim, capacity=1000.0, per_job=100.0)
+    done = {}
+    path.submit(400, lambda: done.setdefault("four", sim.now), flows=4)  # 4 x 100/s
+    path.submit(100, lambda: done.setdefault("one", sim.now))  # 100/s
+    sim.run(until=lambda: len(done) == 2)
+    assert done == {"four": pytest.approx(1.0), "one": pytest.approx(1.0)}
+    narrow = Sharing(sim, capacity=100.0, per_job=100.0)
+    narrow.submit(80, lambda: done.setdefault("four-narrow", sim.now), flows=4)  # 4 of 5 shares: 80/s
+    narrow.submit(20, lambda: done.setdefault("one-narrow", sim.now))  # 1 of 5: 20/s
+    sim.run(until=lambda: len(done) == 4)
+    assert (done["four-narrow"], done["one-narrow"]) == (pytest.approx(2.0), pytest.approx(2.0))
+
+
+def _ranked(spec_: WorkerSpec, ranks: int) -> WorkerSpec:
+    """A worker of `ranks` GPUs (all-reduces free: only the transfer and copies take time here)."""
+    return dataclasses.replace(spec_, card=tensor_parallel(spec_.card, ranks, 1e18, 0.0), group=spec_.name)
+
+
+@pytest.mark.parametrize("per_pair", [False, True])
+def test_a_transfer_between_ranks_moves_as_its_reads_side_by_side(per_pair):
+    # A TP1 prefill worker into a TP4 decode worker: 4 reads of a quarter each,
+    # each at most the software path (0.94 GB/s); across a 100 Gbit/s link (11.5 GB/s) together 4x one
+    # read's rate; on one node (per pair) each pair of ranks' agents its own path, the same.
+    specs = [_ranked(spec("p", "prefill", "a"), 1), _ranked(spec("d", "decode", "a" if per_pair else "b"), 4)]
+    nodes = ("a", "a") if per_pair else ("a", "b")
+    one = {nodes: PathSpec(capacity=0.94e9 if per_pair else 11.5e9, per_flow=0.94e9, per_pair=per_pair)}
+    four = {nodes: dataclasses.replace(one[nodes], rank_flows=(("p", "d", 4),))}
+    alone = graph(specs, one).run(1, 1)[0]
+    reads = graph(specs, four).run(1, 1)[0]
+    assert alone.first_token - alone.sent == pytest.approx(2371 * KV / 0.94e9, rel=0.02)
+    assert reads.first_token - reads.sent == pytest.approx(2371 * KV / 0.94e9 / 4, rel=0.02)
+
+
+def test_each_rank_copies_its_share_of_the_kv_to_host_buffers():
+    # A TP4 prefill worker's ranks each copy a quarter of a prompt's KV to the host, side by side.
+    slow_copy = timing(host_copy_bytes_per_s=1e9)
+    times = {}
+    for ranks in (1, 4):
+        specs = [_ranked(spec("p", "prefill", "a"), ranks), spec("d", "decode", "a", cpu_buffers=False)]
+        r = graph(specs, {("a", "a"): PathSpec(1e18, 1e18)}, t=slow_copy).run(1, 1)[0]
+        times[ranks] = r.first_token - r.sent
+    assert times[1] == pytest.approx(2371 * KV / 1e9, rel=0.02)
+    assert times[4] == pytest.approx(times[1] / 4, rel=0.02)
 
 
 def test_a_warm_decode_worker_pulls_only_what_its_prefix_cache_lacks():
