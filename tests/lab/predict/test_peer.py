@@ -12,7 +12,7 @@ import pytest
 
 from dynamo_lab.predict import peer
 from infra.config.models import Model
-from tests.helpers import unavailable
+from tests.helpers import ROOT, unavailable
 
 H100_SXM = {"mem_bw": 3350000000000, "mem_capacity": 85899345920, "bfloat16_tc_flops": 989000000000000}
 
@@ -28,6 +28,12 @@ def rows() -> list[peer.Row]:
 def _ratios(rows: list[peer.Row], quantity: str) -> dict[str, float]:
     return {f"{r.model} {r.system} TP{r.tp} {r.quantity} {r.batch}x{r.tokens}": round(r.ratio, 2)
             for r in rows if r.quantity == quantity}
+
+
+@pytest.mark.slow
+def test_the_peer_page_shows_the_current_comparison(rows):
+    assert peer.table(rows) in (ROOT / "docs" / "peer.md").read_text(), (
+        "docs/peer.md's table is stale: paste what `python3 dev.py peer` prints")
 
 
 @pytest.mark.slow
