@@ -63,7 +63,7 @@ def test_a_model_whose_geometry_differs_from_the_peers_is_refused():
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     "measured 2026-12-06 on the physics of main at 31dac35: the predictor prefills 8,192 tokens in 0.74-0.82 of the "
-    "peer's time (8 of 12 outside 20%): its prefill runs at 95% of the peak FLOP/s (params.LAB.prefill_efficiency, "
+    "peer's time (7 of 12 outside 20%): its prefill runs at 95% of the peak FLOP/s (params.LAB.prefill_efficiency, "
     "fitted on the lab's RTX 3090 and 0.6B model) where the peer's kernels reach 63-77%, and it counts 2 FLOPs a "
     "parameter for every prompt token, the embedding table and lm_head included (vLLM computes logits for the last "
     "token only). Issue 46, item 1 (branch i46-physics) changes the prefill efficiency; remove this marker when "
