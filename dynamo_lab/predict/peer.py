@@ -111,6 +111,7 @@ class Row:
     tokens: int  # the prompt (prefill) or each request's context (decode)
     predictor: Step
     peer: Step
+    card: tuple[float, float]  # the predictor's card: DRAM bytes/s, dense BF16 TFLOP/s
 
     @property
     def ratio(self) -> float:
@@ -258,18 +259,29 @@ def compare() -> list[Row]:
     rows = []
     for system in SYSTEMS:
         cls = project_class(system_spec(system)["gpu"])
+        card = (float(cls.memory_bandwidth), float(cls.peak_tflops))
         for model, tp in CASES:
             w = worker(model, system, tp, cls)
             ours = predictor_prefill(w, PREFILL_TOKENS)
             work = _count(w, [(0, PREFILL_TOKENS)], "flops")
             theirs = peer_step(estimate, model, system, tp, "static_ctx", 1, PREFILL_TOKENS, work, w.peak_flops)
-            rows.append(Row(model, system, tp, "prefill", 1, PREFILL_TOKENS, ours, theirs))
+            rows.append(Row(model, system, tp, "prefill", 1, PREFILL_TOKENS, ours, theirs, card))
             for batch in DECODE_BATCHES:
                 ours = predictor_decode(w, batch, DECODE_CONTEXT)
                 work = _count(w, [(DECODE_CONTEXT, 1)] * batch, "bytes")
                 theirs = peer_step(estimate, model, system, tp, "static_gen", batch, DECODE_CONTEXT, work, w.bandwidth)
-                rows.append(Row(model, system, tp, "decode", batch, DECODE_CONTEXT, ours, theirs))
+                rows.append(Row(model, system, tp, "decode", batch, DECODE_CONTEXT, ours, theirs, card))
     return rows
+
+
+def agreeing(rows: list[Row]) -> frozenset[tuple[str, int, float, float]]:
+    """The cases whose every compared step is within its tolerance, as envelope.PEER_AGREES names
+    them (model, tensorParallel, the card's DRAM bytes/s and peak TFLOP/s)."""
+    within: dict[tuple[str, int, float, float], bool] = {}
+    for r in rows:
+        case = (r.model, r.tp, *r.card)
+        within[case] = within.get(case, True) and r.within
+    return frozenset(case for case, ok in within.items() if ok)
 
 
 def _ms(seconds: float) -> str:
@@ -292,7 +304,10 @@ def table(rows: list[Row]) -> str:
         "prefill N: one N-token prompt alone, to its first token; decode B x C: one step of B requests at C tokens "
         "of context. share of peak: the step's FLOPs (prefill) or bytes (decode), as the predictor counts them, "
         "over its time less host and all-reduce, of the worker's peak (predictor / peer).",
-        text_table(head, body)])
+        text_table(head, body),
+        "Cases where every step agrees (envelope.PEER_AGREES: their figures rest on the lab and the peer): "
+        + (", ".join(f"{m.split('/')[1]} at TP {tp} on {bw / 1e12:g} TB/s, {peak:g} TFLOP/s"
+                     for m, tp, bw, peak in sorted(agreeing(rows))) or "none")])
 
 
 def main(argv: Optional[list[str]] = None) -> int:

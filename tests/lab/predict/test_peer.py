@@ -10,7 +10,7 @@ from importlib import metadata
 
 import pytest
 
-from dynamo_lab.predict import peer
+from dynamo_lab.predict import envelope, peer
 from infra.config.models import Model
 from tests.helpers import ROOT, unavailable
 
@@ -34,6 +34,14 @@ def _ratios(rows: list[peer.Row], quantity: str) -> dict[str, float]:
 def test_the_peer_page_shows_the_current_comparison(rows):
     assert peer.table(rows) in (ROOT / "docs" / "peer.md").read_text(), (
         "docs/peer.md's table is stale: paste what `python3 dev.py peer` prints")
+
+
+@pytest.mark.slow
+def test_the_envelope_knows_where_the_peer_agrees_now(rows):
+    # predict and advise label a figure "lab+peer" on these cases only (predict/envelope.py).
+    found = peer.agreeing(rows)
+    assert envelope.PEER_AGREES == found, (
+        f"record in dynamo_lab/predict/envelope.py PEER_AGREES the cases that agree now: {sorted(found)}")
 
 
 @pytest.mark.slow
