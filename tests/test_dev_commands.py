@@ -34,6 +34,17 @@ def test_the_commands_that_start_the_twin_get_its_environment(installs, argv):
     assert installs == [".venv", ".venv-twin", "ran -m dynamo_lab " + " ".join(argv)]
 
 
+def test_aiconfigurator_is_installed_for_the_comparison_and_the_slow_tier_only(installs, monkeypatch):
+    # The `peer` extra (about 760 MB): `peer` prints the comparison, the slow tier holds it to its
+    # tolerances (dynamo_lab/predict/peer.py); the fast tier and the lab's commands go without.
+    monkeypatch.setattr(dev, "_ensure_node_tools", lambda: None)
+    for argv in (["peer"], ["test-slow", "-q"], ["test", "-q"], ["predict", "same-server"]):
+        assert dev.main(argv) == 0
+    assert [i for i in installs if not i.startswith("ran ")] == [
+        ".venv --extra peer", ".venv --group dev --extra peer", ".venv --group dev", ".venv"]
+    assert "ran -m dynamo_lab.predict.peer" in installs
+
+
 def test_every_marked_tier_is_left_out_of_the_fast_tier_and_run_by_ci():
     import tomllib
 

@@ -36,6 +36,13 @@ to every figure they print (docs/predictor.md, "Envelope"). Each bound, and why 
 Steady-state cross-node P/D was published only as its first requests (published.py): that layout
 is inside by the rules above when its classes and link are the lab's, but its validated error is
 the table's, measured on same-node P/D and aggregated workers.
+
+What agreement with the peer adds (docs/peer.md): the lab measured none of the cards, models or
+tensor-parallel degrees AIConfigurator has kernel data for, and AIConfigurator models no loaded
+graph. A figure outside only in its GPU classes, model and tensorParallel, each a case where the
+predictor's step costs agree with AIConfigurator 0.12.0's (PEER_AGREES), rests on the lab for what
+a loaded graph adds and on the peer for its steps: its basis is "lab+peer", not "physics". Its
+error is still not validated (`extrapolated`): the lab's error was measured on the lab's steps.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from infra import units
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_GPU_CLASSES, DEFAULT_MODEL, SAME_NODE_BYTES_PER_SECOND
 from infra.config.fields import GPU_CAPABLE_TLS, expand_tls
 from infra.config.gpu_classes import GpuClass
-from infra.config.schema import StackConfig
+from infra.config.schema import Model, StackConfig, WorkerGroup
 from infra.resolved import ResolvedStack
 
 # The validated request shape (published.py, docs/lab.md "The workload").
@@ -71,22 +78,40 @@ _GEOMETRY = ("layers", "kv_heads", "head_dim", "hidden_size", "attention_heads",
 _SELECTS_NODES = {"node_selector", "resource", "rdma_resource", "slices_per_gpu"}
 
 
+# Where the predictor's step costs agree with AIConfigurator 0.12.0's (docs/peer.md): (model,
+# tensorParallel, memoryBandwidth bytes/s, peakTflops), each a case whose static prefill and decode
+# steps are all within their tolerances (dynamo_lab/predict/peer.py; the slow tier holds this set to
+# what the comparison finds). None yet: on every card and model compared, the prefill or the decode
+# step of 64 requests is outside (measured 2026-12-06, docs/peer.md).
+PEER_AGREES: frozenset[tuple[str, int, float, float]] = frozenset()
+
+
 @dataclass(frozen=True)
 class Envelope:
-    """`outside`: each input outside what the validation covered, in a few words; empty: inside."""
+    """`outside`: each input outside what the validation covered, in a few words; empty: inside.
+    `peer`: what is outside is only GPU classes, model and tensorParallel where the predictor's step
+    costs agree with the peer's (PEER_AGREES)."""
 
     outside: tuple[str, ...] = ()
+    peer: bool = False
 
     @property
     def extrapolated(self) -> bool:
         return bool(self.outside)
 
+    @property
+    def basis(self) -> str:
+        """What the figure rests on: the lab's validation, the lab's and the peer's together, or physics."""
+        return "lab" if not self.outside else "lab+peer" if self.peer else "physics"
+
     def as_dict(self) -> dict:
-        return {"extrapolated": self.extrapolated, "outside": list(self.outside)}
+        return {"extrapolated": self.extrapolated, "basis": self.basis, "outside": list(self.outside)}
 
     def __or__(self, other: "Envelope") -> "Envelope":
-        """Both figures' inputs: what either has outside, each once, in order."""
-        return Envelope(tuple(dict.fromkeys(self.outside + other.outside)))
+        """Both figures' inputs: what either has outside, each once, in order; on the peer where every
+        one with anything outside is."""
+        outside = tuple(dict.fromkeys(self.outside + other.outside))
+        return Envelope(outside, bool(outside) and all(e.peer for e in (self, other) if e.outside))
 
 
 INSIDE = Envelope()
@@ -134,13 +159,18 @@ def _value(field: str, value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _changed_geometry(m: Model) -> list[str]:
+    """The geometry fields in which a built-in model differs from its built-in figures."""
+    builtin = BUILTIN_MODELS[m.name]
+    return [f for f in _GEOMETRY if builtin.get(_camel(f)) is not None and getattr(m, f) != builtin[_camel(f)]]
+
+
 def _model(cfg: StackConfig) -> list[str]:
     m = cfg.model
     if m.name != MODEL:
         return [f"model {m.name} (validated: {MODEL})"]
     out = [] if m.dtype == MODEL_DTYPE else [f"model dtype {m.dtype} (validated: {MODEL_DTYPE})"]
-    builtin = BUILTIN_MODELS[MODEL]
-    changed = [f for f in _GEOMETRY if builtin.get(_camel(f)) is not None and getattr(m, f) != builtin[_camel(f)]]
+    changed = _changed_geometry(m)
     if changed:
         out.append(f"model {MODEL} with {', '.join(f'{_camel(f)} {getattr(m, f)}' for f in changed)} "
                    "(validated: its built-in geometry)")
@@ -212,10 +242,11 @@ def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
     """What of one figure's inputs (the stack, at prefix types x concurrency, or at an open-loop
     `rate` of requests/s) is outside what the validation covered (this module's docstring)."""
     cfg = stack.config
-    out = [why for name in stack.worker_classes if (why := gpu_class(name, cfg.gpu_classes[name])) is not None]
-    out += _transfers(stack) + _model(cfg) + _shape(cfg)
-    out += [f"tensorParallel {g.tensor_parallel} of {g.name} (validated: 1, one GPU a worker)"
-            for g in stack.active if g.tensor_parallel != 1]
+    classes = [why for name in stack.worker_classes if (why := gpu_class(name, cfg.gpu_classes[name])) is not None]
+    model = _model(cfg)
+    tp = [f"tensorParallel {g.tensor_parallel} of {g.name} (validated: 1, one GPU a worker)"
+          for g in stack.active if g.tensor_parallel != 1]
+    out = classes + _transfers(stack) + model + _shape(cfg) + tp
     prefix = cfg.benchmark.prefix_tokens if cfg.benchmark.prefix_tokens is not None else cfg.workload.prefix_tokens
     low, high = PREFIX_TYPES
     if prefix and not low <= prefix_types <= high:
@@ -224,10 +255,22 @@ def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
         out.append(f"open loop at {rate:g} requests/s (validated: closed loop, concurrency 1 to {MAX_CONCURRENCY})")
     elif concurrency > MAX_CONCURRENCY:
         out.append(f"concurrency {concurrency} > {MAX_CONCURRENCY} (validated up to {MAX_CONCURRENCY})")
-    return Envelope(tuple(out))
+    peer = out == classes + model + tp and all(_peer_case(cfg, g) in PEER_AGREES for g in stack.active)
+    return Envelope(tuple(out), bool(out) and peer)
+
+
+def _peer_case(cfg: StackConfig, g: WorkerGroup) -> Optional[tuple[str, int, float, float]]:
+    """A worker group's (model, tensorParallel, card) as PEER_AGREES names it; None for a model the
+    peer comparison does not price as written (not built in, changed, or not bfloat16)."""
+    m, cls = cfg.model, cfg.gpu_classes[g.gpu_class]
+    if m.name not in BUILTIN_MODELS or m.dtype != MODEL_DTYPE or _changed_geometry(m) or cls.peak_tflops is None:
+        return None
+    return m.name, g.tensor_parallel, float(cls.memory_bandwidth or 0), float(cls.peak_tflops)
 
 
 PHYSICS_ONLY = "physics only, no validated error applies (docs/predictor.md, Envelope)"
+PEER_BASIS = ("outside only in GPU classes, model and tensorParallel where the predictor's step costs agree with "
+              "AIConfigurator 0.12.0's (docs/peer.md): lab+peer, the steps on the peer, the rest on the lab")
 
 
 def outside_lines(figures: list[tuple[str, Envelope]], every: str = "every figure") -> list[str]:
@@ -239,5 +282,7 @@ def outside_lines(figures: list[tuple[str, Envelope]], every: str = "every figur
             by_input.setdefault(why, []).append(label)
     if not by_input:
         return []
+    on_peer = [label for label, env in figures if env.basis == "lab+peer"]
     return [f"Outside what the validation covered, {PHYSICS_ONLY}:"] + [
-        f"  {every if len(labels) == len(figures) else ', '.join(labels)}: {why}" for why, labels in by_input.items()]
+        f"  {every if len(labels) == len(figures) else ', '.join(labels)}: {why}" for why, labels in by_input.items()
+    ] + ([f"  {every if len(on_peer) == len(figures) else ', '.join(on_peer)}: {PEER_BASIS}"] if on_peer else [])

@@ -261,8 +261,7 @@ class Graph:
         if w.role == "prefill" and self.cpu_buffers[w.name]:
             copied += sum(n for _, _, n in scheduled)  # GPU blocks -> host buffer after the forward (save_kv_to_host)
         # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
-        host = (t.step_cpu_s + t.step_cpu_per_request_s * len(scheduled)
-                + copied * self.load.model.kv_bytes_per_token / w.card.ranks / t.host_copy_bytes_per_s)
+        host = t.host_seconds(len(scheduled), copied * self.load.model.kv_bytes_per_token / w.card.ranks)
         gpu = step_seconds(w.card, t.efficiency, self.load.model, [(c, n) for _, c, n in scheduled])
         gpu *= self._jitter(t.gpu_jitter)
         w.busy = True

@@ -25,6 +25,13 @@ class Timing:
     gpu_jitter: float
     overlap_weight: float = 1.0  # the KV router's kv_overlap_score_weight
 
+    def host_seconds(self, requests: int, copied_bytes: float = 0.0) -> float:
+        """The host side of one engine step (the worker's CPU, not shared): scheduling, input
+        preparation and launches, each of its `requests` scheduled requests' output handling, and
+        `copied_bytes` of KV between GPU blocks and host buffers. The simulation (sim.py) and the
+        comparison with the peer (peer.py) both charge a step through here."""
+        return self.step_cpu_s + self.step_cpu_per_request_s * requests + copied_bytes / self.host_copy_bytes_per_s
+
 
 @dataclass(frozen=True)
 class WorkerSpec:

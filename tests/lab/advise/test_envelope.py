@@ -26,7 +26,7 @@ def test_at_concurrency_16_advise_says_physics_only_and_names_what_is_outside():
     assert f"  each: {SIXTEEN}" in words.splitlines()  # under the table, whose rows each say "outside"
     as_json = yaml.safe_load(text.to_json(a))
     assert as_json["too_close_to_call"] is None
-    assert as_json["comparison"] == {"extrapolated": True, "outside": [SIXTEEN]}
+    assert as_json["comparison"] == {"extrapolated": True, "basis": "physics", "outside": [SIXTEEN]}
     predicted = [c for c in as_json["candidates"] if "means" in c]
     assert predicted and all(c["extrapolated"] and c["outside"] == [SIXTEEN] for c in predicted)
     assert all(p["extrapolated"] and p["outside"] == [SIXTEEN] for c in predicted for p in c["points"])
@@ -40,7 +40,7 @@ def test_at_the_labs_points_every_figure_is_inside_and_the_output_is_as_before()
     words = text.text(a)
     assert "envelope" not in words and "physics only" not in words
     as_json = yaml.safe_load(text.to_json(a))
-    assert as_json["comparison"] == {"extrapolated": False, "outside": []}
+    assert as_json["comparison"] == {"extrapolated": False, "basis": "lab", "outside": []}
     assert all(c["extrapolated"] is False for c in as_json["candidates"] if "means" in c)
 
 

@@ -114,3 +114,46 @@ def test_predict_json_and_text_carry_each_rows_envelope(tmp_path, monkeypatch):
     assert ("Outside what the validation covered, physics only, no validated error applies (docs/predictor.md, "
             "Envelope):") in words
     assert "  2x16: concurrency 16 > 8 (validated up to 8)" in words
+
+
+def _h100_qwen3_32b(tp: int, concurrency_16: bool = False):
+    """An aggregated Qwen3-32B of `tp` GPUs a worker on the example's H100 SXM class, at the lab's
+    request shape: outside the lab's validation in card, model and tensor parallelism only."""
+    rdma = yaml.safe_load((ROOT / "Pulumi.two-node-rdma.yaml").read_text())["config"]
+
+    def edit(c):
+        c["gpuClasses"] = rdma["dynamo-lab:gpuClasses"]
+        c["model"] = {"name": "Qwen/Qwen3-32B"}
+        c["workers"] = [{"name": "agg", "role": "agg", "replicas": 2, "gpuClass": "gpu-80gb", "tensorParallel": tp}]
+
+    return env.envelope(loaded("kv-routing", edit).resolved, 2, 16 if concurrency_16 else 4)
+
+
+H100_QWEN3_32B_TP2 = ("Qwen/Qwen3-32B", 2, 3350e9, 989.0)
+
+
+def test_a_figure_outside_only_where_the_peer_agrees_rests_on_the_lab_and_the_peer(monkeypatch):
+    monkeypatch.setattr(env, "PEER_AGREES", frozenset({H100_QWEN3_32B_TP2}))
+    peer = _h100_qwen3_32b(2)
+    assert peer.extrapolated and peer.basis == "lab+peer"  # still no validated error
+    assert peer.outside == ("GPU class gpu-80gb: 80GB (validated: the lab's 24GB and 8GB classes)",
+                            "model Qwen/Qwen3-32B (validated: Qwen/Qwen3-0.6B)",
+                            "tensorParallel 2 of agg (validated: 1, one GPU a worker)")
+    assert peer.as_dict()["basis"] == "lab+peer"
+    lines = env.outside_lines([("2x4", peer)])
+    assert lines[-1] == f"  every figure: {env.PEER_BASIS}"
+    # Anything else outside, or a case the peer does not agree on, and the figure rests on neither.
+    assert _h100_qwen3_32b(2, concurrency_16=True).basis == "physics"
+    assert _h100_qwen3_32b(4).basis == "physics"
+    assert not any(env.PEER_BASIS in ln for ln in env.outside_lines([("2x16", _h100_qwen3_32b(4))]))
+    # Two figures together: on the peer only where each one outside is.
+    assert (env.INSIDE | peer).basis == "lab+peer" and (peer | _h100_qwen3_32b(4)).basis == "physics"
+    assert env.INSIDE | env.INSIDE == env.INSIDE
+    assert env.envelope(loaded("kv-routing").resolved, 2, 4).basis == "lab"
+
+
+def test_today_no_case_agrees_with_the_peer_so_such_a_figure_is_physics_only():
+    # docs/peer.md: the prefill or the decode step of 64 requests is outside on every case compared
+    # (the slow tier holds PEER_AGREES to what the comparison finds).
+    assert env.PEER_AGREES == frozenset()
+    assert _h100_qwen3_32b(2).basis == "physics"

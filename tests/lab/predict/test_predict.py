@@ -67,7 +67,7 @@ def test_both_outputs_say_why_they_differ_for_the_same_cell(monkeypatch):
     cfg, sizing = sized("same-server")
     scale = LAB.pool_scale["same-server"]
     # Each JSON row is a Row (its workers as objects) with its envelope beside it (predict/envelope.py).
-    rows = [cells.Row(**{k: v for k, v in r.items() if k not in ("extrapolated", "outside", "workers")},
+    rows = [cells.Row(**{k: v for k, v in r.items() if k not in ("extrapolated", "basis", "outside", "workers")},
                       workers=tuple(cells.WorkerUse(**w) for w in r["workers"]))
             for r in _rows("same-server")["rows"]]
     (own,) = [r for r in rows if (r.prefix_types, r.concurrency) == (24, 8)]
