@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from typing import Optional, Sequence
 
 from dynamo_lab import published
@@ -68,6 +69,7 @@ class Row:
     # the runs; never above requests_per_s), and the share of the measured requests that did.
     goodput_requests_per_s: Optional[float] = None
     attainment: Optional[float] = None
+    requests: int = 0  # measured, over every run (what `preemptions` counts over)
 
     @property
     def keeps_up(self) -> Optional[bool]:
@@ -222,7 +224,7 @@ def run_figures(done: list, objectives: Sequence[Objective] = ()) -> RunFigures:
     for r in done:
         times = r.token_times
         first = (r.first_token - r.sent) * 1000
-        mine = [(b - a) * 1000 for a, b in zip(times, times[1:])]
+        mine = [(b - a) * 1000 for a, b in pairwise(times)]
         mean = (times[-1] - times[0]) * 1000 / (len(times) - 1) if len(times) > 1 else 0.0
         ttft.append(first)
         tpot.append(mean)
@@ -296,7 +298,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
               (min(p50s), max(p50s)), uses, rate, statistics.median(ratios) if ratios else None,
               *(median(name) for name in DECODE_FIGURES),
               goodput_requests_per_s=median("goodput_requests_per_s") if objectives else None,
-              attainment=sum(f.met for f in figures) / count if objectives else None)
+              attainment=sum(f.met for f in figures) / count if objectives else None, requests=count)
     return row, Usage({k: v / elapsed for k, v in gpu_busy.items()},
                       {k: v / elapsed / pairs[k] for k, v in path_busy.items()},
                       TtftParts(**{k: v * 1000 / count for k, v in parts.items()}))

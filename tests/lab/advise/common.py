@@ -40,7 +40,7 @@ def advise(config: Optional[dict] = None, data: ClusterData = LAB, traffic: Opti
     base's benchmark) and the goal (default: TTFT p50). In this process: the test runner already
     runs a process per core, and the pool gives the same figures (tests/lab/predict/test_pool.py)."""
     b = inputs.Base.of(base_name, config or base(base_name))
-    return search.search(b, name, data, traffic or inputs.traffic_of(b.config), goal or inputs.Goal("ttft-p50"),
+    return search.search(b, name, data, traffic or inputs.traffic_of(b.config), goal or inputs.Goal(),
                          FIXED, full=full, workers=1)
 
 

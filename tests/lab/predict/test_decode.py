@@ -5,6 +5,8 @@ and a separated decode worker's steps hold no prompt."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from dynamo_lab import stack_files
@@ -44,9 +46,9 @@ def test_a_prefill_chunk_in_the_same_step_lengthens_the_running_decodes_gap():
     # decodes (the budget's 2,048 tokens: the running decode first, then the chunk), so the gaps the
     # first request sees while the second prefills are longer than the gaps once only decodes run.
     first, second = sorted(_aggregated(8192), key=lambda r: r.first_token)
-    gaps = [b - a for a, b in zip(first.token_times, first.token_times[1:])]
-    prefilling = [g for a, g in zip(first.token_times, gaps) if a < second.prefilled]
-    alone = [g for a, g in zip(first.token_times, gaps) if a >= second.first_token]
+    gaps = [(a, b - a) for a, b in pairwise(first.token_times)]  # (when it started, how long)
+    prefilling = [g for a, g in gaps if a < second.prefilled]
+    alone = [g for a, g in gaps if a >= second.first_token]
     assert prefilling and alone
     # 8,192 prompt tokens beside one decode a step: four steps of 2,047 of them, then a remainder of 4.
     assert sum(g > 5 * max(alone) for g in prefilling) == 4
@@ -55,7 +57,7 @@ def test_a_prefill_chunk_in_the_same_step_lengthens_the_running_decodes_gap():
 def test_the_run_figures_follow_their_definitions():
     done = _aggregated(2371, output=16)
     f = cells.run_figures(done)
-    gaps = sorted((b - a) * 1000 for r in done for a, b in zip(r.token_times, r.token_times[1:]))
+    gaps = sorted((b - a) * 1000 for r in done for a, b in pairwise(r.token_times))
     assert f.itl_p99_ms == pytest.approx(cells.percentile(gaps, 99))
     means = [(r.token_times[-1] - r.token_times[0]) * 1000 / (len(r.token_times) - 1) for r in done]
     assert f.tpot_p50_ms == pytest.approx(cells.percentile(means, 50))
