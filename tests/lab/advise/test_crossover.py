@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dynamo_lab import stack_files
 from dynamo_lab.advise import crossover as x
+from dynamo_lab.predict import cells
 from dynamo_lab.preflight import cluster_data
 from dynamo_lab.preflight.checks import check
 from infra.plan import load_stack
@@ -23,10 +24,26 @@ def test_every_swept_layout_is_accepted_by_the_sizing_and_preflight_with_its_tra
             assert {g.kv_transfer.transport for g in stack.config.workers} == {transport}
 
 
-def test_separation_first_wins_from_the_slowest_link_it_beats_aggregated_at_and_every_faster_one():
-    agg = x.Result(2048, None, None, "agg", 300.0, 5.0, ())
-    ttft = {1: 900.0, 10: 250.0, 25: 400.0, 100: 200.0, 400: 150.0}  # wins at 10, loses at 25
-    rows = [agg] + [x.Result(2048, "rdma", g, "2 prefill + 2 decode on gpu-80gb (TP 2)", ms, 4.0, ())
-                    for g, ms in ttft.items()]
-    assert x.first_win(rows, 2048, "rdma", "ttft_p50_ms") == 100
-    assert x.first_win(rows, 2048, "rdma", "requests_per_s") is None
+def _row(ttft_p99: float, itl_p99: float, goodput: float, preemptions: int = 0) -> cells.Row:
+    return cells.Row(1, 16, ttft_p99 / 2, ttft_p99, goodput, 0.0, None, itl_p99_ms=itl_p99,
+                     goodput_requests_per_s=goodput, requests=240,
+                     workers=(cells.WorkerUse("w", 100, 50, preemptions),))
+
+
+SPLIT = "2 prefill + 2 decode on gpu-80gb (TP 2)"
+
+
+def test_separation_pays_from_the_slowest_link_it_ranks_first_at_and_every_faster_one():
+    agg = x.Result(2048, 16, None, None, "agg", _row(1500, 330, 2.5), ())  # breaks ITL p99 <= 200
+    ttft = {1: 90_000, 10: 1_800, 25: 2_400, 100: 1_500, 400: 1_200}  # meets TTFT p99 <= 2,000 at 10, not 25
+    rows = [agg] + [x.Result(2048, 16, "rdma", g, SPLIT, _row(ms, 18, 4.0), ()) for g, ms in ttft.items()]
+    assert x.first_win(rows, 2048, 16, "rdma", 0.05) == 100
+    said = x.answer(rows, 2048, 16, "rdma", 25, 0.05)
+    assert said.answer == "neither meets"  # aggregated breaks ITL p99, this split TTFT p99
+    assert x.answer(rows, 2048, 16, "rdma", 10, 0.05).answer == "pays"
+
+
+def test_a_split_that_preempts_never_wins_a_cell_over_one_that_fits():
+    rows = [x.Result(8192, 16, "tcp", 10, label, _row(900, 20, goodput, preempted), ())
+            for label, goodput, preempted in ((SPLIT, 3.0, 0), ("3 prefill + 1 decode on gpu-80gb (TP 2)", 9.0, 50))]
+    assert x.cell(rows, 8192, 16, "tcp", 10).split == SPLIT  # 50 of 240 requests preempted: it only runs so
