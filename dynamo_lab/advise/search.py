@@ -36,6 +36,7 @@ from dynamo_lab.predict.params import LAB, LabParams
 from dynamo_lab.preflight.checks import check
 from dynamo_lab.preflight.cluster_data import ClusterData
 from infra import prefix_cache
+from infra.config.models import StackConfig
 from infra.errors import ConfigError, UserError
 from infra.plan import Stack, load_stack
 
@@ -54,6 +55,20 @@ MAX_LAYOUTS = 400
 # screening at every point took 32 s and two a family in full 48 s on 2 busy cores (2026-12-03).
 SHORTLIST = 4
 BOUNDED_REFINED = 1
+# A search whose screening at every point would simulate more requests than this (accepted layouts
+# x the requests of a warm-up and a measured run at every point) screens in the same two steps,
+# bounded or not: about 1 ms of CPU a simulated request, so some 10 s of screening on 2 cores. The
+# lab's default search (37 accepted, 8 points at concurrency 4 and 8: 7,104 requests) stays within
+# it; at --concurrency 16,32 (28,416) it took 31 s of a 104 s search's CPU (issue 45).
+SCREEN_REQUESTS = 10_000
+# A family's layouts after its best are predicted in full only where the screening could be wrong
+# about them: meeting every objective there, or breaking one by less than SCREEN_OVER x its bound;
+# and, where both meet, trailing the best's goodput by less than SCREEN_MARGIN. Measured on the lab's
+# default search (2026-12-04): a layout meeting the objectives screened within 3% of its full
+# goodput; one breaking them, its worst figure up to 4.4x off (8.0x its bound screened, 1.8x in
+# full), so the bound on breaking is loose. The family's best is always predicted in full.
+SCREEN_MARGIN = 0.10
+SCREEN_OVER = 2.0
 # How often a long stage of the search says how far it is (search's `progress`).
 PROGRESS_S = 5.0
 
@@ -436,7 +451,7 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
     screening = [c for c in found if c.status == SCREENED]
     order = _order(lambda i: traffic.points[i].where(bool(traffic.prefix_tokens)))
     shortlisted = 0
-    if bounded is not None:
+    if bounded is not None or len(screening) * screen_requests(traffic, base.config) > SCREEN_REQUESTS:
         heavy = heaviest(traffic)
         tell(f"{len(screening)} accepted; screening each with one simulated run at the heaviest point "
              f"({heavy.where(bool(traffic.prefix_tokens))})")
@@ -451,17 +466,19 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
         for c in screening:
             c.status = SCREENED
         shortlisted = len(screening)
-        refined_per_family = min(refined_per_family, BOUNDED_REFINED)
-    tell(f"{len(screening)} {'shortlisted' if bounded else 'accepted'}; screening each with one simulated run "
+        if bounded is not None:
+            refined_per_family = min(refined_per_family, BOUNDED_REFINED)
+    tell(f"{len(screening)} {'shortlisted' if shortlisted else 'accepted'}; screening each with one simulated run "
          "per point")
     _predict(screening, traffic, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS, workers,
              done=lambda n: tell(f"{n} of {len(screening)} layouts screened", due=False))
     best = []
     for fam in families.values():
-        fam.refined = sorted((c for c in screening if c.layout.family == fam.name), key=order)[:refined_per_family]
+        ordered = sorted((c for c in screening if c.layout.family == fam.name), key=order)
+        fam.refined = ordered[:1] + [c for c in ordered[1:refined_per_family] if worth_refining(ordered[0], c)]
         best += fam.refined
-    tell(f"predicting the best {refined_per_family} of each of {len(families)} families in full ({len(best)} "
-         "layouts)")
+    tell(f"predicting the best {refined_per_family} of each of {len(families)} families in full where the "
+         f"screening could be wrong ({len(best)} layouts)")
     for c in best:
         c.status = REFINED
     _predict(best, traffic, goal, lab, *full, workers,
@@ -473,6 +490,21 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
                   [c for c in refined if c.meets], [c for c in refined if not c.meets],
                   list(families.values()), full, refined_per_family, time.monotonic() - started, bounded,
                   shortlisted)
+
+
+def screen_requests(traffic: Traffic, cfg: StackConfig) -> int:
+    """The requests one layout's screening simulates: a warm-up and a measured run at every point."""
+    per_run = [cells.OPEN_LOOP_REQUESTS if pt.rate else cfg.benchmark.requests_per_concurrency * pt.concurrency
+               for pt in traffic.points]
+    return SCREEN_GRAPHS * (1 + SCREEN_RUNS) * sum(per_run)
+
+
+def worth_refining(first: Candidate, other: Candidate) -> bool:
+    """Whether a family's `other` layout could yet rank above its screened best, `first`, so it is
+    predicted in full (SCREEN_MARGIN, SCREEN_OVER)."""
+    if not (other.meets or other.worst_over < SCREEN_OVER):
+        return False
+    return not (first.meets and other.meets) or other.score * (1 + SCREEN_MARGIN) >= first.score
 
 
 def heaviest(traffic: Traffic) -> Point:

@@ -239,9 +239,9 @@ def text(a: Advice, top: int = 3) -> str:
                  if a.bounded else "") + f"): {counts[REFUSED_CONFIG]} refused "
               f"by the sizing, {counts[REFUSED_PREFLIGHT]} by preflight; {accepted} screened with one simulated run "
               + (f"at the heaviest point ({search.heaviest(a.traffic).where(bool(a.traffic.prefix_tokens))}), the best "
-                 f"{search.SHORTLIST} of each family ({a.shortlisted}) " if a.bounded else "")
-              + f"per point, and the best {a.refined_per_family} of each family predicted in full "
-              f"({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
+                 f"{search.SHORTLIST} of each family ({a.shortlisted}) " if a.shortlisted else "")
+              + f"per point, and the best {a.refined_per_family} of each family predicted in full where the "
+              f"screening could be wrong ({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
               f"{a.seconds:.0f} s.", ""]
     if not a.ranked and not a.over:
         lines.append("No layout passes the sizing and preflight on this cluster: the families below say why.")

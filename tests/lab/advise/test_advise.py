@@ -406,6 +406,31 @@ def test_a_search_larger_than_the_bound_keeps_layouts_of_at_most_the_requests_in
     assert "over 400 layouts, so at most 2 workers" in text.text(a)
 
 
+def test_a_search_whose_screening_would_simulate_too_many_requests_screens_the_heaviest_point_first(monkeypatch):
+    monkeypatch.setattr(search, "SCREEN_REQUESTS", 100)  # small_lab at concurrency 8: 16 requests a layout
+    a = advise(data=small_lab(), traffic=Traffic(2371, 2000, 64, (2, 24), (4, 8), given=True))
+    assert a.bounded is None and 0 < a.shortlisted < len([c for c in a.candidates if c.rows])
+    assert [c for c in a.candidates if c.status == search.SCREENED_HEAVIEST]
+    words = text.text(a)
+    assert "at the heaviest point (prefix types 24, concurrency 8), the best 4 of each family" in words
+    assert "over 400 layouts" not in words
+
+
+def test_a_familys_second_is_predicted_in_full_only_where_the_screening_could_be_wrong():
+    def screened(score: float, over: float = 0.0) -> search.Candidate:
+        c = _fake("x", score)
+        if over:
+            c.broken = [search.Broken(Objective("ttft", 99, 100.0), 100.0 * over, 0)]
+        return c
+
+    first = screened(10.0)
+    assert search.worth_refining(first, screened(9.5))  # 5% behind: within the screening's noise
+    assert not search.worth_refining(first, screened(8.0))  # 25% behind
+    assert search.worth_refining(first, screened(12.0, over=1.5))  # breaks by less than 2x: might meet in full
+    assert not search.worth_refining(first, screened(12.0, over=3.0))
+    assert search.worth_refining(screened(1.0, over=4.0), screened(1.0, over=1.2))
+
+
 def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
     first = ("workers.decode.kvCacheBytes: the gpu-8gb GPU (8.0Gi, 7.2Gi after its 10% reserve; e.g. 3 workers. Or "
              "fewer) leaves 0B of KV pool per worker for 3 workers (each 1.1Gi weights + 1.5Gi overhead), which vLLM "
@@ -505,7 +530,7 @@ def test_the_search_says_what_it_does_as_it_goes(monkeypatch):
     (stage,) = [i for i, m in enumerate(heads) if m.startswith("advise: predicting the best ")]
     assert heads[2:stage] == [f"advise: {n} of {len(screened)} layouts screened" for n in range(1, len(screened) + 1)]
     assert heads[stage] == (f"advise: predicting the best {a.refined_per_family} of each of {len(a.families)} "
-                            f"families in full ({len(refined)} layouts)")
+                            f"families in full where the screening could be wrong ({len(refined)} layouts)")
     assert heads[stage + 1:] == [f"advise: {n} of {len(refined)} predicted in full" for n in range(1, len(refined) + 1)]
 
 
