@@ -2,7 +2,7 @@
 at which link, prompt length and load does separating prefill and decode pay? `python -m
 dynamo_lab.advise.crossover` answers it with the predictor and advise's one verdict (verdict.py:
 meeting the objectives first, then not preempting, then goodput, better only beyond the
-uncertainty), as a Markdown table (docs/advise.md, "Beyond the lab: when separation pays"). EVERY
+uncertainty), as a Markdown table (docs/advise.md, "When separation pays"). EVERY
 FIGURE IS AN ESTIMATE, outside what the validation covered (a 32B model, tensorParallel 2, whole
 H100s, links and transports the lab never had, longer prompts, concurrency above 8): physics only
 (docs/predictor.md, Envelope), the decode side never measured anywhere.

@@ -57,10 +57,10 @@ SHORTLIST = 4
 BOUNDED_REFINED = 1
 # A search whose screening at every point would simulate more requests than this (accepted layouts
 # x the requests of a warm-up and a measured run at every point) screens in the same two steps,
-# bounded or not: about 1 ms of CPU a simulated request, so some 10 s of screening on 2 cores. The
-# lab's default search (37 accepted, 8 points at concurrency 4 and 8: 7,104 requests) stays within
-# it; at --concurrency 16,32 (28,416) it took 31 s of a 104 s search's CPU (issue 45).
-SCREEN_REQUESTS = 10_000
+# bounded or not. The lab's default search (37 accepted, 8 points at concurrency 4 and 8, 8 requests
+# per concurrency a run: 28,416 requests) stays within it; at --concurrency 16,32 (113,664) its
+# screening took 31 s of a 104 s search's CPU (about 0.3 ms a simulated request; issue 45).
+SCREEN_REQUESTS = 50_000
 # A family's layouts after its best are predicted in full only where the screening could be wrong
 # about them: meeting every objective there, or breaking one by less than SCREEN_OVER x its bound;
 # and, where both meet, trailing the best's goodput by less than SCREEN_MARGIN. Measured on the lab's

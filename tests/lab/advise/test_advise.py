@@ -407,13 +407,19 @@ def test_a_search_larger_than_the_bound_keeps_layouts_of_at_most_the_requests_in
 
 
 def test_a_search_whose_screening_would_simulate_too_many_requests_screens_the_heaviest_point_first(monkeypatch):
-    monkeypatch.setattr(search, "SCREEN_REQUESTS", 100)  # small_lab at concurrency 8: 16 requests a layout
+    monkeypatch.setattr(search, "SCREEN_REQUESTS", 100)  # small_lab, 2 points: 2 x (32 + 64) requests a layout
     a = advise(data=small_lab(), traffic=Traffic(2371, 2000, 64, (2, 24), (4, 8), given=True))
     assert a.bounded is None and 0 < a.shortlisted < len([c for c in a.candidates if c.rows])
     assert [c for c in a.candidates if c.status == search.SCREENED_HEAVIEST]
     words = text.text(a)
     assert "at the heaviest point (prefix types 24, concurrency 8), the best 4 of each family" in words
     assert "over 400 layouts" not in words
+
+
+def test_the_labs_default_search_screens_every_layout_at_every_point():
+    b = inputs.read_base("kv-routing")
+    accepted = 37  # of its 68 layouts on the lab's cluster
+    assert accepted * search.screen_requests(inputs.traffic_of(b.config), b.config) <= search.SCREEN_REQUESTS
 
 
 def test_a_familys_second_is_predicted_in_full_only_where_the_screening_could_be_wrong():

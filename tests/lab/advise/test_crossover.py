@@ -3,6 +3,10 @@ sizing and preflight accept on the saved cluster, and "first wins" reads the tab
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
+
 from dynamo_lab import stack_files
 from dynamo_lab.advise import crossover as x
 from dynamo_lab.predict import cells
@@ -47,3 +51,28 @@ def test_a_split_that_preempts_never_wins_a_cell_over_one_that_fits():
     rows = [x.Result(8192, 16, "tcp", 10, label, _row(900, 20, goodput, preempted), ())
             for label, goodput, preempted in ((SPLIT, 3.0, 0), ("3 prefill + 1 decode on gpu-80gb (TP 2)", 9.0, 50))]
     assert x.cell(rows, 8192, 16, "tcp", 10).split == SPLIT  # 50 of 240 requests preempted: it only runs so
+
+
+@pytest.mark.slow  # 26 cells of Qwen3-32B, one graph of 3 runs each: a minute of CPU
+def test_a_faster_link_or_a_longer_prompt_moves_the_figures_the_way_physics_says():
+    # Issue 45: the crossover's TCP rows ran backwards from 1 to 10 Gbit/s. Per layout and transport,
+    # a faster link never lowers requests/s (beyond 5%) nor raises TTFT p99 beyond the tail's
+    # run-to-run noise (a quarter); a longer prompt raises aggregated TTFT p99 and ITL p99.
+    base = stack_files.stack_doc(x.BASE)
+    links, prompts, load = (1, 10, 100), (2048, 8192), 16
+
+    def row(layout, prompt, transport="tcp", gbit=100):
+        doc = x.config(base, layout, prompt, transport, gbit, load)
+        stack = load_stack("crossover", *stack_files.config_from_doc(doc))
+        return cells.simulate(stack.config, stack.sizing, 1, load, graphs=1, runs=3)[0]
+
+    agg = [row(x.AGG, p) for p in prompts]
+    assert agg[1].ttft_p99_ms > agg[0].ttft_p99_ms and agg[1].itl_p99_ms > 2 * agg[0].itl_p99_ms
+    for prompt in prompts:
+        for transport in x.TRANSPORTS:
+            for split in x.SPLITS[:2]:
+                rows = [row(split, prompt, transport, g) for g in links]
+                for slow, fast in itertools.pairwise(rows):
+                    assert fast.requests_per_s >= 0.95 * slow.requests_per_s, (prompt, transport, split.label)
+                    assert fast.ttft_p99_ms <= 1.25 * slow.ttft_p99_ms, (prompt, transport, split.label)
+                assert rows[-1].ttft_p99_ms < rows[0].ttft_p99_ms / 3  # 100x the link: far from noise
