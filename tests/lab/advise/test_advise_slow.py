@@ -98,7 +98,7 @@ def test_16k_prompts_with_no_shared_prefix_widen_the_gap_as_every_transfer_carri
     floor_ms = 16384 * 114_688 / 0.94e9 * 1000
     assert separated(long).ttft_parts_ms.transfer >= floor_ms > separated(short).ttft_parts_ms.transfer
     assert separated(long).ttft_parts_ms.prefill > separated(long).ttft_parts_ms.transfer  # the queue for the pool
-    assert gap(long) > 2 * gap(short)
+    assert gap(long) > 1.25 * gap(short)
     assert all(c.binding.resource != "prefix-cache capacity" for c in long.ranked)  # nothing to reuse
 
 

@@ -87,10 +87,10 @@ def test_an_objective_is_one_metric_one_percentile_and_a_positive_bound():
 
 def _cell(layout, prompt: int) -> cells.Row:
     """The crossover's 32B layouts on two 8-GPU nodes, KV over RDMA into GPU buffers (so no host
-    copy stalls a decode step), one simulated run at the crossover's concurrency, 16."""
-    doc = crossover.config(stack_files.stack_doc(crossover.BASE), layout, prompt, "rdma", 400)
+    copy stalls a decode step), one simulated run at the crossover's higher load, concurrency 16."""
+    doc = crossover.config(stack_files.stack_doc(crossover.BASE), layout, prompt, "rdma", 400, 16)
     stack = load_stack("decode", *stack_files.config_from_doc(doc))
-    return cells.simulate(stack.config, stack.sizing, 1, crossover.CONCURRENCY, graphs=1, runs=1)[0]
+    return cells.simulate(stack.config, stack.sizing, 1, 16, graphs=1, runs=1)[0]
 
 
 @pytest.mark.slow  # four Qwen3-32B cells of 8k-token prompts: a few seconds
