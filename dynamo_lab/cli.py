@@ -317,8 +317,8 @@ def parser() -> argparse.ArgumentParser:
                     "every candidate is sized for, its largest)")
     ad.add_argument("--rate", type=flags.rate_list, metavar="R[,R...]",
                     help="open loop: requests/s arriving (Poisson) at each point instead of a closed loop's "
-                    "concurrency, e.g. 2,6 (a closed loop lets a slower layout send fewer requests); TTFT at "
-                    "that rate, so with --goal ttft-p50 only")
+                    "concurrency, e.g. 2,6 (a closed loop lets a slower layout send fewer requests); goodput "
+                    "counts the requests arriving that meet every objective")
     ad.add_argument("--goal", choices=["goodput", "goodput-per-gpu", "ttft-p50", "requests-per-s"],
                     metavar="{goodput,goodput-per-gpu}", default="goodput",  # inputs.GOALS, and the retired two
                     help="rank the layouts that meet every objective by goodput, the requests/s meeting every "

@@ -1,9 +1,9 @@
 """The envelope: whether a figure's inputs are inside what the predictor's validation covered.
 
 The predictor's constants were fitted to, and checked against, one lab's published table
-(dynamo_lab/published.py, docs/lab.md). Its error (`predict --validate`, the figures advise calls
-"too close to call" or "beyond the error" by) holds only for inputs like those; outside them a
-figure is the model's physics alone, with no measured error. `envelope` says which inputs of one
+(dynamo_lab/published.py, docs/lab.md). Its error (`predict --validate`, the uncertainty within
+which advise calls two layouts tied) holds only for inputs like those; outside them a figure is the
+model's physics alone, with no measured error (advise takes the validated one as a floor there). `envelope` says which inputs of one
 figure (a stack at one point) are outside, each in a few words; `predict` and `advise` attach it
 to every figure they print (docs/predictor.md, "Envelope"). Each bound, and why it is that bound:
 
