@@ -3,9 +3,10 @@
 The predictor's constants were fitted to, and checked against, one lab's published table
 (dynamo_lab/published.py, docs/lab.md). Its error (`predict --validate`, the uncertainty within
 which advise calls two layouts tied) holds only for inputs like those; outside them a figure is the
-model's physics alone, with no measured error (advise takes the validated one as a floor there). `envelope` says which inputs of one
-figure (a stack at one point) are outside, each in a few words; `predict` and `advise` attach it
-to every figure they print (docs/predictor.md, "Envelope"). Each bound, and why it is that bound:
+model's physics alone, with no measured error (advise takes the validated one as a floor there).
+`envelope` says which inputs of one figure (a stack at one point) are outside, each in a few words;
+`predict` and `advise` attach it to every figure they print (docs/predictor.md, "Envelope"). Each
+bound, and why it is that bound:
 
 - GPU classes (the classes that run workers): the lab's two, as the default classes describe
   them (infra/catalogue.py DEFAULT_GPU_CLASSES: 24GB and 8GB; the cards behind them are the ones
