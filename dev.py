@@ -15,7 +15,8 @@
     python3 dev.py time-render [--runs N]   benchmark: render against importing the Kubernetes SDK
                                             (goal under 1.5x, median of paired runs)
     python3 dev.py time-advise [--runs N]   benchmark: advise's default search, and at --concurrency 16,32,
-                                            on the lab's cluster, and on 8 nodes (goal 60 s each, 2 cores)
+                                            on the lab's cluster, on 8 nodes, and two-node-rdma on its
+                                            8 H100s at --concurrency 64 (goal 60 s each, 2 cores)
     python3 dev.py cluster-tools [TOOL ...] the cluster tier's pinned binaries: found, or built from Go
                                             modules into ~/.cache/dynamo-lab/cluster-tools/
     python3 dev.py test-cluster [PYTEST ARGS]

@@ -150,10 +150,13 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _advise(args: argparse.Namespace) -> int:
-    from dynamo_lab.advise import command, text
+    from dynamo_lab.advise import command, inputs, text
     from dynamo_lab.advise.inputs import Goal
+    from dynamo_lab.predict.objectives import METRICS, PERCENTILES
 
-    req = command.prepare(args.stack, args.write, args.force, args.source, Goal(args.goal, args.ttft_p99_max),
+    objectives = inputs.objectives_given({f"{m}_p{q}": getattr(args, f"{m}_p{q}_max")
+                                          for m in METRICS for q in PERCENTILES})
+    req = command.prepare(args.stack, args.write, args.force, args.source, Goal(args.goal, objectives),
                           input_tokens=args.input_tokens, prefix_tokens=args.prefix_tokens,
                           output_tokens=args.output_tokens, prefix_types=args.prefix_types,
                           concurrency=args.concurrency, rates=args.rate)
@@ -314,13 +317,22 @@ def parser() -> argparse.ArgumentParser:
                     "every candidate is sized for, its largest)")
     ad.add_argument("--rate", type=flags.rate_list, metavar="R[,R...]",
                     help="open loop: requests/s arriving (Poisson) at each point instead of a closed loop's "
-                    "concurrency, e.g. 2,6 (a closed loop lets a slower layout send fewer requests); TTFT at "
-                    "that rate, so with --goal ttft-p50 only")
-    ad.add_argument("--goal", choices=["requests-per-s", "ttft-p50"],  # inputs.GOALS
-                    default="ttft-p50", help="rank by the lowest TTFT p50 (default) or the highest requests/s")
-    ad.add_argument("--ttft-p99-max", type=flags.positive_ms, metavar="MS",
-                    help="with either goal: rank only layouts whose predicted TTFT p99 stays within MS "
-                    "milliseconds at every point (those over it are listed apart, unranked)")
+                    "concurrency, e.g. 2,6 (a closed loop lets a slower layout send fewer requests); goodput "
+                    "counts the requests arriving that meet every objective")
+    ad.add_argument("--goal", choices=["goodput", "goodput-per-gpu", "ttft-p50", "requests-per-s"],
+                    metavar="{goodput,goodput-per-gpu}", default="goodput",  # inputs.GOALS, and the retired two
+                    help="rank the layouts that meet every objective by goodput, the requests/s meeting every "
+                    "objective (default), or by goodput per GPU, output tokens/s per GPU (docs/advise.md)")
+    from dynamo_lab.predict.objectives import DEFAULT_OBJECTIVES
+
+    for metric, what in (("ttft", "time to first token"), ("itl", "the gap between two tokens of a request"),
+                         ("tpot", "a request's mean time per output token after its first")):
+        for q in (50, 99):
+            default = next((o for o in DEFAULT_OBJECTIVES if (o.metric, o.percentile) == (metric, q)), None)
+            ad.add_argument(f"--{metric}-p{q}-max", type=flags.positive_ms, metavar="MS",
+                            help=f"objective: {what}, p{q}, at most MS at every point"
+                            + (f" (default {default.bound_ms:g}, unless a flag bounds {metric.upper()})" if default
+                               else ""))
     ad.add_argument("--top", type=flags.positive_int, default=3, help="layouts shown (default 3)")
     ad.add_argument("--write", metavar="Pulumi.NAME.yaml", help="write the recommended layout as stack NAME's file")
     ad.add_argument("--force", action="store_true", help="with --write: replace the file if it exists")

@@ -47,7 +47,6 @@ def prepare(stack: str, write_to: Optional[str], force: bool, source: Optional[s
     base = inputs.read_base(stack)
     chosen = inputs.given_traffic(base, **traffic) or inputs.traffic_of(base.config)
     inputs.check_traffic(base, chosen)
-    inputs.check_goal(goal, chosen)
     return Request(base, name, out, force, source, chosen, goal)
 
 

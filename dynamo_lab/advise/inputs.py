@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from dynamo_lab import stack_files
 from dynamo_lab.advise.stack_file import StackDoc, with_traffic
 from dynamo_lab.advise.traffic import Traffic
+from dynamo_lab.predict.objectives import DEFAULT_OBJECTIVES, Objective
 from infra.config.schema import StackConfig
 from infra.config.schema import Workload as SizedWorkload
 from infra.errors import ConfigError, UserError
@@ -127,32 +128,52 @@ def check_traffic(base: Base, traffic: Traffic) -> None:
             raise UserError(f"no layout can serve the workload given ({FLAGS}): " + "; ".join(mine)) from None
 
 
-GOALS = {"ttft-p50": "lowest TTFT p50", "requests-per-s": "highest requests/s"}
+GOALS = {"goodput": "the most goodput: requests/s meeting every objective",
+         "goodput-per-gpu": "the most goodput per GPU: output tokens/s meeting every objective, per GPU the layout "
+                            "takes"}
+# The goals advise once had, and why each is gone: a flag that meant something else now is refused.
+RETIRED_GOALS = {
+    "ttft-p50": "advise ranks by goodput under objectives now, not by the lowest TTFT p50: bound it with "
+                "--ttft-p50-max MS (and --ttft-p99-max, --itl-p99-max, ...) and keep --goal goodput (the default)",
+    "requests-per-s": "advise ranks by goodput now, the requests/s that meet every objective: use --goal goodput (the "
+                      "default), or lift an objective you do not want with a bound no layout reaches",
+}
+
+def objectives_given(given: dict[str, Optional[float]]) -> tuple[Objective, ...]:
+    """The objectives of a search: those the command line gives (`given`: flag field, e.g. `ttft_p99`,
+    to milliseconds or None), and each default whose metric none of them bounds."""
+    mine = tuple(Objective(key.split("_")[0], int(key.split("_p")[1]), ms) for key, ms in given.items()
+                 if ms is not None)
+    bounded = {o.metric for o in mine}
+    return tuple(o for o in DEFAULT_OBJECTIVES if o.metric not in bounded) + mine
 
 
 @dataclass(frozen=True)
 class Goal:
-    name: str  # a key of GOALS
-    # Either goal: every point's TTFT p99 at most this. A tail bound is not the median the TTFT p50
-    # goal ranks by: a layout can have the lowest p50 and a long tail.
-    ttft_p99_max_ms: Optional[float] = None
+    """What a search ranks by (a key of GOALS), among the layouts that meet every objective."""
+
+    name: str = "goodput"
+    objectives: tuple[Objective, ...] = DEFAULT_OBJECTIVES
+
+    def __post_init__(self) -> None:
+        if self.name in RETIRED_GOALS:
+            raise UserError(f"--goal {self.name}: {RETIRED_GOALS[self.name]} (docs/advise.md, Objectives and goodput)")
+        if self.name not in GOALS:
+            raise UserError(f"--goal {self.name}: not a goal; choose {' or '.join(GOALS)}")
 
     @property
     def metric(self) -> str:
-        return "ttft_p50_ms" if self.name == "ttft-p50" else "requests_per_s"
+        """What the ranking reads per point: Candidate.value's name."""
+        return "goodput_requests_per_s" if self.name == "goodput" else "goodput_tokens_per_s_per_gpu"
 
     @property
-    def higher_is_better(self) -> bool:
-        return self.name == "requests-per-s"
+    def label(self) -> str:
+        return "goodput" if self.name == "goodput" else "goodput per GPU"
+
+    @property
+    def unit(self) -> str:
+        return "requests/s" if self.name == "goodput" else "output tokens/s per GPU"
 
     def describe(self) -> str:
-        bound = f" with TTFT p99 at most {self.ttft_p99_max_ms:,.0f} ms at every point" if self.ttft_p99_max_ms else ""
-        return GOALS[self.name] + bound
-
-
-def check_goal(goal: Goal, traffic: Traffic) -> None:
-    """An open loop's requests/s is the rate asked for, for every layout that keeps up: no ranking."""
-    if traffic.open_loop and goal.name == "requests-per-s":
-        raise UserError("--goal requests-per-s ranks what a closed loop completes; with --rate every layout that "
-                        "keeps up completes the rate asked for, so it ranks nothing: with --rate use --goal ttft-p50 "
-                        "(the default; a layout that falls behind shows it as a growing TTFT), or drop --rate")
+        bounds = "; ".join(o.describe() for o in self.objectives)
+        return f"{GOALS[self.name]} ({bounds}, at every point)" if bounds else GOALS[self.name]

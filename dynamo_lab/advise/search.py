@@ -5,8 +5,9 @@ the command line, its `workload` and `benchmark`: stack_file.py), loaded and siz
 preflighted against the cluster: a refused candidate keeps the first reason. Accepted ones are
 predicted in two passes (docs/advise.md): a screening pass of one simulated run per traffic
 point for every candidate, then the predictor's full estimate (as `dynamo-lab predict` makes it)
-for the best REFINED_PER_FAMILY of each family; the ranking is over the refined candidates whose
-TTFT p99 stays within the goal's bound, and those over it are kept apart, unranked.
+for the best REFINED_PER_FAMILY of each family; the ranking is over the refined candidates that
+meet every objective at every point, by the one verdict's order (verdict.py: those that run only by
+preempting last, then by goodput), and those breaking an objective are kept apart, unranked.
 """
 
 from __future__ import annotations
@@ -21,18 +22,21 @@ from typing import Callable, Optional
 
 from dynamo_lab import stack_files
 from dynamo_lab.advise import candidates
-from dynamo_lab.advise.candidates import ClassNode, Layout
+from dynamo_lab.advise.candidates import AGGREGATED, ClassNode, Layout
 from dynamo_lab.advise.inputs import Base, Goal
 from dynamo_lab.advise.stack_file import StackDoc, candidate_config, gpu_classes
 from dynamo_lab.advise.traffic import Point, Traffic
 from dynamo_lab.advise.uncertainty import Uncertainty
+from dynamo_lab.advise.verdict import PREEMPTING, Compared, Separation, Standing, compare, key, separation
 from dynamo_lab.predict import cells, placement, pool
 from dynamo_lab.predict.cells import Row, TtftParts, Usage
 from dynamo_lab.predict.envelope import INSIDE, Envelope, envelope
+from dynamo_lab.predict.objectives import Objective
 from dynamo_lab.predict.params import LAB, LabParams
 from dynamo_lab.preflight.cluster_data import ClusterData
 from dynamo_lab.preflight.run import check
 from infra import prefix_cache
+from infra.config.schema import StackConfig
 from infra.errors import ConfigError, UserError
 from infra.plan import Stack, load_stack
 
@@ -51,6 +55,20 @@ MAX_LAYOUTS = 400
 # screening at every point took 32 s and two a family in full 48 s on 2 busy cores (2026-12-03).
 SHORTLIST = 4
 BOUNDED_REFINED = 1
+# A search whose screening at every point would simulate more requests than this (accepted layouts
+# x the requests of a warm-up and a measured run at every point) screens in the same two steps,
+# bounded or not. The lab's default search (37 accepted, 8 points at concurrency 4 and 8, 8 requests
+# per concurrency a run: 28,416 requests) stays within it; at --concurrency 16,32 (113,664) its
+# screening took 31 s of a 104 s search's CPU (about 0.3 ms a simulated request; issue 45).
+SCREEN_REQUESTS = 50_000
+# A family's layouts after its best are predicted in full only where the screening could be wrong
+# about them: meeting every objective there, or breaking one by less than SCREEN_OVER x its bound;
+# and, where both meet, trailing the best's goodput by less than SCREEN_MARGIN. Measured on the lab's
+# default search (2026-12-04): a layout meeting the objectives screened within 3% of its full
+# goodput; one breaking them, its worst figure up to 4.4x off (8.0x its bound screened, 1.8x in
+# full), so the bound on breaking is loose. The family's best is always predicted in full.
+SCREEN_MARGIN = 0.10
+SCREEN_OVER = 2.0
 # How often a long stage of the search says how far it is (search's `progress`).
 PROGRESS_S = 5.0
 
@@ -71,6 +89,28 @@ class Binding:
     detail: str
 
 
+@dataclass(frozen=True)
+class Broken:
+    """One objective a layout breaks: its worst figure over the points, and where."""
+
+    objective: Objective
+    worst: float  # ms
+    point: int  # index into the traffic's points
+
+    @property
+    def over(self) -> float:
+        return self.worst / self.objective.bound_ms
+
+    def describe(self, where: str) -> str:
+        return (f"{self.objective.label} {self.worst:,.{_digits(self.worst, self.objective.bound_ms)}f} ms at "
+                f"{where}, over the {self.objective.bound_ms:,g} ms objective by {self.over - 1:.0%}")
+
+
+def _digits(value: float, bound: float) -> int:
+    """The decimals that show a value over its bound (150.4 ms over 150 is not "150 ms")."""
+    return next((d for d in range(3) if round(value, d) > bound), 3)
+
+
 @dataclass
 class Candidate:
     layout: Layout
@@ -81,9 +121,10 @@ class Candidate:
     rows: list[Row] = field(default_factory=list)
     usage: list[Usage] = field(default_factory=list)
     host_memory: tuple[float, str] = (0.0, "")  # the fullest node's share of allocatable memory requested
-    score: float = math.nan  # the goal's metric, geometric mean over the traffic's points
-    worst_p99_ms: float = math.nan
-    over_bound: bool = False
+    score: float = math.nan  # the goal's figure, geometric mean over the traffic's points
+    broken: list[Broken] = field(default_factory=list)  # each objective it breaks at some point
+    gpus: int = 0  # the GPUs its workers take (time-sliced: the GPUs they share)
+    output_tokens: int = 0  # per request, for goodput per GPU
     binding: Optional[Binding] = None
     envelopes: list[Envelope] = field(default_factory=list)  # each point's (predict/envelope.py)
     runs: int = 0  # simulated measured runs per point (the rows' preemptions are summed over them)
@@ -93,13 +134,42 @@ class Candidate:
         """Every point's inputs: what any of them has outside what the validation covered."""
         return functools.reduce(operator.or_, self.envelopes, INSIDE)
 
+    def value(self, row: Row, metric: str) -> float:
+        """A row's figure by name: a Row field, or goodput per GPU (output tokens/s that met every
+        objective, over the GPUs the layout takes)."""
+        if metric == "goodput_tokens_per_s_per_gpu":
+            return (row.goodput_requests_per_s or 0.0) * self.output_tokens / max(self.gpus, 1)
+        value = getattr(row, metric)
+        return 0.0 if value is None else value
+
     def mean(self, metric: str) -> float:
-        return geomean([getattr(r, metric) for r in self.rows])
+        return geomean([self.value(r, metric) for r in self.rows])
+
+    @property
+    def meets(self) -> bool:
+        """Every objective at every point."""
+        return not self.broken
+
+    @property
+    def worst_over(self) -> float:
+        """Its worst objective's figure over the bound (0 where it meets every one)."""
+        return max((b.over for b in self.broken), default=0.0)
 
     @property
     def preemptions(self) -> int:
         """Its requests preempted over the simulated runs of every point: where its KV did not fit."""
         return sum(r.preemptions for r in self.rows)
+
+    @property
+    def preempting(self) -> bool:
+        """It runs only by preempting: at some point vLLM preempted more than verdict.PREEMPTING of
+        its measured requests."""
+        return any(r.requests and r.preemptions > PREEMPTING * r.requests for r in self.rows)
+
+    def standing(self, where: Callable[[int], str]) -> Standing:
+        """What the one verdict (verdict.py) compares; `where` names a point by its index."""
+        return Standing(self.layout.label, self.meets, self.preempting, self.worst_over, self.score,
+                        tuple(b.describe(where(b.point)) for b in self.broken))
 
     @property
     def ttft_parts_ms(self) -> TtftParts:
@@ -159,7 +229,8 @@ def _predict(found: list[Candidate], traffic: Traffic, goal: Goal, lab: LabParam
     simulated on `workers` processes (pool.py: the figures do not depend on it); `done` is told how
     many candidates are predicted as they are."""
     points = traffic.points
-    jobs = [pool.Job(c.stack.config, c.stack.sizing, pt.prefix_types, pt.concurrency, lab, graphs, runs, pt.rate)
+    jobs = [pool.Job(c.stack.config, c.stack.sizing, pt.prefix_types, pt.concurrency, lab, graphs, runs, pt.rate,
+                     objectives=goal.objectives)
             for c in found for pt in points]
     results = pool.simulate(jobs, workers, done=lambda n: done(n // len(points)) if n % len(points) == 0 else None)
     for k, c in enumerate(found):
@@ -167,10 +238,27 @@ def _predict(found: list[Candidate], traffic: Traffic, goal: Goal, lab: LabParam
         c.rows, c.usage = [row for row, _ in mine], [usage for _, usage in mine]
         c.envelopes = [envelope(c.stack.resolved, pt.prefix_types, pt.concurrency, rate=pt.rate) for pt in points]
         c.runs = graphs * runs
+        c.gpus = gpus(c.stack)
+        c.output_tokens = traffic.output_tokens
         c.score = c.mean(goal.metric)
-        c.worst_p99_ms = max(r.ttft_p99_ms for r in c.rows)
-        c.over_bound = goal.ttft_p99_max_ms is not None and c.worst_p99_ms > goal.ttft_p99_max_ms
+        c.broken = broken(c.rows, goal.objectives)
         c.binding = binding(c, traffic)
+
+
+def gpus(stack: Stack) -> int:
+    """The GPUs a layout's workers take: each GPU its simulated workers run on, once, with its
+    tensor-parallel ranks (time-sliced workers sharing one GPU take it once)."""
+    return sum(ranks for ranks in {s.gpu: s.card.ranks for s in placement.workers(stack.config, stack.sizing)}.values())
+
+
+def broken(rows: list[Row], objectives: tuple[Objective, ...]) -> list[Broken]:
+    """Each objective some point's figure is over, with its worst point."""
+    out = []
+    for o in objectives:
+        worst, i = max((o.value(r), i) for i, r in enumerate(rows))
+        if worst > o.bound_ms:
+            out.append(Broken(o, worst, i))
+    return out
 
 
 def binding(c: Candidate, traffic: Traffic) -> Binding:
@@ -242,8 +330,8 @@ class Advice:
     goal: Goal
     uncertainty: Uncertainty
     candidates: list[Candidate]
-    ranked: list[Candidate]  # refined within the goal's bound, best first
-    over: list[Candidate]  # refined over the goal's TTFT p99 bound, not ranked: the least over first
+    ranked: list[Candidate]  # refined, meeting every objective at every point, best first
+    over: list[Candidate]  # refined, breaking some objective, not ranked: the least over first
     families: list[Family]
     full: tuple[int, int]  # simulated graphs and runs per point of the refined candidates
     refined_per_family: int
@@ -257,30 +345,66 @@ class Advice:
     def winner(self) -> Optional[Candidate]:
         return self.ranked[0] if self.ranked else None
 
-    def relative_gap(self, a: Candidate, b: Candidate) -> float:
-        """How much worse b is than a on the goal's metric, as a fraction of a."""
-        return a.score / b.score - 1 if self.goal.higher_is_better else b.score / a.score - 1
+    def where(self, point: int) -> str:
+        """A traffic point by its index, in words."""
+        return self.traffic.points[point].where(bool(self.traffic.prefix_tokens))
+
+    @property
+    def threshold(self) -> float:
+        """The uncertainty a lead must pass: the predictor's held-out median error of requests/s (what
+        goodput counts; no layout's goodput was measured). Outside the envelope it is a floor: the
+        error there was never measured, and is no smaller."""
+        return self.uncertainty.metrics["requests_per_s"].holdout_median
+
+    def standing(self, c: Candidate) -> Standing:
+        return c.standing(self.where)
+
+    def compare(self, a: Candidate, b: Candidate) -> Compared:
+        return compare(self.standing(a), self.standing(b), self.threshold, self.goal.label)
 
     @property
     def compared(self) -> Envelope:
-        """The best two's inputs: outside what the validation covered, no validated error applies to
-        their comparison, and it is physics only (never "too close to call" nor "beyond the error")."""
+        """The best two's inputs: outside what the validation covered, their comparison is physics only."""
         return functools.reduce(operator.or_, (c.envelope for c in self.ranked[:2]), INSIDE)
 
     @property
-    def close_call(self) -> Optional[tuple[Candidate, float, float]]:
-        """The runner-up, its gap and the threshold, when the best two are within the predictor's
-        held-out median error of the goal's metric; None outside the envelope (`compared`)."""
-        if len(self.ranked) < 2 or self.compared.extrapolated:
+    def close_call(self) -> Optional[Compared]:
+        """The best two, when they tie within the uncertainty (verdict.compare); None when the best
+        leads beyond it or stands alone."""
+        if len(self.ranked) < 2:
             return None
-        gap = self.relative_gap(self.ranked[0], self.ranked[1])
-        threshold = self.uncertainty.metrics[self.goal.metric].holdout_median
-        return (self.ranked[1], gap, threshold) if gap < threshold else None
+        c = self.compare(self.ranked[0], self.ranked[1])
+        return None if c.decisive else c
+
+    @property
+    def unmet(self) -> list[tuple[Objective, Candidate, Broken]]:
+        """Each objective no layout predicted in full meets at every point, with the nearest layout
+        and its worst figure."""
+        out = []
+        refined = self.ranked + self.over
+        for o in self.goal.objectives:
+            misses = [(b, c) for c in refined for b in c.broken if b.objective == o]
+            if refined and len(misses) == len(refined):
+                b, c = min(misses, key=lambda bc: bc[0].worst)
+                out.append((o, c, b))
+        return out
+
+    @property
+    def separation(self) -> Separation:
+        """Whether separation pays on this cluster and traffic: the best aggregated against the best
+        separated layout predicted in full (verdict.separation: the ranking's own comparison)."""
+        refined = sorted(self.ranked + self.over, key=lambda c: key(self.standing(c)))
+        agg = next((c for c in refined if c.layout.kind == AGGREGATED), None)
+        sep = next((c for c in refined if c.layout.kind != AGGREGATED), None)
+        return separation(agg and self.standing(agg), sep and self.standing(sep), self.threshold, self.goal.label)
+
+    def candidate(self, label: str) -> Candidate:
+        return next(c for c in self.candidates if c.layout.label == label)
 
 
-def _order(goal: Goal):
-    """The goal's order; layouts over the p99 bound last, the least over first."""
-    return lambda c: (c.over_bound, c.worst_p99_ms if c.over_bound else -c.score if goal.higher_is_better else c.score)
+def _order(a: Callable[[int], str]):
+    """The ranking's order (verdict.key)."""
+    return lambda c: key(c.standing(a))
 
 
 def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goal: Goal, uncertainty: Uncertainty,
@@ -325,9 +449,9 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
         else:
             c.status = SCREENED
     screening = [c for c in found if c.status == SCREENED]
-    order = _order(goal)
+    order = _order(lambda i: traffic.points[i].where(bool(traffic.prefix_tokens)))
     shortlisted = 0
-    if bounded is not None:
+    if bounded is not None or len(screening) * screen_requests(traffic, base.config) > SCREEN_REQUESTS:
         heavy = heaviest(traffic)
         tell(f"{len(screening)} accepted; screening each with one simulated run at the heaviest point "
              f"({heavy.where(bool(traffic.prefix_tokens))})")
@@ -342,17 +466,19 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
         for c in screening:
             c.status = SCREENED
         shortlisted = len(screening)
-        refined_per_family = min(refined_per_family, BOUNDED_REFINED)
-    tell(f"{len(screening)} {'shortlisted' if bounded else 'accepted'}; screening each with one simulated run "
+        if bounded is not None:
+            refined_per_family = min(refined_per_family, BOUNDED_REFINED)
+    tell(f"{len(screening)} {'shortlisted' if shortlisted else 'accepted'}; screening each with one simulated run "
          "per point")
     _predict(screening, traffic, goal, lab, SCREEN_GRAPHS, SCREEN_RUNS, workers,
              done=lambda n: tell(f"{n} of {len(screening)} layouts screened", due=False))
     best = []
     for fam in families.values():
-        fam.refined = sorted((c for c in screening if c.layout.family == fam.name), key=order)[:refined_per_family]
+        ordered = sorted((c for c in screening if c.layout.family == fam.name), key=order)
+        fam.refined = ordered[:1] + [c for c in ordered[1:refined_per_family] if worth_refining(ordered[0], c)]
         best += fam.refined
-    tell(f"predicting the best {refined_per_family} of each of {len(families)} families in full ({len(best)} "
-         "layouts)")
+    tell(f"predicting the best {refined_per_family} of each of {len(families)} families in full where the "
+         f"screening could be wrong ({len(best)} layouts)")
     for c in best:
         c.status = REFINED
     _predict(best, traffic, goal, lab, *full, workers,
@@ -361,9 +487,24 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
         fam.refined.sort(key=order)
     refined = sorted((c for c in found if c.status == REFINED), key=order)
     return Advice(stack_name, base.name, data.source, nodes, left_out, traffic, goal, uncertainty, found,
-                  [c for c in refined if not c.over_bound], [c for c in refined if c.over_bound],
+                  [c for c in refined if c.meets], [c for c in refined if not c.meets],
                   list(families.values()), full, refined_per_family, time.monotonic() - started, bounded,
                   shortlisted)
+
+
+def screen_requests(traffic: Traffic, cfg: StackConfig) -> int:
+    """The requests one layout's screening simulates: a warm-up and a measured run at every point."""
+    per_run = [cells.OPEN_LOOP_REQUESTS if pt.rate else cfg.benchmark.requests_per_concurrency * pt.concurrency
+               for pt in traffic.points]
+    return SCREEN_GRAPHS * (1 + SCREEN_RUNS) * sum(per_run)
+
+
+def worth_refining(first: Candidate, other: Candidate) -> bool:
+    """Whether a family's `other` layout could yet rank above its screened best, `first`, so it is
+    predicted in full (SCREEN_MARGIN, SCREEN_OVER)."""
+    if not (other.meets or other.worst_over < SCREEN_OVER):
+        return False
+    return not (first.meets and other.meets) or other.score * (1 + SCREEN_MARGIN) >= first.score
 
 
 def heaviest(traffic: Traffic) -> Point:

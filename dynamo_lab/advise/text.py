@@ -8,17 +8,21 @@ from dataclasses import asdict
 from typing import Any, Optional
 
 from dynamo_lab.advise import search
-from dynamo_lab.advise.candidates import ACROSS, AGGREGATED, MAX_REPLICAS_PER_CLASS, ONE_NODE, ClassNode
+from dynamo_lab.advise.candidates import AGGREGATED, MAX_REPLICAS_PER_CLASS, ClassNode
 from dynamo_lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family, kv_overflow
+from dynamo_lab.advise.verdict import PREEMPTING, Compared, Separation
 from dynamo_lab.predict.cells import OPEN_LOOP_REQUESTS
 from dynamo_lab.predict.envelope import outside_lines
+from dynamo_lab.predict.text import DECODE_NOTE, decode_ms
 from dynamo_lab.sizing_text import text_table
 
 ESTIMATE = ("ESTIMATES, not measurements: every figure here is the predictor's, a simulation of the serving graph "
             "whose constants were fitted to one lab's published table (two GPUs on 1GbE; docs/predictor.md). "
             "Measure the layout you deploy (docs/benchmark.md).")
-KINDS = {AGGREGATED: "aggregated", ONE_NODE: "one-node prefill/decode", ACROSS: "cross-node prefill/decode"}
-LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s": "requests/s"}
+LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99",
+          "tpot_p50_ms": "TPOT p50", "tpot_p99_ms": "TPOT p99", "e2e_p50_ms": "E2E p50", "e2e_p99_ms": "E2E p99",
+          "requests_per_s": "requests/s", "goodput_requests_per_s": "goodput",
+          "goodput_tokens_per_s_per_gpu": "goodput per GPU"}
 
 
 def _traffic(a: Advice) -> str:
@@ -39,9 +43,13 @@ def _traffic(a: Advice) -> str:
             f"({'given' if w.given else f'the benchmark section of {a.base}'})")
 
 
-def _figures(c: Candidate) -> str:
-    return (f"TTFT p50 {c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, "
-            f"{c.mean('requests_per_s'):.1f} requests/s")
+def _figures(a: Advice, c: Candidate) -> str:
+    per_gpu = c.mean("goodput_tokens_per_s_per_gpu")
+    return (f"goodput {c.mean('goodput_requests_per_s'):.1f} requests/s ({per_gpu:,.0f} output tokens/s per GPU, "
+            f"{c.gpus} GPU{'s' * (c.gpus > 1)}) of {c.mean('requests_per_s'):.1f} completed, TTFT p50 "
+            f"{c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, ITL p50 "
+            f"{decode_ms(c.mean('itl_p50_ms'))} ms, p99 {decode_ms(c.mean('itl_p99_ms'))} ms, TPOT p50 "
+            f"{decode_ms(c.mean('tpot_p50_ms'))} ms")
 
 
 # Below this share no resource is said to bind: the layout's own latency (transfers, steps) sets it.
@@ -100,6 +108,9 @@ def _why(c: Candidate, winner: Optional[Candidate], a: Advice) -> str:
     parts = c.ttft_parts_ms
     total = parts.total
     said = [s for s in (_falls_behind(a, c), _overflow(a, c)) if s]
+    if c.preempting:
+        said.insert(0, f"it runs only by preempting (more than {PREEMPTING:.0%} of its requests at some point), so "
+                    "it ranks after every layout that meets the objectives without")
     if parts.transfer > 0.25 * total:
         said.append(f"its first tokens wait for a KV transfer ({parts.transfer:,.0f} ms of a mean "
                     f"{total:,.0f} ms TTFT)" + (", which aggregated workers never make"
@@ -138,13 +149,12 @@ def _percent(x: float) -> str:
 
 
 def _gap(a: Advice, better: Candidate, worse: Candidate) -> str:
-    metric = LABELS[a.goal.metric]
-    ratio = better.score / worse.score if a.goal.higher_is_better else worse.score / better.score
-    if a.goal.higher_is_better:
-        return f"{metric} {_percent(1 - 1 / ratio)} lower than the recommendation's" if ratio < 2 else (
-            f"{metric} 1/{ratio:.1f} of the recommendation's")
-    return f"{metric} {_percent(ratio - 1)} higher than the recommendation's" if ratio < 2 else (
-        f"{metric} {ratio:.1f}x the recommendation's")
+    metric = a.goal.label
+    if worse.score <= 0:
+        return f"no {metric}: none of its requests meets every objective"
+    ratio = better.score / worse.score
+    return f"{metric} {_percent(1 - 1 / ratio)} lower than the recommendation's" if ratio < 2 else (
+        f"{metric} 1/{ratio:.1f} of the recommendation's")
 
 
 def base_setting(fam: Family) -> Optional[str]:
@@ -171,19 +181,17 @@ def _family(a: Advice, fam: Family) -> str:
                    "compare this family" if setting else "")
         return f"{head}. Dropped: none of its layouts passes the sizing and preflight.{because}"
     winner = a.winner
-    if best.over_bound:
-        bound = a.goal.ttft_p99_max_ms
-        verdict = (f"dropped, not ranked: its TTFT p99 reaches {_over_ms(best.worst_p99_ms, bound)} ms, over the "
-                   f"bound of {bound:,.0f} ms")
+    if not best.meets:
+        verdict = "dropped, not ranked: it breaks " + "; ".join(b.describe(a.where(b.point)) for b in best.broken)
     elif best is winner:
-        verdict = "kept: the recommendation"
+        verdict = "kept: the recommendation" if a.close_call is None else "kept: first of the tie"
     else:
         close = a.close_call
-        within = close is not None and close[0] is best
-        fate = ("kept, too close to call with the recommendation" if within else "dropped"
-                if not (best.envelope | winner.envelope).extrapolated else "not recommended, physics only")
+        within = close is not None and close.worse.label == best.layout.label
+        fate = "kept, tied with the first within the uncertainty" if within else "dropped"
         verdict = f"{fate} (rank {a.ranked.index(best) + 1}): {_gap(a, winner, best)}"
-    return f"{head}. Best: {best.layout.label} ({_figures(best)}); {verdict}. Why: {_why(best, winner, a)}."
+    return (f"{head}. Best: {best.layout.label} ({_figures(a, best)}); {verdict}. Why: "
+            f"{_why(best, winner, a)}.")
 
 
 def _uncertainty(a: Advice) -> list[str]:
@@ -192,6 +200,8 @@ def _uncertainty(a: Advice) -> list[str]:
     for metric, e in a.uncertainty.metrics.items():
         lines.append(f"  {LABELS[metric]}: fitted median {e.fit_median:.0%} (worst {e.fit_worst:.0%}); held out "
                      f"median {e.holdout_median:.0%} (worst {e.holdout_worst:.0%})")
+    lines.append(f"  Goodput has no measured error of its own: a lead counts only beyond requests/s's held-out median, "
+                 f"{a.threshold:.0%} (docs/advise.md, How it ranks). ITL, TPOT and E2E were never measured.")
     return lines
 
 
@@ -229,37 +239,28 @@ def text(a: Advice, top: int = 3) -> str:
                  if a.bounded else "") + f"): {counts[REFUSED_CONFIG]} refused "
               f"by the sizing, {counts[REFUSED_PREFLIGHT]} by preflight; {accepted} screened with one simulated run "
               + (f"at the heaviest point ({search.heaviest(a.traffic).where(bool(a.traffic.prefix_tokens))}), the best "
-                 f"{search.SHORTLIST} of each family ({a.shortlisted}) " if a.bounded else "")
-              + f"per point, and the best {a.refined_per_family} of each family predicted in full "
-              f"({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
+                 f"{search.SHORTLIST} of each family ({a.shortlisted}) " if a.shortlisted else "")
+              + f"per point, and the best {a.refined_per_family} of each family predicted in full where the "
+              f"screening could be wrong ({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
               f"{a.seconds:.0f} s.", ""]
     if not a.ranked and not a.over:
         lines.append("No layout passes the sizing and preflight on this cluster: the families below say why.")
     else:
         if a.ranked:
             shown = a.ranked[:top]
-            body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
-                     f"{c.mean('requests_per_s'):.1f}", _binds(c)] for i, c in enumerate(shown)]
-            head = ["rank", "layout", "TTFT p50 ms", "TTFT p99 ms", "req/s", "binds"]
-            outside = outside_lines([(f"rank {i + 1}", c.envelope) for i, c in enumerate(shown)], every="each")
-            if any(c.preemptions for c in shown):  # the column only where some KV does not fit
-                head.append("preempted")
-                for row, c in zip(body, shown, strict=True):
-                    row.append(f"{c.preemptions:,}")
-            if outside:  # the column only where some figure is outside: inside, the table is as it was
-                head.append("envelope")
-                for row, c in zip(body, shown, strict=True):
-                    row.append("outside" if c.envelope.extrapolated else "inside")
-            mean = " (geometric means over the points)" if len(a.traffic.points) > 1 else ""
-            within = " within the TTFT p99 bound" if a.goal.ttft_p99_max_ms is not None else ""
-            lines += [f"Top {len(shown)}{within}, estimates{mean}:", text_table(head, body), *outside, ""]
+            lines += [f"Top {len(shown)} meeting every objective, estimates"
+                      f"{' (geometric means over the points)' if len(a.traffic.points) > 1 else ''}:",
+                      *_table(a, shown, rank=True), ""]
             if len(a.traffic.points) > 1:
                 lines += _by_point(a, shown)
         if a.over:
             lines += [_over_bound(a, top), ""]
+        lines += _unmet(a)
         lines.append(_verdict(a))
         if a.winner is not None and _behind(a, a.winner):
             lines.append(_winner_behind(a))
+        if (said := _separation(a)) is not None:
+            lines.append(said)
         for fam in a.families:
             if (setting := base_setting(fam)) is not None:
                 lines.append(f"Not compared: {fam.name}: every layout of it is refused by {a.base}'s `{setting}`, "
@@ -269,90 +270,144 @@ def text(a: Advice, top: int = 3) -> str:
     return "\n".join(lines)
 
 
-def _over_ms(value: float, bound: float) -> str:
-    """A TTFT p99 over the bound, with the decimals that show it over (150.4 ms is not "150 ms")."""
-    digits = next((d for d in range(3) if round(value, d) > bound), 3)
-    return f"{value:,.{digits}f}"
+def _table(a: Advice, shown: list[Candidate], rank: bool) -> list[str]:
+    """The shown layouts' figures: TTFT, the decode side, requests/s and goodput; what binds each,
+    and where some shown layout preempts or is outside the envelope, a column for that."""
+    per_gpu = a.goal.name == "goodput-per-gpu"
+    head = ["rank" if rank else "#", "layout", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms",
+            "TPOT p50 ms", "E2E p99 ms", "req/s", "goodput/s", "tok/s/GPU", "binds"]
+    body = [[str(i + 1), c.layout.label, f"{c.mean('ttft_p50_ms'):,.0f}", f"{c.mean('ttft_p99_ms'):,.0f}",
+             decode_ms(c.mean("itl_p50_ms")), decode_ms(c.mean("itl_p99_ms")), decode_ms(c.mean("tpot_p50_ms")),
+             f"{c.mean('e2e_p99_ms'):,.0f}", f"{c.mean('requests_per_s'):.1f}",
+             f"{c.mean('goodput_requests_per_s'):.1f}", f"{c.mean('goodput_tokens_per_s_per_gpu'):,.0f}",
+             _binds(c)] for i, c in enumerate(shown)]
+    if per_gpu:  # the goal's figure first of the two
+        for row in [head, *body]:
+            row[9], row[10] = row[10], row[9]
+    outside = outside_lines([(f"{'rank' if rank else '#'} {i + 1}", c.envelope) for i, c in enumerate(shown)],
+                            every="each")
+    if any(c.preemptions for c in shown):  # the column only where some KV does not fit
+        head.append("preempted")
+        for row, c in zip(body, shown, strict=True):
+            row.append(f"{c.preemptions:,}" + (" (only runs so)" if c.preempting else ""))
+    if outside:  # the column only where some figure is outside: inside, the table is as it was
+        head.append("envelope")
+        for row, c in zip(body, shown, strict=True):
+            row.append("outside" if c.envelope.extrapolated else "inside")
+    return [text_table(head, body), *outside, DECODE_NOTE]
 
 
 def _over_bound(a: Advice, top: int) -> str:
-    """The layouts predicted in full whose TTFT p99 goes over the bound: apart from the ranking."""
+    """The layouts predicted in full that break an objective: apart from the ranking, each with what
+    it breaks and by how much."""
     over = a.over
-    bound = a.goal.ttft_p99_max_ms
-    listed = "; ".join(f"{c.layout.label} (TTFT p99 up to {_over_ms(c.worst_p99_ms, bound)} ms)" for c in over[:top])
+    listed = "; ".join(f"{c.layout.label} ({', '.join(b.describe(a.where(b.point)) for b in c.broken)})"
+                       for c in over[:top])
     more = f"; and {len(over) - top} more (--json lists them)" if len(over) > top else ""
-    return (f"Over the TTFT p99 bound of {a.goal.ttft_p99_max_ms:,.0f} ms, not ranked: {len(over)} of the "
-            f"{len(a.ranked) + len(over)} predicted in full, the least over first: {listed}{more}.")
+    return (f"Breaking an objective, not ranked: {len(over)} of the {len(a.ranked) + len(over)} predicted in full, "
+            f"the least over first: {listed}{more}.")
+
+
+def _unmet(a: Advice) -> list[str]:
+    """Each objective no layout meets, said once, with the nearest layout."""
+    return [f"No layout meets {o.describe()} at every point: the nearest, {c.layout.label}, reaches "
+            f"{b.worst:,.1f} ms at {a.where(b.point)}. To rank by the others, raise it ({o.flag} MS) or lower the "
+            f"{'--rate' if a.traffic.open_loop else 'concurrency'}." for o, c, b in a.unmet]
 
 
 def _by_point(a: Advice, shown: list[Candidate]) -> list[str]:
-    """The goal's metric of each shown layout at each point (prefix types x concurrency, or with no
-    shared prefix concurrency alone)."""
-    metric = a.goal.metric
-    fmt = (lambda v: f"{v:.1f}") if metric == "requests_per_s" else (lambda v: f"{v:,.0f}")
+    """The goal's figure and ITL p99 of each shown layout at each point (prefix types x concurrency,
+    or with no shared prefix concurrency alone)."""
     prefix = bool(a.traffic.prefix_tokens)
-    head = ["rank"] + [pt.label(prefix) for pt in a.traffic.points]
-    body = [[str(i + 1)] + [fmt(getattr(r, metric)) for r in c.rows] for i, c in enumerate(shown)]
-    unit = "" if metric == "requests_per_s" else " ms"
+    head = ["rank", "figure"] + [pt.label(prefix) for pt in a.traffic.points]
+    per_gpu = a.goal.name == "goodput-per-gpu"
+    body = []
+    for i, c in enumerate(shown):
+        body.append([str(i + 1), f"{a.goal.label}, {'tok/s/GPU' if per_gpu else 'req/s'}"]
+                    + [f"{c.value(r, a.goal.metric):,.{0 if per_gpu else 1}f}" for r in c.rows])
+        body.append(["", "ITL p99 ms"] + [decode_ms(r.itl_p99_ms) for r in c.rows])
     load = "requests/s arriving" if a.traffic.open_loop else "concurrency"
     what = f"prefix types x {load}" if prefix else f"{load}; no shared prefix"
-    return [f"{LABELS[metric]}{unit} at each point ({what}), estimates:", text_table(head, body), ""]
+    return [f"At each point ({what}), estimates:", text_table(head, body), ""]
+
+
+def _tie(a: Advice, close: Compared) -> str:
+    """What measurement would separate two layouts that tie: the point where their goal's figure
+    differs most, and the path or GPU that binds one and not the other."""
+    first, second = a.candidate(close.better.label), a.candidate(close.worse.label)
+    metric = a.goal.metric
+    i = max(range(len(first.rows)), key=lambda k: abs(first.value(first.rows[k], metric)
+                                                      - second.value(second.rows[k], metric)))
+    measure = (f"benchmark both at {a.where(i)}, where their {a.goal.label} differs most "
+               f"({first.value(first.rows[i], metric):,.1f} against {second.value(second.rows[i], metric):,.1f}), "
+               "and compare requests/s, TTFT p99 and ITL p99 (docs/benchmark.md)")
+    paths = {c.binding.resource for c in (first, second) if c.binding.resource in ("the link", "the same-node KV path")}
+    if paths or (first.layout.kind == AGGREGATED) != (second.layout.kind == AGGREGATED):
+        measure += ("; and probe the KV path the separated one moves its KV over (`dynamo-lab probe`, into "
+                    "sizing.measured), whose rate sets its TTFT")
+    return measure
 
 
 def _verdict(a: Advice) -> str:
     w = a.winner
     if w is None:
-        return (f"No recommendation: every layout predicted in full has a TTFT p99 over "
-                f"{a.goal.ttft_p99_max_ms:,.0f} ms at some point. Raise --ttft-p99-max, or lower the "
-                f"{'--rate' if a.traffic.open_loop else 'concurrency'}.")
+        bounds = "; ".join(o.describe() for o in a.goal.objectives)
+        load = "--rate" if a.traffic.open_loop else "concurrency"
+        return (f"No recommendation: no layout predicted in full meets every objective ({bounds}) at every point. "
+                f"Raise the bound it breaks, or lower the {load}.")
+    physics = a.compared.extrapolated
+    floor = (f" Outside what the validation covered ({'; '.join(a.compared.outside)}), no validated error applies: "
+             "that error is a floor, the real one is unknown." if physics else "")
     close = a.close_call
     if close:
-        other, gap, threshold = close
-        kind = w.layout.kind
-        rival = next((c for c in a.ranked if c.layout.kind != kind), None)
-        apart = ""
-        if other.layout.kind == kind and rival is not None and rival.envelope.extrapolated:
-            apart = (f" Both are {KINDS[kind]} layouts: the best of another kind, {rival.layout.label}, has "
-                     f"{_gap(a, w, rival)}, physics only (outside what the validation covered: "
-                     f"{'; '.join(rival.envelope.outside)}).")
-        elif other.layout.kind == kind and rival is not None and a.relative_gap(w, rival) >= threshold:
-            apart = (f" Both are {KINDS[kind]} layouts: the best of another kind, "
-                     f"{rival.layout.label}, has {_gap(a, w, rival)}, beyond that error.")
-        return (f"Too close to call: {w.layout.label} and {other.layout.label} differ by {_percent(gap)} on "
-                f"{LABELS[a.goal.metric]}, within the predictor's held-out median error of {threshold:.0%}. Either "
-                f"may be the better one on the cluster: measure both (docs/benchmark.md).{apart}")
+        return (f"Tied within the uncertainty: {w.layout.label} and {close.worse.label} are {close.why}. No "
+                f"recommendation between them (--write writes the first). To separate them, {_tie(a, close)}.{floor}")
     runner = a.ranked[1] if len(a.ranked) > 1 else None
-    if a.compared.extrapolated:
-        return _physics_only(a, w, runner)
-    beyond = (f", {a.relative_gap(w, runner):.0%} better on {LABELS[a.goal.metric]} than the runner-up "
-              f"({runner.layout.label}), beyond the predictor's held-out median error of "
-              f"{a.uncertainty.metrics[a.goal.metric].holdout_median:.0%}") if runner else ""
-    return f"Recommended (an estimate): {w.layout.label}: {_figures(w)}{beyond}. Why: {_why(w, None, a)}."
+    lead = f", ahead of the runner-up ({runner.layout.label}): {a.compare(w, runner).why}" if runner else ""
+    kind = "an estimate, physics only" if physics else "an estimate"
+    return f"Recommended ({kind}): {w.layout.label}: {_figures(a, w)}{lead}.{floor} Why: {_why(w, None, a)}."
 
 
-def _physics_only(a: Advice, w: Candidate, runner: Optional[Candidate]) -> str:
-    """The verdict where the compared figures' inputs are outside what the validation covered: the
-    predictor's measured error does not apply, so no claim is made against it."""
-    gap = (f", {_percent(a.relative_gap(w, runner))} better on {LABELS[a.goal.metric]} than the runner-up "
-           f"({runner.layout.label})") if runner else ""
-    compared = "the comparison, whose inputs are" if runner else "its figures, whose inputs are"
-    return (f"Recommended (an estimate, physics only): {w.layout.label}: {_figures(w)}{gap}. No validated error "
-            f"applies to {compared} outside what the validation covered: {'; '.join(a.compared.outside)}. Measure "
-            f"before relying on it (docs/benchmark.md). Why: {_why(w, None, a)}.")
+ANSWERS = {"pays": "It pays here", "does not pay": "It does not pay here",
+           "ties": "They tie here, within the uncertainty",
+           "neither meets": "Neither kind meets every objective here"}
 
 
-def _candidate(c: Candidate) -> dict[str, Any]:
+def _separation(a: Advice) -> Optional[str]:
+    """Whether separating prefill and decode pays on this cluster and traffic: the ranking's own
+    comparison of the best aggregated and the best separated layout (verdict.py)."""
+    sep: Separation = a.separation
+    if sep.compared is None:
+        return None
+
+    def side(label: str) -> str:
+        c = a.candidate(label)
+        return (f"{label} (TTFT p99 {c.mean('ttft_p99_ms'):,.0f} ms, ITL p99 {decode_ms(c.mean('itl_p99_ms'))} ms, "
+                f"{a.goal.label} {c.score:,.1f})")
+    return (f"Does separating prefill and decode pay? {ANSWERS[sep.answer]}: best aggregated "
+            f"{side(sep.aggregated.label)}, best separated {side(sep.separated.label)}: {sep.compared.why}.")
+
+
+FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms",
+           "e2e_p99_ms", "requests_per_s", "output_tokens_per_s", "goodput_requests_per_s",
+           "goodput_tokens_per_s_per_gpu")
+
+
+def _candidate(a: Advice, c: Candidate) -> dict[str, Any]:
     out: dict[str, Any] = {"layout": c.layout.label, "family": c.layout.family, "workers": c.layout.workers(),
                            "status": c.status}
     if c.reason:
         out["reason"] = c.reason
     if c.rows:
         out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
-                    "score": c.score, "over_bound": c.over_bound,
-                    "means": {m: c.mean(m) for m in LABELS},
-                    "preemptions": c.preemptions,
+                    "score": c.score, "meets_objectives": c.meets, "gpus": c.gpus,
+                    "breaks": [{"objective": b.objective.label, "bound_ms": b.objective.bound_ms, "worst_ms": b.worst,
+                                "over": b.over, "point": b.point} for b in c.broken],
+                    "means": {m: c.mean(m) for m in FIGURES},
+                    "preemptions": c.preemptions, "preempting": c.preempting,
                     "kv_overflow": None if kv_overflow(c) is None else asdict(kv_overflow(c)),
                     "points": [{**asdict(r), "preemptions": r.preemptions,
+                                "goodput_tokens_per_s_per_gpu": c.value(r, "goodput_tokens_per_s_per_gpu"),
                                 "keeps_up": r.keeps_up,  # open loop only (cells.Row.keeps_up)
                                 "gpu_busy": u.gpu_busy,
                                 "path_busy": {f"{a}->{b}": share for (a, b), share in u.path_busy.items()},
@@ -366,24 +421,33 @@ def _candidate(c: Candidate) -> dict[str, Any]:
 
 def to_json(a: Advice) -> str:
     close = a.close_call
+    sep = a.separation
     return json.dumps({
         "estimate": True, "note": ESTIMATE, "stack": a.stack, "base": a.base, "cluster": a.source,
         "nodes": [n.__dict__ for n in a.nodes], "left_out": a.left_out,
         "workload": {**a.traffic.__dict__, "open_loop": a.traffic.open_loop,
                      "points": [pt._asdict() for pt in a.traffic.points]},
-        "goal": {"name": a.goal.name, "metric": a.goal.metric, "ttft_p99_max_ms": a.goal.ttft_p99_max_ms},
-        "uncertainty": a.uncertainty.as_dict(),
-        "recommended": a.winner.layout.label if a.winner else None,
-        "too_close_to_call": None if close is None else {"with": close[0].layout.label, "gap": close[1],
-                                                         "threshold": close[2]},
+        "goal": {"name": a.goal.name, "metric": a.goal.metric,
+                 "objectives": [{"metric": o.metric, "percentile": o.percentile, "bound_ms": o.bound_ms,
+                                 "flag": o.flag} for o in a.goal.objectives]},
+        "uncertainty": {**a.uncertainty.as_dict(), "threshold": a.threshold},
+        "recommended": a.winner.layout.label if a.winner and close is None else None,
+        "first": a.winner.layout.label if a.winner else None,
+        "tie": None if close is None else {"with": close.worse.label, "gap": close.gap, "threshold": a.threshold},
         # The best two's inputs (search.Advice.compared): extrapolated, their comparison is physics only.
         "comparison": a.compared.as_dict(),
         "ranked": [c.layout.label for c in a.ranked],
-        "over_bound": [c.layout.label for c in a.over],
+        "breaking_objectives": [c.layout.label for c in a.over],
+        "unmet_objectives": [{"objective": o.label, "bound_ms": o.bound_ms, "nearest": c.layout.label,
+                              "worst_ms": b.worst, "point": b.point} for o, c, b in a.unmet],
+        "separation": {"answer": sep.answer,
+                       "aggregated": sep.aggregated and sep.aggregated.label,
+                       "separated": sep.separated and sep.separated.label,
+                       "why": sep.compared and sep.compared.why},
         "families": [{"name": f.name, "looked_at": f.looked_at, "refused_by_sizing": len(f.refused_config),
                       "refused_by_preflight": len(f.refused_preflight),
                       "best": f.best.layout.label if f.best else None} for f in a.families],
-        "candidates": [_candidate(c) for c in a.candidates], "seconds": a.seconds}, indent=2)
+        "candidates": [_candidate(a, c) for c in a.candidates], "seconds": a.seconds}, indent=2)
 
 
 def written(path: str, a: Advice, source: Optional[str]) -> str:

@@ -2,8 +2,8 @@
 
 The constants were fitted to the write-up's concurrency-4 cells and the concurrency-8 cells were
 held out (docs/predictor.md), so each metric has two sets of errors: the fitted cells' and the
-held-out cells'. `advise` shows both and calls two layouts too close to call when they differ by
-less than the held-out cells' median error of the goal's metric.
+held-out cells'. `advise` shows both, and calls two layouts tied when their goodput differs by less
+than the held-out cells' median error of requests/s (verdict.py).
 """
 
 from __future__ import annotations

@@ -11,11 +11,13 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
-from typing import Optional
+from itertools import pairwise
+from typing import Optional, Sequence
 
 from dynamo_lab import published
 from dynamo_lab.predict import costs, placement
 from dynamo_lab.predict.kvcache import Cache
+from dynamo_lab.predict.objectives import Objective, meets_all
 from dynamo_lab.predict.params import LAB, LabParams
 from dynamo_lab.predict.sim import Graph, Load, Stats, Timing, WorkerSpec
 from infra.config.schema import StackConfig
@@ -52,6 +54,22 @@ class Row:
     # Open loop: requests completed per second over requests arrived per second, between the
     # KEEP_UP_TRIM and 1 - KEEP_UP_TRIM marks of each run (median over runs; `keeps_up`).
     completion_ratio: Optional[float] = None
+    # The decode side (docs/predictor.md, "Decode figures"), each the median over the measured runs
+    # of the run's percentile: ITL over every gap between two consecutive tokens of a request (all
+    # requests' gaps together), TPOT over the requests' means per output token after the first,
+    # end-to-end over the requests' sent-to-last-token latencies; output tokens completed per second.
+    itl_p50_ms: float = 0.0
+    itl_p99_ms: float = 0.0
+    tpot_p50_ms: float = 0.0
+    tpot_p99_ms: float = 0.0
+    e2e_p50_ms: float = 0.0
+    e2e_p99_ms: float = 0.0
+    output_tokens_per_s: float = 0.0
+    # Under objectives (objectives.py; None without): the requests/s that met every one (median over
+    # the runs; never above requests_per_s), and the share of the measured requests that did.
+    goodput_requests_per_s: Optional[float] = None
+    attainment: Optional[float] = None
+    requests: int = 0  # measured, over every run (what `preemptions` counts over)
 
     @property
     def keeps_up(self) -> Optional[bool]:
@@ -62,6 +80,11 @@ class Row:
     @property
     def preemptions(self) -> int:
         return sum(w.preemptions for w in self.workers)
+
+
+# The Row's decode figures, in its order (RunFigures has each).
+DECODE_FIGURES = ("itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
+                  "output_tokens_per_s")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -138,13 +161,14 @@ def predict_cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concu
     return simulate(cfg, sizing, prefix_types, concurrency, lab, pool_scale)[0]
 
 
-def predicted_point(stack: str, prefix_types: int, concurrency: int) -> tuple[float, float]:
-    """TTFT p50 (ms) and requests/s of one cell of Pulumi.<stack>.yaml as configured (`report --predicted`)."""
+def predicted_point(stack: str, prefix_types: int, concurrency: int) -> tuple[float, float, float]:
+    """TTFT p50 (ms), requests/s and ITL p99 (ms) of one cell of Pulumi.<stack>.yaml as configured
+    (`report --predicted`)."""
     from dynamo_lab import stack_files
 
     s = stack_files.load(stack)
     row = predict_cell(s.config, s.sizing, prefix_types, concurrency)
-    return row.ttft_p50_ms, row.requests_per_s
+    return row.ttft_p50_ms, row.requests_per_s, row.itl_p99_ms
 
 
 # Requests per measured run of an open-loop cell (`rate`): enough for a p99 to rest on a few.
@@ -174,16 +198,58 @@ def completion_ratio(done: list) -> float:
     return (sent[k2] - sent[k1]) / span if span > 0 else 1.0
 
 
+@dataclass(frozen=True)
+class RunFigures:
+    """One measured run's figures (Row holds the median of each over the runs)."""
+
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    requests_per_s: float
+    itl_p50_ms: float
+    itl_p99_ms: float
+    tpot_p50_ms: float
+    tpot_p99_ms: float
+    e2e_p50_ms: float
+    e2e_p99_ms: float
+    output_tokens_per_s: float
+    met: int  # requests that met every objective
+    goodput_requests_per_s: float
+
+
+def run_figures(done: list, objectives: Sequence[Objective] = ()) -> RunFigures:
+    """The figures of one run's requests (sim.Request, each completed with its token times)."""
+    span = max(r.done for r in done) - min(r.sent for r in done)
+    ttft, tpot, e2e, gaps = [], [], [], []
+    met = 0
+    for r in done:
+        times = r.token_times
+        first = (r.first_token - r.sent) * 1000
+        mine = [(b - a) * 1000 for a, b in pairwise(times)]
+        mean = (times[-1] - times[0]) * 1000 / (len(times) - 1) if len(times) > 1 else 0.0
+        ttft.append(first)
+        tpot.append(mean)
+        e2e.append((r.done - r.sent) * 1000)
+        gaps += mine
+        met += meets_all(objectives, first, mean, mine)
+    gaps = gaps or [0.0]  # one output token a request: no gap
+    return RunFigures(percentile(ttft, 50), percentile(ttft, 99), len(done) / span,
+                      percentile(gaps, 50), percentile(gaps, 99), percentile(tpot, 50), percentile(tpot, 99),
+                      percentile(e2e, 50), percentile(e2e, 99), sum(len(r.token_times) for r in done) / span,
+                      met, met / span)
+
+
 def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
              pool_scale: float = 1.0, graphs: int = SIMULATED_GRAPHS, runs: int = RUNS_PER_GRAPH,
-             rate: Optional[float] = None) -> tuple[Row, Usage]:
+             rate: Optional[float] = None, objectives: Sequence[Objective] = ()) -> tuple[Row, Usage]:
     """One cell: its Row (medians over `graphs` x `runs` measured runs) and its Usage. Fewer graphs
     and runs are a coarser, cheaper estimate of the same cell (advise screens with one). With
-    `rate`, requests arrive open-loop (Poisson, `rate` per second; `concurrency` is then 0 in the Row)."""
+    `rate`, requests arrive open-loop (Poisson, `rate` per second; `concurrency` is then 0 in the Row).
+    With `objectives`, the Row's goodput and attainment under them."""
     specs, paths = topology(cfg, sizing, lab, pool_scale)
     load = _load(cfg, sizing, prefix_types)
     n = OPEN_LOOP_REQUESTS if rate else cfg.benchmark.requests_per_concurrency * concurrency
-    p50s, p99s, rates, ratios = [], [], [], []
+    figures: list[RunFigures] = []
+    ratios = []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
     elapsed = 0.0
     gpu_busy: dict[str, float] = defaultdict(float)  # seconds with work in flight, over the measured runs
@@ -209,10 +275,7 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
             elapsed += graph.sim.now - start
             for (busy, name, server), was in zip(servers, before, strict=True):
                 busy[name] += server.busy_until_now() - was
-            ttft = [(r.first_token - r.sent) * 1000 for r in done]
-            p50s.append(percentile(ttft, 50))
-            p99s.append(percentile(ttft, 99))
-            rates.append(len(done) / (max(r.done for r in done) - min(r.sent for r in done)))
+            figures.append(run_figures(done, objectives))
             if rate:
                 ratios.append(completion_ratio(done))
             for r in done:
@@ -225,9 +288,17 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
             peaks[w.name] = max(peaks[w.name], w.cache.peak)
             preempted[w.name] += w.preemptions
     uses = tuple(WorkerUse(s.name, s.cache_blocks, peaks[s.name], preempted[s.name]) for s in specs)
-    row = Row(prefix_types, concurrency, statistics.median(p50s), statistics.median(p99s),
-              statistics.median(rates), measured.prefill_cache_ratio, measured.decode_hit_ratio,
-              (min(p50s), max(p50s)), uses, rate, statistics.median(ratios) if ratios else None)
+
+    def median(name: str) -> float:
+        return statistics.median(getattr(f, name) for f in figures)
+
+    p50s = [f.ttft_p50_ms for f in figures]
+    row = Row(prefix_types, concurrency, median("ttft_p50_ms"), median("ttft_p99_ms"),
+              median("requests_per_s"), measured.prefill_cache_ratio, measured.decode_hit_ratio,
+              (min(p50s), max(p50s)), uses, rate, statistics.median(ratios) if ratios else None,
+              *(median(name) for name in DECODE_FIGURES),
+              goodput_requests_per_s=median("goodput_requests_per_s") if objectives else None,
+              attainment=sum(f.met for f in figures) / count if objectives else None, requests=count)
     return row, Usage({k: v / elapsed for k, v in gpu_busy.items()},
                       {k: v / elapsed / pairs[k] for k, v in path_busy.items()},
                       TtftParts(**{k: v * 1000 / count for k, v in parts.items()}))

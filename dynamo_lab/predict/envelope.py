@@ -1,11 +1,12 @@
 """The envelope: whether a figure's inputs are inside what the predictor's validation covered.
 
 The predictor's constants were fitted to, and checked against, one lab's published table
-(dynamo_lab/published.py, docs/lab.md). Its error (`predict --validate`, the figures advise calls
-"too close to call" or "beyond the error" by) holds only for inputs like those; outside them a
-figure is the model's physics alone, with no measured error. `envelope` says which inputs of one
-figure (a stack at one point) are outside, each in a few words; `predict` and `advise` attach it
-to every figure they print (docs/predictor.md, "Envelope"). Each bound, and why it is that bound:
+(dynamo_lab/published.py, docs/lab.md). Its error (`predict --validate`, the uncertainty within
+which advise calls two layouts tied) holds only for inputs like those; outside them a figure is the
+model's physics alone, with no measured error (advise takes the validated one as a floor there).
+`envelope` says which inputs of one figure (a stack at one point) are outside, each in a few words;
+`predict` and `advise` attach it to every figure they print (docs/predictor.md, "Envelope"). Each
+bound, and why it is that bound:
 
 - GPU classes (the classes that run workers): the lab's two, as the default classes describe
   them (infra/catalogue.py DEFAULT_GPU_CLASSES: 24GB and 8GB; the cards behind them are the ones
@@ -14,9 +15,11 @@ to every figure they print (docs/predictor.md, "Envelope"). Each bound, and why 
   class's (its memory, reserve, TFLOP/s and bandwidth figures); its name and node selector only
   pick nodes, so they do not matter. Which class a role runs on and how many replicas it has are
   what advise searches: inside, as long as each class is the lab's.
-- The link (only where a prefill and a decode group sit on different classes, so on different
-  nodes): 1 Gbit/s at efficiency 0.92, the stack defaults, which are the lab's 1GbE (docs/lab.md:
-  "1GbE between the nodes"; 110-117 MB/s of payload).
+- The link, wherever a request's KV may cross it: a prefill and a decode group on different
+  classes, or on one class of several nodes (the placement's kv_path, as the sizing takes the
+  cross-node path), or KV over RDMA (through the NIC even on one node): 1 Gbit/s at efficiency
+  0.92, the stack defaults, which are the lab's 1GbE (docs/lab.md: "1GbE between the nodes";
+  110-117 MB/s of payload).
 - The KV transport (disaggregated groups only): UCX over TCP with CPU buffers, no RDMA
   (docs/lab.md: `UCX_TLS=tcp,self`, `kv_buffer_device: cpu`, "no RDMA"): a `ucxTls` enabling a
   transport that moves GPU memory or RDMA, or `bufferDevice: cuda`, is outside. A same-node or
@@ -204,10 +207,8 @@ def _transfers(stack: ResolvedStack) -> list[str]:
     if not disaggregated:
         return []
     out = []
-    prefill = {g.gpu_class for g in disaggregated if g.role == "prefill"}
-    decode = {g.gpu_class for g in disaggregated if g.role == "decode"}
     link = cfg.sizing.link
-    if any(p != d for p in prefill for d in decode):
+    if crosses_link(stack):
         if link.rate != LINK_BITS_PER_S:
             out.append(f"link {_rate(link.rate)} (validated: {_rate(LINK_BITS_PER_S)})")
         if link.efficiency != LINK_EFFICIENCY:
@@ -228,6 +229,16 @@ def _transfers(stack: ResolvedStack) -> list[str]:
             out.append(f"measured KV throughput {m.from_group} -> {m.to_group} {units.human_si(m.bytes_per_second)}/s "
                        "(validated: the sizing's rates)")
     return out
+
+
+def crosses_link(stack: ResolvedStack) -> bool:
+    """Whether some request's KV may cross the link: a prefill and a decode group that may be on two
+    nodes (the placement's kv_path: two classes, or one class of several nodes), or KV over RDMA,
+    which goes through the NIC even between two pods of one node (the sizing's path_throughput)."""
+    prefill = [g for g in stack.active if g.role == "prefill"]
+    decode = [g for g in stack.active if g.role == "decode"]
+    return any(stack.placement.kv_path(p, d) == "cross-node" or p.kv_transfer.transport == "rdma"
+               for p in prefill for d in decode)
 
 
 def _rate(bits_per_s: float) -> str:

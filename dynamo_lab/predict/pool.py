@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Optional
 
 from dynamo_lab.predict import cells
 from dynamo_lab.predict.cells import Row, Usage
+from dynamo_lab.predict.objectives import Objective
 from dynamo_lab.predict.params import LabParams
 from infra.config.schema import StackConfig
 from infra.sizing import StackSizing
@@ -38,11 +39,12 @@ class Job:
     runs: int
     rate: Optional[float] = None
     pool_scale: float = 1.0  # cells.topology's: --validate and --calibrate scale pools to the lab's
+    objectives: tuple[Objective, ...] = ()  # advise's: the rows' goodput under them
 
 
 def _run(job: Job) -> tuple[Row, Usage]:
     return cells.simulate(job.config, job.sizing, job.prefix_types, job.concurrency, job.lab, job.pool_scale,
-                          graphs=job.graphs, runs=job.runs, rate=job.rate)
+                          graphs=job.graphs, runs=job.runs, rate=job.rate, objectives=job.objectives)
 
 
 def cores() -> int:

@@ -8,6 +8,17 @@ What it models, because the lab's table shows it growing with load (docs/predict
   (kvcache.Cache); a waiting request that cannot be stops admission (no overtaking). A running
   request whose next block cannot be allocated preempts the last-admitted running request, which
   frees its blocks and waits again to be recomputed from its first token (RECOMPUTE).
+- Chunked prefill as vLLM 0.31.0 runs it by default: a step's prompt tokens are bounded only by
+  what the running requests before them left of `max_num_batched_tokens`, so on an aggregated
+  worker a prefill chunk of up to the whole budget runs in the same step as every running decode,
+  and each of those decodes' next token waits for the chunk (the step's time is its roofline over
+  all of its tokens). vLLM's `long_prefill_token_threshold`, which would cap a chunk below the
+  budget, is 0, off, unless given (vllm/config/scheduler.py SchedulerConfig; applied in
+  vllm/v1/core/sched/scheduler.py `schedule` only when it is above 0); one given in a stack's
+  extraArgs is not read (docs/predictor.md, "Known limits").
+  A decode worker's steps hold only decodes (and the one recomputed prompt token of each request
+  whose KV has just landed). Each output token's time is the end of the step that sampled it
+  (Request.token_times): the predictor's inter-token latency is the gaps between them.
 - Disaggregation as vLLM's NixlConnector does it: the prefill worker keeps a request's blocks
   until the decode worker has pulled them; the decode worker admits a request only with blocks
   for its whole prompt, pulls only what its own prefix cache lacks, notices the pull at its next
@@ -56,6 +67,10 @@ class Request:
     sent: float
     first_token: Optional[float] = None
     done: Optional[float] = None
+    # When each output token reached the client: the end of the step that sampled it on the worker
+    # that streams (aggregated or decode; a prefill worker's sampled token is not sent, the decode
+    # worker recomputes it). The gaps between them are the request's inter-token latencies.
+    token_times: list = field(default_factory=list)
     prefilled: Optional[float] = None  # its prompt's prefill finished (the first worker's last chunk)
     joined: Optional[float] = None  # its KV arrived on the decode worker (disaggregated only)
     generated: int = 0
@@ -287,6 +302,7 @@ class Graph:
                 continue
             if req.first_token is None:
                 req.first_token = now
+            req.token_times.append(now)
             if req.generated >= req.output_tokens:
                 w.running.remove(req)
                 self._finish(w, req)

@@ -34,19 +34,22 @@ def pools_note(stack: str, pool_scale: dict[str, float]) -> str:
 def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float],
            envelopes: Optional[list[Envelope]] = None) -> str:
     """`envelopes`: each row's (envelope.envelope), shown as a column and what is outside below."""
-    head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "req/s", "prefill cache", "decode hit",
+    head = ["prefix types", "concurrency", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "TPOT p50 ms",
+            "E2E p99 ms", "req/s", "prefill cache", "decode hit",
             "KV peak", "preempted"] + (["envelope"] if envelopes is not None else [])
     body = [[str(r.prefix_types), f"open, {r.rate:g}/s" if r.rate else str(r.concurrency),
              _fmt("ttft_p50_ms", r.ttft_p50_ms),
-             _fmt("ttft_p99_ms", r.ttft_p99_ms), _fmt("requests_per_s", r.requests_per_s),
+             _fmt("ttft_p99_ms", r.ttft_p99_ms), decode_ms(r.itl_p50_ms), decode_ms(r.itl_p99_ms),
+             decode_ms(r.tpot_p50_ms), _fmt("e2e_p99_ms", r.e2e_p99_ms), _fmt("requests_per_s", r.requests_per_s),
              f"{r.prefill_cache_ratio:.2f}",
              "-" if r.decode_hit_ratio is None else f"{r.decode_hit_ratio:.0%}",
              _kv_peak(r), f"{r.preemptions:,}"] for r in rows]
     said = []
     if any(r.rate for r in rows):  # open loop: whether the graph completes as fast as requests arrive
-        head.insert(5, "keeps up")
+        at = head.index("req/s") + 1
+        head.insert(at, "keeps up")
         for line, r in zip(body, rows, strict=True):
-            line.insert(5, "-" if r.keeps_up is None else "yes" if r.keeps_up else
+            line.insert(at, "-" if r.keeps_up is None else "yes" if r.keeps_up else
                         f"no, {r.completion_ratio:.0%}")
         if any(r.keeps_up is False for r in rows):
             said.append(f"keeps up: no, N%: it completes N% of the requests/s arriving, in the middle of each run, so "
@@ -60,7 +63,18 @@ def matrix(stack: str, rows: list[Row], pool_scale: dict[str, float],
                              every="every cell") or ["Every cell is inside what the validation covered "
                                                      "(docs/predictor.md, Envelope)."]
     return "\n".join([f"Predicted for stack {stack} (model and constants: docs/predictor.md; an ESTIMATE):",
-                      text_table(head, body), *said, pools_note(stack, pool_scale)])
+                      text_table(head, body), DECODE_NOTE, *said, pools_note(stack, pool_scale)])
+
+
+# Said under every table of decode figures: what they are, and that no measurement checks them.
+DECODE_NOTE = ("ITL: the gaps between one request's tokens, all requests' together; TPOT: a request's mean per "
+               "output token after its first; E2E: sent to last token (docs/predictor.md, Decode figures). The "
+               "lab's table has no ITL, TPOT or E2E: they are physics only, with no validated error, everywhere.")
+
+
+def decode_ms(value: float) -> str:
+    """A decode figure: a decode step is a few ms, so one decimal below 100 ms."""
+    return f"{value:.1f}" if value < 100 else f"{value:,.0f}"
 
 
 def _kv_peak(r: Row) -> str:

@@ -18,7 +18,7 @@ from tests.helpers import ROOT
 
 LAB = cluster_data.read_file(str(ROOT / "tests" / "data" / "preflight" / "lab.json"))
 # Not the validation's figures (tests that need those compute them): ranking never reads them, and
-# "too close to call" is tested with these.
+# a tie within the uncertainty is tested with these.
 FIXED = Uncertainty({m: MetricError(0.1, 0.2, 0.2, 0.5, 16) for m in ("ttft_p50_ms", "ttft_p99_ms", "requests_per_s")})
 CHEAP = (1, 1)  # one simulated graph, one measured run per point: for what does not test the figures
 
@@ -40,7 +40,7 @@ def advise(config: Optional[dict] = None, data: ClusterData = LAB, traffic: Opti
     base's benchmark) and the goal (default: TTFT p50). In this process: the test runner already
     runs a process per core, and the pool gives the same figures (tests/lab/predict/test_pool.py)."""
     b = inputs.Base.of(base_name, config or base(base_name))
-    return search.search(b, name, data, traffic or inputs.traffic_of(b.config), goal or inputs.Goal("ttft-p50"),
+    return search.search(b, name, data, traffic or inputs.traffic_of(b.config), goal or inputs.Goal(),
                          FIXED, full=full, workers=1)
 
 

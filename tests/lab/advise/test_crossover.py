@@ -3,8 +3,13 @@ sizing and preflight accept on the saved cluster, and "first wins" reads the tab
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
+
 from dynamo_lab import stack_files
 from dynamo_lab.advise import crossover as x
+from dynamo_lab.predict import cells
 from dynamo_lab.preflight import cluster_data
 from dynamo_lab.preflight.run import check
 from infra.plan import load_stack
@@ -23,10 +28,51 @@ def test_every_swept_layout_is_accepted_by_the_sizing_and_preflight_with_its_tra
             assert {g.kv_transfer.transport for g in stack.config.workers} == {transport}
 
 
-def test_separation_first_wins_from_the_slowest_link_it_beats_aggregated_at_and_every_faster_one():
-    agg = x.Result(2048, None, None, "agg", 300.0, 5.0, ())
-    ttft = {1: 900.0, 10: 250.0, 25: 400.0, 100: 200.0, 400: 150.0}  # wins at 10, loses at 25
-    rows = [agg] + [x.Result(2048, "rdma", g, "2 prefill + 2 decode on gpu-80gb (TP 2)", ms, 4.0, ())
-                    for g, ms in ttft.items()]
-    assert x.first_win(rows, 2048, "rdma", "ttft_p50_ms") == 100
-    assert x.first_win(rows, 2048, "rdma", "requests_per_s") is None
+def _row(ttft_p99: float, itl_p99: float, goodput: float, preemptions: int = 0) -> cells.Row:
+    return cells.Row(1, 16, ttft_p99 / 2, ttft_p99, goodput, 0.0, None, itl_p99_ms=itl_p99,
+                     goodput_requests_per_s=goodput, requests=240,
+                     workers=(cells.WorkerUse("w", 100, 50, preemptions),))
+
+
+SPLIT = "2 prefill + 2 decode on gpu-80gb (TP 2)"
+
+
+def test_separation_pays_from_the_slowest_link_it_ranks_first_at_and_every_faster_one():
+    agg = x.Result(2048, 16, None, None, "agg", _row(1500, 330, 2.5), ())  # breaks ITL p99 <= 200
+    ttft = {1: 90_000, 10: 1_800, 25: 2_400, 100: 1_500, 400: 1_200}  # meets TTFT p99 <= 2,000 at 10, not 25
+    rows = [agg] + [x.Result(2048, 16, "rdma", g, SPLIT, _row(ms, 18, 4.0), ()) for g, ms in ttft.items()]
+    assert x.first_win(rows, 2048, 16, "rdma", 0.05) == 100
+    said = x.answer(rows, 2048, 16, "rdma", 25, 0.05)
+    assert said.answer == "neither meets"  # aggregated breaks ITL p99, this split TTFT p99
+    assert x.answer(rows, 2048, 16, "rdma", 10, 0.05).answer == "pays"
+
+
+def test_a_split_that_preempts_never_wins_a_cell_over_one_that_fits():
+    rows = [x.Result(8192, 16, "tcp", 10, label, _row(900, 20, goodput, preempted), ())
+            for label, goodput, preempted in ((SPLIT, 3.0, 0), ("3 prefill + 1 decode on gpu-80gb (TP 2)", 9.0, 50))]
+    assert x.cell(rows, 8192, 16, "tcp", 10).split == SPLIT  # 50 of 240 requests preempted: it only runs so
+
+
+@pytest.mark.slow  # 26 cells of Qwen3-32B, one graph of 3 runs each: a minute of CPU
+def test_a_faster_link_or_a_longer_prompt_moves_the_figures_the_way_physics_says():
+    # Issue 45: the crossover's TCP rows ran backwards from 1 to 10 Gbit/s. Per layout and transport,
+    # a faster link never lowers requests/s (beyond 5%) nor raises TTFT p99 beyond the tail's
+    # run-to-run noise (a quarter); a longer prompt raises aggregated TTFT p99 and ITL p99.
+    base = stack_files.stack_doc(x.BASE)
+    links, prompts, load = (1, 10, 100), (2048, 8192), 16
+
+    def row(layout, prompt, transport="tcp", gbit=100):
+        doc = x.config(base, layout, prompt, transport, gbit, load)
+        stack = load_stack("crossover", *stack_files.config_from_doc(doc))
+        return cells.simulate(stack.config, stack.sizing, 1, load, graphs=1, runs=3)[0]
+
+    agg = [row(x.AGG, p) for p in prompts]
+    assert agg[1].ttft_p99_ms > agg[0].ttft_p99_ms and agg[1].itl_p99_ms > 2 * agg[0].itl_p99_ms
+    for prompt in prompts:
+        for transport in x.TRANSPORTS:
+            for split in x.SPLITS[:2]:
+                rows = [row(split, prompt, transport, g) for g in links]
+                for slow, fast in itertools.pairwise(rows):
+                    assert fast.requests_per_s >= 0.95 * slow.requests_per_s, (prompt, transport, split.label)
+                    assert fast.ttft_p99_ms <= 1.25 * slow.ttft_p99_ms, (prompt, transport, split.label)
+                assert rows[-1].ttft_p99_ms < rows[0].ttft_p99_ms / 3  # 100x the link: far from noise

@@ -43,15 +43,33 @@ def test_a_faster_link_is_outside_only_where_a_transfer_crosses_it():
     assert not env.envelope(loaded("kv-routing", fast).resolved, 2, 4).extrapolated
 
 
+def test_the_link_is_in_the_envelope_wherever_kv_crosses_it_one_class_of_two_nodes_included():
+    # Issue 45: prefill and decode on one class used to leave the link out; on a class of two nodes
+    # the pair may be on two (the placement's kv_path, the sizing's cross-node path).
+    def two_nodes(c):
+        c["sizing"] = {"link": {"rate": "10gbit"}}
+        c["gpuClasses"] = {**DEFAULT_GPU_CLASSES, "gpu-24gb": {**DEFAULT_GPU_CLASSES["gpu-24gb"], "nodes": 2}}
+        for w in c["workers"]:
+            w["spread"] = "even"
+
+    stack = loaded("same-server", two_nodes).resolved
+    assert {g.gpu_class for g in stack.active} == {"gpu-24gb"}
+    assert env.crosses_link(stack)
+    assert "link 10 Gbit/s (validated: 1 Gbit/s)" in env.envelope(stack, 2, 4).outside
+    # Over RDMA the NIC carries the KV even between two pods of one node: the link is an input there too.
+    assert not env.crosses_link(loaded("same-server").resolved)
+
+
 def test_rdma_or_gpu_buffers_are_outside_the_labs_tcp_transport():
     def rdma(c):
         c["gpuClasses"] = {name: {**cls, "rdmaResource": "rdma/hca"} for name, cls in DEFAULT_GPU_CLASSES.items()}
         for w in c["workers"]:
             w["kvTransfer"] = {"transport": "rdma", "ucxTls": "rc,cuda_copy", "bufferDevice": "cuda"}
 
-    (first, *_) = env.envelope(loaded("same-server", rdma).resolved, 2, 4).outside
-    assert first == ("KV transport of prefill: UCX rc,cuda_copy, cuda buffers (validated: tcp,self, cpu buffers: "
-                     "TCP, no RDMA)")
+    same_node = loaded("same-server", rdma).resolved
+    assert ("KV transport of prefill: UCX rc,cuda_copy, cuda buffers (validated: tcp,self, cpu buffers: "
+            "TCP, no RDMA)") in env.envelope(same_node, 2, 4).outside
+    assert env.crosses_link(same_node)  # one node, and yet through the NIC
 
 
 def test_a_16k_prompt_with_no_shared_prefix_is_named_and_its_prefix_types_are_not():

@@ -1,0 +1,102 @@
+"""One verdict between two layouts under objectives: what advise ranks by, what its "does separation
+pay" line says and what the crossover's table says, from one comparison, so none contradicts another.
+
+A layout's standing (docs/advise.md, "How it ranks"), in order:
+1. whether it meets every objective at every point of the traffic;
+2. whether it runs only by preempting: at some point vLLM preempted more than PREEMPTING of its
+   requests (its KV does not fit the load; a preempted request is recomputed from its first token,
+   so its figures rest on work thrown away, and a pool a little smaller than the model's makes
+   them worse than predicted);
+3. among those that break an objective, how far over its worst one (value / bound), least first;
+4. its goal's figure (goodput, or goodput per GPU), highest first.
+One layout is called better than another only where 1 or 2 differ, or their goodput differs by more
+than the uncertainty (the predictor's held-out median error of requests/s: uncertainty.py); inside
+it they tie, and the words say what measurement would separate them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+# More preemptions than this share of its measured requests at some point: the layout runs only by
+# preempting (one in a hundred requests recomputed from its first token).
+PREEMPTING = 0.01
+
+
+@dataclass(frozen=True)
+class Standing:
+    label: str
+    meets: bool  # every objective at every point
+    preempting: bool
+    over: float  # its worst objective's value over its bound (at most 1 when it meets every one)
+    score: float  # the goal's figure, geometric mean over the points (higher is better)
+    broken: tuple[str, ...] = ()  # each objective it breaks, in words
+
+
+def key(s: Standing) -> tuple:
+    """The ranking's order (this module's docstring): sorted ascending, the best first."""
+    return (not s.meets, s.preempting, s.over if not s.meets else 0.0, -s.score)
+
+
+@dataclass(frozen=True)
+class Compared:
+    better: Standing  # the one that ranks first
+    worse: Standing
+    decisive: bool  # False: they tie within the uncertainty (or both break an objective)
+    why: str  # what decides it, in words
+    gap: float  # the goal's figure: how much better `better` is, as a fraction of `worse`'s
+
+
+def compare(a: Standing, b: Standing, threshold: float, figure: str = "goodput") -> Compared:
+    """Which of `a` and `b` ranks first, and whether by more than the uncertainty `threshold` (a
+    fraction of the goal's `figure`)."""
+    better, worse = (a, b) if key(a) <= key(b) else (b, a)
+    gap = better.score / worse.score - 1 if worse.score > 0 else float("inf")
+    if better.meets != worse.meets:
+        return Compared(better, worse, True, f"{worse.label} breaks {'; '.join(worse.broken)}, {better.label} meets "
+                        "every objective", gap)
+    if not better.meets:
+        return Compared(better, worse, False, f"neither meets every objective ({better.label} breaks "
+                        f"{'; '.join(better.broken)}; {worse.label} breaks {'; '.join(worse.broken)})", gap)
+    if better.preempting != worse.preempting:
+        return Compared(better, worse, True, f"{worse.label} runs only by preempting (its KV does not fit the load), "
+                        f"{better.label} does not", gap)
+    if gap > threshold:
+        return Compared(better, worse, True, f"{_percent(gap)} more {figure}, beyond the uncertainty of "
+                        f"{threshold:.0%}", gap)
+    return Compared(better, worse, False, f"{_percent(gap)} apart on {figure}, within the uncertainty of "
+                    f"{threshold:.0%}", gap)
+
+
+def _percent(x: float) -> str:
+    if x == float("inf"):
+        return "infinitely"
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}" if x < 2 else f"{x + 1:.1f}x as much"
+
+
+@dataclass(frozen=True)
+class Separation:
+    """Whether separating prefill and decode pays, from the best layout of each kind."""
+
+    aggregated: Optional[Standing]
+    separated: Optional[Standing]
+    compared: Optional[Compared]
+
+    @property
+    def answer(self) -> str:
+        """"pays", "does not pay", "ties" (within the uncertainty), "neither meets" or "not compared"."""
+        c = self.compared
+        if c is None:
+            return "not compared"
+        if not c.better.meets:
+            return "neither meets"
+        if not c.decisive:
+            return "ties"
+        return "pays" if c.better is self.separated else "does not pay"
+
+
+def separation(aggregated: Optional[Standing], separated: Optional[Standing], threshold: float,
+               figure: str = "goodput") -> Separation:
+    both = aggregated is not None and separated is not None
+    return Separation(aggregated, separated, compare(aggregated, separated, threshold, figure) if both else None)

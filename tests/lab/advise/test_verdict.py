@@ -1,0 +1,58 @@
+"""The one verdict (dynamo_lab/advise/verdict.py) that advise's ranking, its "does separation pay"
+line and the crossover share: meeting the objectives first, then not preempting, then goodput, and
+"better" only beyond the uncertainty."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynamo_lab.advise.verdict import Standing, compare, key, separation
+
+UNCERTAINTY = 0.2
+
+
+def _s(label: str, score: float, meets: bool = True, preempting: bool = False, over: float = 0.0) -> Standing:
+    return Standing(label, meets, preempting, over, score, () if meets else (f"ITL p99 over by {over - 1:.0%}",))
+
+
+def test_a_layout_that_preempts_never_beats_one_that_does_not_however_much_more_goodput_it_shows():
+    # The lab's case: thousands of preemptions and a TTFT p99 far worse, yet more requests/s.
+    fits, preempts = _s("fits", 8.0), _s("preempts", 12.0, preempting=True)
+    c = compare(preempts, fits, UNCERTAINTY)
+    assert c.better is fits and c.decisive and "runs only by preempting" in c.why
+    assert sorted([preempts, fits], key=key) == [fits, preempts]
+
+
+def test_meeting_every_objective_beats_any_goodput_that_breaks_one():
+    c = compare(_s("breaks", 50.0, meets=False, over=1.3), _s("meets", 1.0), UNCERTAINTY)
+    assert c.better.label == "meets" and c.decisive and "breaks ITL p99" in c.why
+
+
+@pytest.mark.parametrize(("second", "decisive"), [(8.5, False), (8.4, False), (8.0, True)])
+def test_better_only_beyond_the_uncertainty_else_a_tie(second, decisive):
+    # 10 against 8.5 is 18% more, 8.4 19%: within 20%; against 8.0, 25%: beyond.
+    c = compare(_s("b", second), _s("a", 10.0), UNCERTAINTY)
+    assert c.better.label == "a" and c.decisive == decisive
+    assert ("within the uncertainty" in c.why) != decisive
+
+
+def test_two_that_break_objectives_are_ordered_least_over_first_and_never_called_decisive():
+    near, far = _s("near", 1.0, meets=False, over=1.1), _s("far", 9.0, meets=False, over=3.0)
+    c = compare(far, near, UNCERTAINTY)
+    assert c.better is near and not c.decisive and c.why.startswith("neither meets every objective")
+
+
+@pytest.mark.parametrize(("agg", "sep", "answer"), [
+    (_s("agg", 10.0), _s("sep", 5.0), "does not pay"),
+    (_s("agg", 10.0, meets=False, over=1.5), _s("sep", 5.0), "pays"),  # aggregated breaks ITL p99
+    (_s("agg", 10.0), _s("sep", 9.5), "ties"),
+    (_s("agg", 10.0, preempting=True), _s("sep", 6.0), "pays"),
+    (_s("agg", 10.0, meets=False, over=1.5), _s("sep", 5.0, meets=False, over=2.0), "neither meets"),
+])
+def test_whether_separation_pays_is_the_rankings_own_comparison(agg, sep, answer):
+    said = separation(agg, sep, UNCERTAINTY)
+    assert said.answer == answer
+    ranked_first = sorted([agg, sep], key=key)[0]
+    if answer in ("pays", "does not pay"):
+        assert (ranked_first is sep) == (answer == "pays")
+    assert separation(agg, None, UNCERTAINTY).answer == "not compared"
