@@ -38,6 +38,7 @@ from infra.sizing.formulas import (
     link_basis,
     link_bytes_per_second,
     path_throughput,
+    prefill_flops_per_second,
     prefill_seconds_estimate,
     transfer_seconds,
     weights_per_gpu,
@@ -57,7 +58,7 @@ __all__ = [
     "TransferSizing",
     "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_bytes_per_token", "kv_layout",
     "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
-    "prefill_seconds_estimate", "size", "transfer_seconds", "weights_per_gpu",
+    "prefill_flops_per_second", "prefill_seconds_estimate", "size", "transfer_seconds", "weights_per_gpu",
 ]
 
 
@@ -123,8 +124,8 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
     for d in (g for g in active if g.role == "decode"):
         hit = _decode_hit_probability(cfg, pools[d.name], per_token)
         # Its ranks share the prefill's matrix math: tensorParallel GPUs at the class's rate.
-        saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
-                                         cfg.gpu_classes[d.gpu_class].effective_tflops * d.tensor_parallel)
+        saved = prefill_seconds_estimate(cfg.model, w.input_tokens,
+                                         prefill_flops_per_second(cfg.gpu_classes[d.gpu_class], d.tensor_parallel))
         decodes.append((d, hit, hit * warm + (1 - hit) * cold, saved))
     out = []
     for p in (g for g in active if g.role == "prefill"):
