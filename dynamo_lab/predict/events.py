@@ -26,11 +26,14 @@ class Sim:
 
 
 class Sharing:
-    """A processor-sharing server: `capacity` units of work per second split evenly among its jobs,
-    none faster than `per_job` (a flow's own limit, e.g. one TCP stream's software path)."""
+    """A server of `capacity` units of work per second, no job faster than `per_job` (a flow's own
+    limit, e.g. one TCP stream's software path). Processor sharing: the capacity split evenly among
+    its jobs. `in_order`: the jobs served in the order they came, each at `per_job` while capacity
+    is left, the rest waiting (several NIXL flows through one host finish in the order they were
+    posted: docs/measurements.md, "Several flows at once")."""
 
-    def __init__(self, sim: Sim, capacity: float, per_job: float = float("inf")) -> None:
-        self.sim, self.capacity, self.per_job = sim, capacity, per_job
+    def __init__(self, sim: Sim, capacity: float, per_job: float = float("inf"), in_order: bool = False) -> None:
+        self.sim, self.capacity, self.per_job, self.in_order = sim, capacity, per_job, in_order
         self.jobs: dict[int, list] = {}
         self.last = 0.0
         self.version = 0
@@ -45,22 +48,30 @@ class Sharing:
         now = self.sim.now
         if self.jobs:
             self.busy_s += now - self.last
-            done = (now - self.last) * self.rate()
-            for job in self.jobs.values():
-                job[0] -= done
+            for job, rate in zip(self.jobs.values(), self.rates(), strict=True):
+                job[0] -= (now - self.last) * rate
         self.last = now
 
     def rate(self) -> float:
-        """Work per second each job gets now."""
+        """Work per second each job gets now, shared evenly (the first's, in order)."""
         jobs = len(self.jobs)
         return min(self.capacity / jobs, self.per_job) if jobs else 0.0
+
+    def rates(self) -> list[float]:
+        """Work per second each job gets now, in the order they came."""
+        if not self.in_order:
+            return [self.rate()] * len(self.jobs)
+        out, left = [], self.capacity
+        for _ in self.jobs:
+            out.append(min(self.per_job, left))
+            left -= out[-1]
+        return out
 
     def _reschedule(self) -> None:
         self.version += 1
         if self.jobs:
-            jobs = self.jobs.values()
-            left = min(job[0] for job in jobs) if len(jobs) > 1 else next(iter(jobs))[0]
-            self.sim.at(self.sim.now + max(left, 0.0) / self.rate(), self._complete, self.version)
+            left = min(job[0] / rate for job, rate in zip(self.jobs.values(), self.rates(), strict=True) if rate > 0)
+            self.sim.at(self.sim.now + max(left, 0.0), self._complete, self.version)
 
     def submit(self, work: float, callback: Callable[[], None]) -> None:
         self._advance()
@@ -71,11 +82,11 @@ class Sharing:
         if version != self.version:
             return
         self._advance()
-        now, rate = self.sim.now, self.rate()
+        now = self.sim.now
         # Done: its work is spent, or what is left would not move the clock (far into a long run, a
         # clock of about 16,000 s cannot add 1e-12 s: rescheduling it would repeat this forever).
-        done = [k for k, job in self.jobs.items()
-                if job[0] <= EPS * max(1.0, self.capacity) or now + job[0] / rate == now]
+        done = [k for (k, job), rate in zip(self.jobs.items(), self.rates(), strict=True)
+                if job[0] <= EPS * max(1.0, self.capacity) or (rate > 0 and now + job[0] / rate == now)]
         callbacks = [self.jobs.pop(k)[1] for k in done]
         self._reschedule()
         for cb in callbacks:

@@ -19,9 +19,13 @@ What it models, because the lab's table shows it growing with load (docs/predict
 - Prefix caches and routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV
   router's cost (blocks to compute + active blocks), a decode worker by load (fewest active blocks).
 - Transfers as flows on a shared path (events.Sharing): each flow at most the TCP software path's
-  rate, all of a path's flows together at most its capacity (the link across nodes).
-- Jitter where the system has it: each request's frontend time and each step's GPU time vary
-  (params.py), so concurrent clients do not move in lockstep.
+  rate, all of a path's flows together at most its capacity: the link across nodes; on one node
+  the host's TCP software path, which every same-node flow of that host goes through, in the
+  order posted (placement.py).
+- Noise where the system has it: each request's frontend time varies both ways (a lognormal
+  factor); a step's GPU time only grows above its roofline (interference slows a kernel, nothing
+  speeds it past the card), so no step is faster than its bytes at the full DRAM bandwidth or its
+  FLOPs at the peak (params.py). Concurrent clients do not move in lockstep.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from dynamo_lab.predict.costs import Card, Limits, step_seconds
+from dynamo_lab.predict.costs import Card, Limits, host_seconds, step_seconds
 from dynamo_lab.predict.events import EPS, Sharing, Sim
 from dynamo_lab.predict.kvcache import Cache
 from dynamo_lab.predict.specs import Load, PathSpec, Stats, Timing, WorkerSpec
@@ -101,13 +105,8 @@ class Graph:
         self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.card, s.limits, Cache(s.cache_blocks))
                         for s in specs]
         self.cpu_buffers = {s.name: s.cpu_buffers for s in specs}
-        # (prefill node, decode node) -> its shared path; or, per pair, (.., prefill, decode) -> its own
-        self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow) for k, p in paths.items() if not p.per_pair}
-        for (pn, dn), p in paths.items():
-            if p.per_pair:
-                for a, b in ((a, b) for a in specs for b in specs if a.role == "prefill" and b.role == "decode"
-                             and (a.node, b.node) == (pn, dn)):
-                    self.paths[(pn, dn, a.name, b.name)] = Sharing(self.sim, p.capacity, p.per_flow)
+        # (prefill node, decode node) -> the path every flow between them shares
+        self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow, p.in_order) for k, p in paths.items()}
         self.prefix_tokens = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
         self.prefix_blocks = self.prefix_tokens // load.block_tokens
         self.request_blocks = self.blocks(load.input_tokens + load.output_tokens)
@@ -126,8 +125,17 @@ class Graph:
         return math.ceil(tokens / self.load.block_tokens)
 
     def _jitter(self, sigma: float) -> float:
-        """A lognormal factor of median 1 (a cost's run-to-run spread)."""
+        """A lognormal factor of median 1 (a cost's run-to-run spread, either way: a Python service's
+        time has no floor the model knows)."""
         return math.exp(self.rng.gauss(0.0, sigma)) if sigma else 1.0
+
+    def _slowdown(self, scale: float) -> float:
+        """A factor of at least 1 on a step's GPU time, 1 + |N(0, scale)| (a half-normal, mean 0.8 x
+        scale): what interference adds (the card lowering its clocks under its power limit, another
+        context's work and cache traffic on a time-sliced GPU, gaps between kernels). The roofline
+        it multiplies is already at or above the step's floor, so no step moves its bytes faster
+        than the DRAM bandwidth or its FLOPs faster than the peak."""
+        return 1.0 + abs(self.rng.gauss(0.0, scale)) if scale else 1.0
 
     # -- routing ---------------------------------------------------------------------------------
 
@@ -228,7 +236,7 @@ class Graph:
                 i += 1
                 continue
             break
-        copied = 0
+        copied = 0  # tokens whose KV moves between GPU blocks and host buffers in this step
         while not preempted and budget > 0 and len(w.running) < w.limits.max_num_seqs and (w.ready or w.waiting):
             queue = w.ready or w.waiting
             req = queue[0]
@@ -254,10 +262,11 @@ class Graph:
         t = self.timing
         if w.role == "prefill" and self.cpu_buffers[w.name]:
             copied += sum(n for _, _, n in scheduled)  # GPU blocks -> host buffer after the forward (save_kv_to_host)
-        host = (t.step_cpu_s + t.step_cpu_per_request_s * len(scheduled)
-                + copied * self.load.model.kv_bytes_per_token / t.host_copy_bytes_per_s)
-        gpu = step_seconds(w.card, t.efficiency, self.load.model, [(c, n) for _, c, n in scheduled])
-        gpu *= self._jitter(t.gpu_jitter)
+        work = [(c, n) for _, c, n in scheduled]
+        sampled = sum(1 for req, c, n in scheduled if c + n >= req.known)  # the step computes its last known token
+        host = host_seconds(t.host, self.load.model, w.limits, work, sampled,
+                            copied * self.load.model.kv_bytes_per_token)
+        gpu = step_seconds(w.card, t.efficiency, self.load.model, work) * self._slowdown(t.step_noise)
         w.busy = True
         self.sim.at(self.sim.now + host, w.gpu.submit, gpu, lambda: self._stepped(w, scheduled))
 
@@ -322,8 +331,7 @@ class Graph:
         self.stats.transfers += 1
         self.stats.warm_transfers += req.shares_prefix
         prefill = req.source[0]
-        path = self.paths.get((prefill.node, decode.node)) or self.paths[(prefill.node, decode.node, prefill.name,
-                                                                          decode.name)]
+        path = self.paths[(prefill.node, decode.node)]
         pair = (prefill.name, decode.name)
         delay = 0.0 if pair in self.shaken else self.timing.handshake_s  # the agents' first metadata exchange
         self.shaken.add(pair)
