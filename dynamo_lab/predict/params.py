@@ -44,7 +44,7 @@ class LabParams:
     #   whatever the layers.
     graph_replay_s: float = 30e-6
     # The fraction of the card's DRAM bandwidth a step's memory traffic reaches. FITTED, within (0, 1].
-    bandwidth_efficiency: float = 0.9753099120283326
+    bandwidth_efficiency: float = 1.0
     # A step's math runs at the stack's effectiveTflops, the one prefill efficiency the sizing reads
     # too (infra/sizing/formulas.py, prefill_flops_per_second). The lab's default classes carry it as
     # this fraction of each card's peak (infra/catalogue.py, LAB_PREFILL_EFFICIENCY, where the fit's
@@ -53,7 +53,7 @@ class LabParams:
     prefill_efficiency: float = LAB_PREFILL_EFFICIENCY
     # Disaggregated only: the prefill's answer back to the router and the decode request out
     # (Dynamo's request plane), seconds. FITTED.
-    handoff_s: float = 0.05
+    handoff_s: float = 0.037040911034085904
     # Copies between GPU blocks and the host KV buffers (kv_buffer_device cpu): the prefill worker's
     # after its forward, the decode worker's at the step that notices the pull; bytes/s of a
     # block-scattered copy over PCIe. FITTED.

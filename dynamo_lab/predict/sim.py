@@ -237,6 +237,7 @@ class Graph:
                 continue
             break
         copied = 0  # tokens whose KV moves between GPU blocks and host buffers in this step
+        admitted = len(scheduled)  # the requests scheduled from here on are new to the running set
         while not preempted and budget > 0 and len(w.running) < w.limits.max_num_seqs and (w.ready or w.waiting):
             queue = w.ready or w.waiting
             req = queue[0]
@@ -261,7 +262,7 @@ class Graph:
             return
         t = self.timing
         if w.role == "prefill" and self.cpu_buffers[w.name]:
-            copied += sum(n for _, _, n in scheduled)  # GPU blocks -> host buffer after the forward (save_kv_to_host)
+            copied += self._saved_to_host(scheduled, admitted)
         work = [(c, n) for _, c, n in scheduled]
         sampled = sum(1 for req, c, n in scheduled if c + n >= req.known)  # the step computes its last known token
         host = host_seconds(t.host, self.load.model, w.limits, work, sampled,
@@ -269,6 +270,17 @@ class Graph:
         gpu = step_seconds(w.card, t.efficiency, self.load.model, work) * self._slowdown(t.step_noise)
         w.busy = True
         self.sim.at(self.sim.now + host, w.gpu.submit, gpu, lambda: self._stepped(w, scheduled))
+
+    def _saved_to_host(self, scheduled: list[tuple[Request, int, int]], admitted: int) -> int:
+        """Tokens a prefill worker copies from its GPU blocks to its host buffer after a step's forward
+        (NixlConnector's save_kv_to_host, synchronous): the block ids the step's scheduler output
+        gives each request (vLLM 0.31.0, nixl/base_scheduler.py `_build_save_meta` over
+        kv_connector/utils.py `yield_req_data`): for a request new to the running set (from
+        `admitted` on) every block it holds, its cached prefix's too, so a prefix-cache hit still
+        copies the whole prompt; for a later chunk the blocks it newly took."""
+        bt = self.load.block_tokens
+        return sum(self.blocks(c + n) * bt if k >= admitted else (self.blocks(c + n) - self.blocks(c)) * bt
+                   for k, (_, c, n) in enumerate(scheduled))
 
     def _stepped(self, w: Worker, scheduled: list[tuple[Request, int, int]]) -> None:
         now = self.sim.now

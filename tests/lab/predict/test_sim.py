@@ -294,3 +294,15 @@ def test_same_node_flows_of_every_pair_share_the_hosts_tcp_path_in_the_order_pos
     both = [r.joined - r.prefilled for r in graph(specs, wide, ld=load(prefix_types=100_000)).run(2, 2)]
     assert both == pytest.approx([alone, alone], rel=0.02)
 
+
+def test_a_prefill_worker_copies_every_block_of_the_prompt_to_its_host_buffer_even_on_a_prefix_hit():
+    # vLLM 0.31.0's save_kv_to_host copies the block ids the scheduler gives a new request: all it
+    # holds, its cached prefix's too. Only the copies cost time here: a hit costs what a miss does.
+    rate = 3e9
+    t = timing(host=dataclasses.replace(timing().host, host_copy_bytes_per_s=rate))
+    g = graph([spec("p", "prefill"), spec("d", "decode", cpu_buffers=False)], {("n", "n"): PathSpec(1e18, 1e18)}, t,
+              load(prefix_types=1))
+    cold, hit = (r.prefilled - r.sent for r in (g.run(1, 1)[0], g.run(1, 1)[0]))
+    assert g.workers[0].cache.items  # the second found the prefix cached
+    whole = prefix_cache.blocks(2371) * prefix_cache.BLOCK_TOKENS * KV / rate
+    assert cold == pytest.approx(whole) and hit == pytest.approx(whole)
