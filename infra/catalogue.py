@@ -34,17 +34,30 @@ def _gfd_memory_rule(operator: str, mib: int) -> list[dict[str, Any]]:
     return [{"key": GPU_MEMORY_LABEL, "operator": operator, "values": [str(mib)]}]
 
 
+# The lab's cards' sustained prefill rate as a fraction of their dense peak: their `effectiveTflops`
+# below, which the sizing's prefill estimate and the predictor's prefill steps both read (the one
+# prefill efficiency). FITTED to the write-up's concurrency-4 cells (`dynamo-lab predict
+# --calibrate`, docs/predictor.md, "The one prefill efficiency"), within what prefill reaches on a
+# GPU: 0.3 to 0.75 of the dense peak.
+LAB_PREFILL_EFFICIENCY = 0.75
+
+
+def lab_effective_tflops(peak_tflops: float, efficiency: float = LAB_PREFILL_EFFICIENCY) -> float:
+    """A lab card's effectiveTflops: its peak at the lab's prefill efficiency, to 0.1 TFLOP/s."""
+    return round(peak_tflops * efficiency, 1)
+
+
 DEFAULT_GPU_CLASSES: dict[str, dict[str, Any]] = {
     # The memory a card reports (GPU feature discovery's nvidia.com/gpu.memory, MiB), not its name:
     # a plan that fits this fits the card. 24GB-class cards report 24,564-24,576 MiB (the lower one
     # here); nothing in the lab sits between 12 and 20 GB.
     # Card figures (the predictor's GPU costs) are the lab's own cards', as its nodes report them
     # (nvidia.com/gpu.product, tests/data/preflight/lab.json): LAB_CARDS below.
-    "gpu-24gb": {"memory": "24564Mi", "nodeSelector": _gfd_memory_rule("Gt", 20000), "effectiveTflops": 40,
-                 "memoryBandwidth": "936G", "peakTflops": 71},
+    "gpu-24gb": {"memory": "24564Mi", "nodeSelector": _gfd_memory_rule("Gt", 20000),
+                 "effectiveTflops": lab_effective_tflops(71), "memoryBandwidth": "936G", "peakTflops": 71},
     # The lab's 8GB laptop GPU reports about 8,188 MiB.
-    "gpu-8gb": {"memory": "8188Mi", "nodeSelector": _gfd_memory_rule("Lt", 12000), "effectiveTflops": 15,
-                "memoryBandwidth": "448G", "peakTflops": 33},
+    "gpu-8gb": {"memory": "8188Mi", "nodeSelector": _gfd_memory_rule("Lt", 12000),
+                "effectiveTflops": lab_effective_tflops(33), "memoryBandwidth": "448G", "peakTflops": 33},
 }
 
 # The lab's cards behind the default classes' `memoryBandwidth` and `peakTflops` (bytes/s of DRAM;
@@ -74,6 +87,8 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "headDim": 128,
         "hiddenSize": 1024,
         "attentionHeads": 16,
+        "vocabSize": 151_936,
+        "tiedEmbeddings": True,
         "dtype": "bfloat16",
         # Tied embeddings: 28 x 15,730,944 per layer + 151,936 x 1,024 embedding + 1,024 norm.
         "parameters": 596_049_920,
@@ -97,6 +112,8 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "headDim": 128,
         "hiddenSize": 2048,
         "attentionHeads": 16,
+        "vocabSize": 151_936,
+        "tiedEmbeddings": True,
         "dtype": "bfloat16",
         # Tied embeddings: 28 x 50,336,000 per layer (intermediate_size 6,144) + 151,936 x 2,048
         # embedding + 2,048 norm = 1,720,574,976; the model card: 1.7B (1.4B without embeddings).
@@ -114,6 +131,8 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "headDim": 128,
         "hiddenSize": 2560,
         "attentionHeads": 32,
+        "vocabSize": 151_936,
+        "tiedEmbeddings": True,
         "dtype": "bfloat16",
         # Tied embeddings: 36 x 100,930,816 per layer (intermediate_size 9,728) + 151,936 x 2,560
         # embedding + 2,560 norm = 4,022,468,096; the model card: 4.0B (3.6B without embeddings).
@@ -129,6 +148,7 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "headDim": 128,
         "hiddenSize": 4096,
         "attentionHeads": 32,
+        "vocabSize": 151_936,
         "dtype": "bfloat16",
         # 36 x 192,946,432 per layer (intermediate_size 12,288) + 2 x 151,936 x 4,096 (embedding,
         # lm_head) + 4,096 norm = 8,190,735,360; the model card: 8.2B (6.95B without embeddings).
@@ -143,6 +163,7 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "headDim": 128,
         "hiddenSize": 5120,
         "attentionHeads": 40,
+        "vocabSize": 151_936,
         "dtype": "bfloat16",
         # 40 x 330,311,936 per layer (intermediate_size 17,408) + 2 x 151,936 x 5,120 (embedding,
         # lm_head) + 5,120 norm = 14,768,307,200; the model card: 14.8B (13.2B without embeddings).
@@ -157,6 +178,7 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "headDim": 128,
         "hiddenSize": 5120,
         "attentionHeads": 64,
+        "vocabSize": 151_936,
         "dtype": "bfloat16",
         # 64 x 487,598,336 per layer (intermediate_size 25,600) + 2 x 151,936 x 5,120 (embedding,
         # lm_head) + 5,120 norm = 32,762,123,264; the model card: 32.8B (31.2B without embeddings).
@@ -172,6 +194,7 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "headDim": 128,
         "hiddenSize": 4096,
         "attentionHeads": 32,
+        "vocabSize": 128_256,
         "dtype": "bfloat16",
         # 32 x 218,112,000 per layer (intermediate_size 14,336) + 2 x 128,256 x 4,096 (embedding,
         # lm_head) + 4,096 norm = 8,030,261,248; the model card: 8B.
@@ -187,6 +210,7 @@ BUILTIN_MODELS: dict[str, dict[str, Any]] = {
         "headDim": 128,
         "hiddenSize": 8192,
         "attentionHeads": 64,
+        "vocabSize": 128_256,
         "dtype": "bfloat16",
         # 80 x 855,654,400 per layer (intermediate_size 28,672) + 2 x 128,256 x 8,192 (embedding,
         # lm_head) + 8,192 norm = 70,553,706,496; the model card: 70B.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Optional
 
 from dynamo_lab import published
-from dynamo_lab.predict import cells, pool
+from dynamo_lab.predict import cells, pool, validate
 from dynamo_lab.predict.cells import Error, Row
 from dynamo_lab.predict.params import BOUNDS, LabParams
 from infra import prefix_cache
@@ -41,8 +41,9 @@ def fitted_cells(stacks: dict[str, tuple[StackConfig, StackSizing]],
 def predicted(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams,
               which: list[tuple[str, int]]) -> list[Row]:
     """Each cell's Row with `lab` (its stack's pools scaled as fitted), simulated on every core."""
-    jobs = [pool.Job(*stacks[name], p, CALIBRATION_CONCURRENCY, lab, cells.SIMULATED_GRAPHS, cells.RUNS_PER_GRAPH,
-                     pool_scale=lab.pool_scale.get(name, 1.0)) for name, p in which]
+    cards = {name: validate.lab_cards(cfg, lab.prefill_efficiency) for name, (cfg, _) in stacks.items()}
+    jobs = [pool.Job(cards[name], stacks[name][1], p, CALIBRATION_CONCURRENCY, lab, cells.SIMULATED_GRAPHS,
+                     cells.RUNS_PER_GRAPH, pool_scale=lab.pool_scale.get(name, 1.0)) for name, p in which]
     return [row for row, _ in pool.simulate(jobs)]
 
 

@@ -102,16 +102,17 @@ def topology(cfg: StackConfig, sizing: StackSizing, lab: LabParams,
     the nodes (placement.py). `pool_scale` scales every worker's KV pool, decode included
     (params.LabParams.pool_scale)."""
     specs = placement.workers(cfg, sizing, pool_scale)
-    return specs, placement.paths(cfg, sizing, specs)
+    return specs, placement.paths(cfg, sizing, specs, lab.host_transfer_parallelism)
 
 
 def timing(lab: LabParams) -> Timing:
-    return Timing(frontend_s=lab.frontend_s, step_cpu_s=lab.step_cpu_s,
-                  step_cpu_per_request_s=lab.step_cpu_per_request_s,
-                  efficiency=costs.Efficiency(lab.prefill_efficiency, lab.decode_efficiency),
-                  handoff_s=lab.handoff_s, handshake_s=lab.handshake_s,
-                  host_copy_bytes_per_s=lab.host_copy_bytes_per_s,
-                  frontend_jitter=lab.frontend_jitter, gpu_jitter=lab.gpu_jitter)
+    host = costs.HostCost(schedule_s=lab.schedule_s, schedule_per_request_s=lab.schedule_per_request_s,
+                          output_per_request_s=lab.output_per_request_s, launch_per_layer_s=lab.launch_per_layer_s,
+                          piecewise_per_layer_s=lab.piecewise_per_layer_s, graph_replay_s=lab.graph_replay_s,
+                          host_copy_bytes_per_s=lab.host_copy_bytes_per_s)
+    return Timing(frontend_s=lab.frontend_s, host=host, efficiency=costs.Efficiency(lab.bandwidth_efficiency),
+                  handoff_s=lab.handoff_s, handshake_s=lab.handshake_s, frontend_jitter=lab.frontend_jitter,
+                  step_noise=lab.step_noise)
 
 
 # Simulated runs per cell: the write-up's medians over 3 runs of 32 or 64 requests are noisy, and a
@@ -345,7 +346,8 @@ def _spec(s: WorkerSpec) -> dict:
     out = asdict(s)
     del out["group"]  # its name says it (`<group>-<replica>`)
     if s.card.ranks == 1:
-        out["card"] = {"bandwidth": s.card.bandwidth, "peak_flops": s.card.peak_flops}
+        out["card"] = {"bandwidth": s.card.bandwidth, "peak_flops": s.card.peak_flops,
+                       "sustained_flops": s.card.sustained_flops}
     return out
 
 

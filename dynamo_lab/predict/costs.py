@@ -1,19 +1,27 @@
-"""What an engine step costs on a card, and what a worker's scheduler may put in one step: the
-physics the serving model (sim.py) runs on, from the card's datasheet, the model's geometry and
-vLLM 0.31.0's defaults, with the two efficiencies fitted within (0, 1] (params.py).
+"""What an engine step costs on a card and on its host, and what a worker's scheduler may put in one
+step: the physics the serving model (sim.py) runs on, from the card's datasheet, the model's
+geometry and vLLM 0.31.0's defaults, with the constants no datasheet gives in params.py.
 
 A step's GPU time is the roofline of its work (the slower of the two, not their sum: the kernels
 overlap memory traffic with math):
 - memory: the weights, read once per step whatever the batch (2 bytes per parameter in bfloat16),
-  plus the KV each scheduled token's attention reads (its context) and writes (itself);
-- math: 2 FLOPs per parameter per token (each weight multiplies and adds once), plus attention's
+  plus the KV each scheduled token's attention reads (its context) and writes (itself), at a
+  fitted fraction of the card's DRAM bandwidth;
+- math: 2 FLOPs per parameter per token (each weight multiplies and adds once; the embedding is
+  looked up, and the LM head runs for each request's last token only), plus attention's
   4 x layers x attention heads x head_dim FLOPs per token per context token (Q.K and the
   weighted sum over V, 2 FLOPs per multiply-add each): for a chunk of n prompt tokens after c
-  already computed, n x c + n (n - 1) / 2 token pairs.
+  already computed, n x c + n (n - 1) / 2 token pairs; at the class's sustained prefill rate
+  (`effectiveTflops`, the rate the sizing's prefill estimate uses too: one efficiency, not two).
 At Qwen3-0.6B's 2,371-token prompts attention is about a fifth of a prefill's math; at 16k tokens
 more than the rest. A decode step of a few requests is memory-bound: 1.19 GB of weights at a
-24GB-class card's 936 GB/s is 1.27 ms before efficiency, each running request's KV (2,400
-tokens x 114,688 bytes = 275 MB) another 0.29 ms.
+24GB-class card's 936 GB/s is 1.27 ms at the full bandwidth, each running request's KV (2,400
+tokens x 114,688 bytes = 275 MB) another 0.29 ms. No step is faster than its floor
+(`step_floor_seconds`: its bytes at the full bandwidth, its FLOPs at the dense peak).
+
+A step's host time is split by mechanism (`host_seconds`, HostCost): the scheduler's pass, kernel
+launches (none to speak of where a CUDA graph replays the step), each sampled request's output
+handling, and the copies between GPU blocks and host KV buffers.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from dataclasses import dataclass
 from infra import resolved
 from infra.config.schema import GpuClass, Model, StackConfig, WorkerGroup
 from infra.errors import UserError
+from infra.sizing import prefill_flops_per_second
 
 
 class PredictError(UserError, ValueError):
@@ -32,12 +41,14 @@ class PredictError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class Card:
-    """One GPU class's figures: DRAM bytes/s and dense BF16 FLOP/s (gpuClasses.*); with
+    """One GPU class's figures (gpuClasses.*): DRAM bytes/s, dense BF16 peak FLOP/s (the bound no
+    step exceeds) and the FLOP/s a prefill sustains (`effectiveTflops`, at most the peak); with
     tensorParallel above 1 (`ranks`), one worker's GPUs together and the all-reduces between them
     (tensor_parallel; ESTIMATES, params.py)."""
 
     bandwidth: float
     peak_flops: float
+    sustained_flops: float
     ranks: int = 1
     allreduce_bytes_per_s: float = 0.0
     allreduce_latency_s: float = 0.0
@@ -51,35 +62,80 @@ def tensor_parallel(c: Card, ranks: int, bytes_per_s: float, latency_s: float) -
     attention's output projection and after the MLP's down projection)."""
     if ranks == 1:
         return c
-    return Card(c.bandwidth * ranks, c.peak_flops * ranks, ranks, bytes_per_s, latency_s)
+    return Card(c.bandwidth * ranks, c.peak_flops * ranks, c.sustained_flops * ranks, ranks, bytes_per_s, latency_s)
 
 
 @dataclass(frozen=True)
 class ModelCost:
     weight_bytes: float
-    flops_per_token: float  # 2 x parameters
+    flops_per_token: float  # 2 x the parameters a token multiplies through (Model.token_parameters)
     attention_flops_per_pair: float  # 4 x layers x attention heads x head_dim
     kv_bytes_per_token: int
     # Tensor parallelism's all-reduces: 2 per layer, each of hidden_size x dtype bytes per token.
     allreduces_per_step: int = 0
     activation_bytes_per_token: int = 0
+    layers: int = 0  # the decoder layers, each its own kernel launches where no CUDA graph replays the step
+    # The LM head, 2 x vocabulary x hidden FLOPs for each scheduled request's last token: vLLM's model
+    # runner computes logits at one position per request (gpu_model_runner, logits_indices).
+    flops_per_sequence: float = 0.0
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """The fraction of the card's peak a step's math gets, and of its bandwidth its memory traffic."""
+    """The fraction of the card's DRAM bandwidth a step's memory traffic reaches (FITTED, params.py).
+    Its math runs at the card's sustained prefill rate (Card.sustained_flops, the stack's
+    effectiveTflops), the one efficiency the sizing reads too."""
 
-    math: float
     memory: float
+
+
+# vLLM 0.31.0 captures CUDA graphs for batches of up to min(2 x max_num_seqs, 512) tokens
+# (vllm/config/vllm.py, _set_cudagraph_sizes; 1,024 on data-centre Blackwell, which no class here
+# names, so 512), in its default mode FULL_AND_PIECEWISE (vllm/config/compilation.py,
+# CompilationConfig.cudagraph_mode; the default optimization level O2): a decode-only batch replays
+# one full graph, a prefill or mixed batch piecewise graphs with attention launched between them,
+# a larger batch launches every kernel. Dynamo's workers pass no --enforce-eager unless the stack's
+# extraArgs do (not read here: a stack that does is predicted with graphs).
+CUDAGRAPH_MAX_TOKENS = 512
 
 
 @dataclass(frozen=True)
 class Limits:
     """What vLLM's scheduler puts in one step (SchedulerConfig): the batched-token budget and the
-    most requests running at once."""
+    most requests running at once; and the largest batch, in tokens, a CUDA graph replays."""
 
     max_num_batched_tokens: int
     max_num_seqs: int
+
+    @property
+    def cudagraph_tokens(self) -> int:
+        return min(2 * self.max_num_seqs, CUDAGRAPH_MAX_TOKENS)
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """The host side of one engine step, by mechanism (params.py has each value, its source and range):
+    - `schedule_s`: vLLM's scheduler pass and input preparation, once per step (FITTED on the lab's
+      desktop CPU), and `schedule_per_request_s` for each scheduled request (ESTIMATE);
+    - kernel launches: where no CUDA graph replays the step, each layer's kernels are launched one
+      by one (`launch_per_layer_s`, so they grow with the model's layers); piecewise graphs launch
+      only attention between captured pieces (`piecewise_per_layer_s`); a full graph is one replay
+      (`graph_replay_s`) whatever the layers (ESTIMATES);
+    - `output_per_request_s`: each request that samples a token this step: its output processing,
+      detokenizing and Dynamo's handler streaming it (FITTED on the lab's desktop CPU);
+    - copies between GPU blocks and host KV buffers (kv_buffer_device cpu) at
+      `host_copy_bytes_per_s` (FITTED).
+    The fitted ones describe the lab's desktop CPU running Qwen3-0.6B: beyond it (another CPU, a
+    larger model) their values are extrapolated; what scales with the model (launches with its
+    layers) scales."""
+
+    schedule_s: float
+    schedule_per_request_s: float
+    output_per_request_s: float
+    launch_per_layer_s: float
+    piecewise_per_layer_s: float
+    graph_replay_s: float
+    host_copy_bytes_per_s: float
 
 
 def card(name: str, cls: GpuClass) -> Card:
@@ -90,37 +146,71 @@ def card(name: str, cls: GpuClass) -> Card:
             f"gpuClasses.{name}: the predictor needs the card's {' and '.join(missing)} (a decode step is bounded "
             f"by reading the weights at the DRAM bandwidth, a prefill by the tensor peak); write the card's "
             f"datasheet figures, e.g. memoryBandwidth: 936G and peakTflops: 71 for an RTX 3090")
-    return Card(float(cls.memory_bandwidth), float(cls.peak_tflops) * 1e12)
+    return Card(float(cls.memory_bandwidth), float(cls.peak_tflops) * 1e12, prefill_flops_per_second(cls))
 
 
 def model_cost(m: Model, kv_bytes_per_token: int) -> ModelCost:
     if m.attention_heads is None:
         raise PredictError(f"model.attentionHeads: the predictor needs {m.name}'s attention heads for attention's "
                            "cost (config.json `num_attention_heads`); write model.attentionHeads")
-    return ModelCost(weight_bytes=resolved.weight_bytes(m), flops_per_token=2.0 * m.parameters,
+    return ModelCost(weight_bytes=resolved.weight_bytes(m), flops_per_token=2.0 * m.token_parameters,
                      attention_flops_per_pair=4.0 * m.layers * m.attention_heads * m.head_dim,
                      kv_bytes_per_token=kv_bytes_per_token, allreduces_per_step=2 * m.layers,
-                     activation_bytes_per_token=(m.hidden_size or m.attention_heads * m.head_dim) * m.dtype_bytes)
+                     activation_bytes_per_token=(m.hidden_size or m.attention_heads * m.head_dim) * m.dtype_bytes,
+                     layers=m.layers, flops_per_sequence=2.0 * m.head_parameters)
 
 
-def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tuple[int, int]]) -> float:
-    """GPU seconds of one step: each scheduled request as (tokens already computed, tokens now); a
-    decoding request is (its context, 1)."""
+def step_work(m: ModelCost, scheduled: list[tuple[int, int]]) -> tuple[int, float, float]:
+    """A step's tokens, FLOPs and bytes of DRAM traffic."""
     tokens = kv_touched = 0
     pairs = 0.0
     for c, n in scheduled:  # one pass: this runs once per simulated step
         tokens += n
         pairs += n * c + n * (n - 1) / 2
         kv_touched += c + n
-    flops = tokens * m.flops_per_token + pairs * m.attention_flops_per_pair
-    nbytes = m.weight_bytes + kv_touched * m.kv_bytes_per_token
-    roofline = max(flops / (card.peak_flops * eff.math), nbytes / (card.bandwidth * eff.memory))
+    flops = tokens * m.flops_per_token + len(scheduled) * m.flops_per_sequence + pairs * m.attention_flops_per_pair
+    return tokens, flops, m.weight_bytes + kv_touched * m.kv_bytes_per_token
+
+
+def _allreduces(card: Card, m: ModelCost, tokens: int) -> float:
     if card.ranks == 1:
-        return roofline
+        return 0.0
     # A ring all-reduce moves 2 (r - 1) / r of the buffer through each rank's link (NCCL's bus
     # bandwidth), after a fixed latency; the ranks wait for it, so it adds to the step.
     moved = 2 * (card.ranks - 1) / card.ranks * tokens * m.activation_bytes_per_token
-    return roofline + m.allreduces_per_step * (card.allreduce_latency_s + moved / card.allreduce_bytes_per_s)
+    return m.allreduces_per_step * (card.allreduce_latency_s + moved / card.allreduce_bytes_per_s)
+
+
+def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tuple[int, int]]) -> float:
+    """GPU seconds of one step: each scheduled request as (tokens already computed, tokens now); a
+    decoding request is (its context, 1). Never below step_floor_seconds: the math runs at the
+    sustained rate (at most the peak), the traffic at a fraction of the bandwidth (at most 1)."""
+    tokens, flops, nbytes = step_work(m, scheduled)
+    roofline = max(flops / card.sustained_flops, nbytes / (card.bandwidth * eff.memory))
+    return roofline + _allreduces(card, m, tokens)
+
+
+def step_floor_seconds(card: Card, m: ModelCost, scheduled: list[tuple[int, int]]) -> float:
+    """The least GPU time a step can take: its bytes at the card's full DRAM bandwidth (the HBM or
+    GDDR floor) or its FLOPs at the dense peak, whichever is slower. No noise takes a step below it."""
+    tokens, flops, nbytes = step_work(m, scheduled)
+    return max(flops / card.peak_flops, nbytes / card.bandwidth) + _allreduces(card, m, tokens)
+
+
+def host_seconds(h: HostCost, m: ModelCost, limits: Limits, scheduled: list[tuple[int, int]], sampled: int,
+                 copied_bytes: float = 0.0) -> float:
+    """Host seconds of one step (HostCost's mechanisms): `scheduled` as for step_seconds, `sampled`
+    the requests that sample a token this step, `copied_bytes` what moves between GPU blocks and
+    host KV buffers."""
+    tokens = sum(n for _, n in scheduled)
+    if tokens <= limits.cudagraph_tokens and all(n == 1 for _, n in scheduled):
+        launches = h.graph_replay_s  # a decode-only batch: one full CUDA graph
+    elif tokens <= limits.cudagraph_tokens:
+        launches = m.layers * h.piecewise_per_layer_s  # piecewise graphs, attention launched per layer
+    else:
+        launches = m.layers * h.launch_per_layer_s  # beyond the captured sizes: every kernel launched
+    return (h.schedule_s + h.schedule_per_request_s * len(scheduled) + launches + h.output_per_request_s * sampled
+            + copied_bytes / h.host_copy_bytes_per_s)
 
 
 def limits(group: WorkerGroup, cls: GpuClass) -> Limits:

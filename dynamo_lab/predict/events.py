@@ -26,13 +26,16 @@ class Sim:
 
 
 class Sharing:
-    """A processor-sharing server: `capacity` units of work per second split evenly among its flows,
-    none faster than `per_job` (a flow's own limit, e.g. one TCP stream's software path). A job is
-    one flow, or several moving side by side (`submit`'s `flows`: a transfer's rank-to-rank reads),
-    which take a share each."""
+    """A server of `capacity` units of work per second, no flow faster than `per_job` (a flow's own
+    limit, e.g. one TCP stream's software path). A job is one flow, or several moving side by side
+    (`submit`'s `flows`: a transfer's rank-to-rank reads), which take a share each. Processor
+    sharing: the capacity split evenly among the flows in progress. `in_order`: the jobs served in
+    the order they came, each at its flows' `per_job` while capacity is left, the rest waiting
+    (several NIXL flows through one host finish in the order they were posted:
+    docs/measurements.md, "Several flows at once")."""
 
-    def __init__(self, sim: Sim, capacity: float, per_job: float = float("inf")) -> None:
-        self.sim, self.capacity, self.per_job = sim, capacity, per_job
+    def __init__(self, sim: Sim, capacity: float, per_job: float = float("inf"), in_order: bool = False) -> None:
+        self.sim, self.capacity, self.per_job, self.in_order = sim, capacity, per_job, in_order
         self.jobs: dict[int, list] = {}  # id -> [work left, callback, flows]
         self.flows = 0  # of every job in progress
         self.last = 0.0
@@ -48,28 +51,38 @@ class Sharing:
         now = self.sim.now
         if self.jobs:
             self.busy_s += now - self.last
-            for job in self.jobs.values():
-                job[0] -= (now - self.last) * self.rate(job[2])
+            for job, rate in zip(self.jobs.values(), self.rates(), strict=True):
+                job[0] -= (now - self.last) * rate
         self.last = now
 
     def rate(self, flows: int = 1) -> float:
-        """Work per second a job of `flows` flows gets now: a share of the capacity per flow, each
-        flow at most `per_job`."""
+        """Work per second a job of `flows` flows gets now, shared evenly: a share of the capacity
+        per flow, each flow at most `per_job`."""
         if not self.jobs:
             return 0.0
         share = self.capacity / self.flows
         return min(share, self.per_job) if flows == 1 else min(share * flows, flows * self.per_job)
+
+    def rates(self) -> list[float]:
+        """Work per second each job gets now, in the order they came."""
+        if not self.in_order:
+            return [self.rate(job[2]) for job in self.jobs.values()]
+        out, left = [], self.capacity
+        for job in self.jobs.values():
+            out.append(min(job[2] * self.per_job, left))
+            left -= out[-1]
+        return out
 
     def _reschedule(self) -> None:
         self.version += 1
         if not self.jobs:
             return
         jobs = self.jobs.values()
-        if self.flows == len(self.jobs):  # one flow each: one rate for all
+        if not self.in_order and self.flows == len(self.jobs):  # one flow each, shared: one rate for all
             left = min(job[0] for job in jobs) if len(jobs) > 1 else next(iter(jobs))[0]
             self.sim.at(self.sim.now + max(left, 0.0) / self.rate(), self._complete, self.version)
         else:
-            left = min(job[0] / self.rate(job[2]) for job in jobs)
+            left = min(job[0] / rate for job, rate in zip(jobs, self.rates(), strict=True) if rate > 0)
             self.sim.at(self.sim.now + max(left, 0.0), self._complete, self.version)
 
     def submit(self, work: float, callback: Callable[[], None], flows: int = 1) -> None:
@@ -85,8 +98,8 @@ class Sharing:
         now = self.sim.now
         # Done: its work is spent, or what is left would not move the clock (far into a long run, a
         # clock of about 16,000 s cannot add 1e-12 s: rescheduling it would repeat this forever).
-        done = [k for k, job in self.jobs.items()
-                if job[0] <= EPS * max(1.0, self.capacity) or now + job[0] / self.rate(job[2]) == now]
+        done = [k for (k, job), rate in zip(self.jobs.items(), self.rates(), strict=True)
+                if job[0] <= EPS * max(1.0, self.capacity) or (rate > 0 and now + job[0] / rate == now)]
         callbacks = []
         for k in done:
             _, callback, flows = self.jobs.pop(k)

@@ -5,7 +5,7 @@
 
 Both price one engine step of one worker on a card from its datasheet: the predictor from its own
 physics (costs.py: the roofline of the step's FLOPs and bytes at its efficiencies, tensor
-parallelism's all-reduces; the host side of a step, specs.Timing.host_seconds; params.py's
+parallelism's all-reduces; the host side of a step, costs.host_seconds; params.py's
 constants), AIConfigurator from kernels measured per GPU and vLLM version (its wheel ships the
 model configs and the per-GPU data; nothing is downloaded). Compared, for a few models, GPUs and
 tensor-parallel degrees AIConfigurator has vLLM data for (CASES):
@@ -161,21 +161,20 @@ def worker(model: str, system: str, tp: int, cls: GpuClass) -> Worker:
 
 
 def _count(w: Worker, scheduled: list[tuple[int, int]], what: str) -> float:
-    """The step's FLOPs or bytes as the predictor counts them: its roofline on a card with one of the
-    two unbounded and the other 1/s, at efficiency 1 (costs.step_seconds, whatever it counts)."""
-    inf = float("inf")
-    card = costs.Card(bandwidth=inf, peak_flops=1.0) if what == "flops" else costs.Card(bandwidth=1.0, peak_flops=inf)
-    return costs.step_seconds(card, costs.Efficiency(1.0, 1.0), w.model, scheduled)
+    """The step's FLOPs or bytes as the predictor counts them (costs.step_work)."""
+    _, flops, nbytes = costs.step_work(w.model, scheduled)
+    return flops if what == "flops" else nbytes
 
 
-def _priced(w: Worker, steps: list[list[tuple[int, int]]], what: str) -> Step:
-    """Steps run one after another, each its host side then its GPU time (sim.py), as one Step."""
+def _priced(w: Worker, steps: list[tuple[list[tuple[int, int]], int]], what: str) -> Step:
+    """Steps run one after another, each its host side then its GPU time (sim.py), as one Step;
+    each step its scheduled requests and how many of them sample a token."""
     eff = w.timing.efficiency
     alone = dataclasses.replace(w.card, ranks=1)  # the same worker without its all-reduces
-    host = sum(w.timing.host_seconds(len(s)) for s in steps)
-    gpu = sum(costs.step_seconds(w.card, eff, w.model, s) for s in steps)
-    roofline = sum(costs.step_seconds(alone, eff, w.model, s) for s in steps)
-    work = sum(_count(w, s, what) for s in steps)
+    host = sum(costs.host_seconds(w.timing.host, w.model, w.limits, s, sampled) for s, sampled in steps)
+    gpu = sum(costs.step_seconds(w.card, eff, w.model, s) for s, _ in steps)
+    roofline = sum(costs.step_seconds(alone, eff, w.model, s) for s, _ in steps)
+    work = sum(_count(w, s, what) for s, _ in steps)
     peak = w.peak_flops if what == "flops" else w.bandwidth
     return Step(host + gpu, host, gpu - roofline, work / roofline / peak)
 
@@ -183,11 +182,13 @@ def _priced(w: Worker, steps: list[list[tuple[int, int]]], what: str) -> Step:
 def predictor_prefill(w: Worker, tokens: int) -> Step:
     """One prompt alone: vLLM's scheduler gives it up to the batched-token budget a step (sim.py)."""
     budget = w.limits.max_num_batched_tokens
-    return _priced(w, [[(done, min(budget, tokens - done))] for done in range(0, tokens, budget)], "flops")
+    # Only the chunk that computes the prompt's last token samples one.
+    return _priced(w, [([(done, min(budget, tokens - done))], int(done + budget >= tokens))
+                       for done in range(0, tokens, budget)], "flops")
 
 
 def predictor_decode(w: Worker, batch: int, context: int) -> Step:
-    return _priced(w, [[(context, 1)] * batch], "bytes")
+    return _priced(w, [([(context, 1)] * batch, batch)], "bytes")
 
 
 # --- The peer's side --------------------------------------------------------------------------------

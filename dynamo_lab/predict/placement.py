@@ -11,14 +11,20 @@ decode replica of one node share its host's TCP path, and those on two nodes the
 Time-sliced workers on a node take its GPUs in turn and share each by processor sharing; whole-GPU
 workers own theirs, so no two share.
 
-Paths per node pair: on one node, each prefill/decode pair its own TCP connection at the TCP
-software path's rate (specs.PathSpec.per_pair, docs/measurements.md); across two nodes every flow
-between them shares the link (rate x efficiency), each flow at most the TCP software path over TCP,
-at the link's rate over RDMA (no host TCP stack: the sizing's path_throughput, one rule for both);
-over RDMA on one node the NIC carries the pair too (path_throughput), shared by the node's flows.
-A measured throughput (sizing.measured) replaces both, as the sizing takes it. Between workers of
-tensorParallel above 1 a transfer is the sizing's rank reads side by side (infra/kv_ranks.py), each
-a flow of its own, and on one node each pair of ranks' agents its own TCP path (the sizing's rule).
+Paths per node pair: on one node over TCP (CPU buffers), the host's own TCP software path,
+never the NIC: every same-node flow of the host, whichever prefill/decode pair it joins, goes
+through it, in the order posted, `parallelism` of them at a time at the software path's rate
+(params.LabParams.host_transfer_parallelism; docs/measurements.md, "Several flows at once": the
+path is CPU-bound, and several flows did not widen it). Across two nodes every flow between them
+shares the link (rate x efficiency), each flow at most the TCP software path over TCP, at the
+link's rate over RDMA (no host TCP stack: the sizing's path_throughput, one rule for both). Over
+RDMA on one node the pair goes through the NIC too (path_throughput): two pods cannot use CUDA IPC
+or NVLink between them (Dynamo 1.x's "Disaggregated Inference Communication Guide": each pod sees
+only its own GPUs, and UCX's cuda_ipc refuses a peer in another PID namespace), so the NIC loops
+the KV back, shared by the node's flows. A measured throughput (sizing.measured) replaces the
+path's per-flow rate, as the sizing takes it. Between workers of tensorParallel above 1 a transfer
+is the sizing's rank reads side by side (infra/kv_ranks.py), each a flow of its own on the path
+(PathSpec.rank_flows).
 """
 
 from __future__ import annotations
@@ -63,8 +69,10 @@ def workers(cfg: StackConfig, sizing: StackSizing, pool_scale: float = 1.0) -> l
     return specs
 
 
-def paths(cfg: StackConfig, sizing: StackSizing, specs: list[WorkerSpec]) -> dict:
-    """The KV paths between the nodes the prefill and decode workers are on (this module's docstring)."""
+def paths(cfg: StackConfig, sizing: StackSizing, specs: list[WorkerSpec],
+          parallelism: float = params.LAB.host_transfer_parallelism) -> dict:
+    """The KV paths between the nodes the prefill and decode workers are on (this module's
+    docstring); `parallelism`: how many flows a host's TCP software path moves at once."""
     nodes_of: dict[str, set] = defaultdict(set)
     for s in specs:
         nodes_of[s.group].add(s.node)
@@ -73,20 +81,21 @@ def paths(cfg: StackConfig, sizing: StackSizing, specs: list[WorkerSpec]) -> dic
     for t in sizing.transfers:
         for pn in sorted(nodes_of[t.from_group]):
             for dn in sorted(nodes_of[t.to_group]):
-                out[(pn, dn)] = replace(_path(cfg, t, pn == dn, t.transport), rank_flows=flows)
+                out[(pn, dn)] = replace(_path(cfg, t, pn == dn, t.transport, parallelism), rank_flows=flows)
     return out
 
 
-def _path(cfg: StackConfig, t, same: bool, transport: str) -> PathSpec:
+def _path(cfg: StackConfig, t, same: bool, transport: str, parallelism: float) -> PathSpec:
     s = cfg.sizing
-    if t.throughput_basis == "measured":
-        return PathSpec(capacity=t.throughput_bytes_per_s, per_flow=t.throughput_bytes_per_s, per_pair=same)
     if transport == "rdma":
-        bps = path_throughput(s, "same-node" if same else "cross-node", t.op, transport="rdma")[0]
+        bps = (t.throughput_bytes_per_s if t.throughput_basis == "measured"
+               else path_throughput(s, "same-node" if same else "cross-node", t.op, transport="rdma")[0])
         return PathSpec(capacity=bps, per_flow=bps)
-    software = tcp_software_path(s, t.op)[0]
+    software = t.throughput_bytes_per_s if t.throughput_basis == "measured" else tcp_software_path(s, t.op)[0]
     if same:
-        return PathSpec(capacity=software, per_flow=software, per_pair=True)
+        return PathSpec(capacity=parallelism * software, per_flow=software, in_order=True)
+    if t.throughput_basis == "measured":
+        return PathSpec(capacity=software, per_flow=software)
     # One flow moves at most the TCP software path (or the link where that is slower); all of a
     # node pair's flows share the link.
     return PathSpec(capacity=link_bytes_per_second(s.link), per_flow=software)

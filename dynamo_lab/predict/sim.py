@@ -30,10 +30,14 @@ What it models, because the lab's table shows it growing with load (docs/predict
 - Prefix caches and routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV
   router's cost (blocks to compute + active blocks), a decode worker by load (fewest active blocks).
 - Transfers as flows on a shared path (events.Sharing): each flow at most the TCP software path's
-  rate, all of a path's flows together at most its capacity (the link across nodes); a transfer
-  between workers of tensorParallel above 1 is its rank-to-rank reads side by side (infra/kv_ranks.py).
-- Jitter where the system has it: each request's frontend time and each step's GPU time vary
-  (params.py), so concurrent clients do not move in lockstep.
+  rate, all of a path's flows together at most its capacity: the link across nodes; on one node
+  the host's TCP software path, which every same-node flow of that host goes through, in the
+  order posted (placement.py); a transfer between workers of tensorParallel above 1 is its
+  rank-to-rank reads side by side (infra/kv_ranks.py).
+- Noise where the system has it: each request's frontend time varies both ways (a lognormal
+  factor); a step's GPU time only grows above its roofline (interference slows a kernel, nothing
+  speeds it past the card), so no step is faster than its bytes at the full DRAM bandwidth or its
+  FLOPs at the peak (params.py). Concurrent clients do not move in lockstep.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from dynamo_lab.predict.costs import Card, Limits, step_seconds
+from dynamo_lab.predict.costs import Card, Limits, host_seconds, step_seconds
 from dynamo_lab.predict.events import EPS, Sharing, Sim
 from dynamo_lab.predict.kvcache import Cache
 from dynamo_lab.predict.specs import Load, PathSpec, Stats, Timing, WorkerSpec
@@ -120,15 +124,8 @@ class Graph:
         self.cpu_buffers = {s.name: s.cpu_buffers for s in specs}
         # The rank-to-rank reads one transfer of a (prefill group, decode group) pair takes side by side.
         self.flows = {(pg, dg): n for p in paths.values() for pg, dg, n in p.rank_flows}
-        # (prefill node, decode node) -> its shared path; or, per pair, (.., prefill, decode) -> its own,
-        # one for each pair of its ranks' agents
-        self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow) for k, p in paths.items() if not p.per_pair}
-        for (pn, dn), p in paths.items():
-            if p.per_pair:
-                for a, b in ((a, b) for a in specs for b in specs if a.role == "prefill" and b.role == "decode"
-                             and (a.node, b.node) == (pn, dn)):
-                    self.paths[(pn, dn, a.name, b.name)] = Sharing(
-                        self.sim, p.capacity * self.flows.get((a.group, b.group), 1), p.per_flow)
+        # (prefill node, decode node) -> the path every flow between them shares
+        self.paths = {k: Sharing(self.sim, p.capacity, p.per_flow, p.in_order) for k, p in paths.items()}
         self.prefix_tokens = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
         self.prefix_blocks = self.prefix_tokens // load.block_tokens
         self.request_blocks = self.blocks(load.input_tokens + load.output_tokens)
@@ -147,8 +144,17 @@ class Graph:
         return math.ceil(tokens / self.load.block_tokens)
 
     def _jitter(self, sigma: float) -> float:
-        """A lognormal factor of median 1 (a cost's run-to-run spread)."""
+        """A lognormal factor of median 1 (a cost's run-to-run spread, either way: a Python service's
+        time has no floor the model knows)."""
         return math.exp(self.rng.gauss(0.0, sigma)) if sigma else 1.0
+
+    def _slowdown(self, scale: float) -> float:
+        """A factor of at least 1 on a step's GPU time, 1 + |N(0, scale)| (a half-normal, mean 0.8 x
+        scale): what interference adds (the card lowering its clocks under its power limit, another
+        context's work and cache traffic on a time-sliced GPU, gaps between kernels). The roofline
+        it multiplies is already at or above the step's floor, so no step moves its bytes faster
+        than the DRAM bandwidth or its FLOPs faster than the peak."""
+        return 1.0 + abs(self.rng.gauss(0.0, scale)) if scale else 1.0
 
     # -- routing ---------------------------------------------------------------------------------
 
@@ -249,7 +255,8 @@ class Graph:
                 i += 1
                 continue
             break
-        copied = 0
+        copied = 0  # tokens whose KV moves between GPU blocks and host buffers in this step
+        admitted = len(scheduled)  # the requests scheduled from here on are new to the running set
         while not preempted and budget > 0 and len(w.running) < w.limits.max_num_seqs and (w.ready or w.waiting):
             queue = w.ready or w.waiting
             req = queue[0]
@@ -274,13 +281,26 @@ class Graph:
             return
         t = self.timing
         if w.role == "prefill" and self.cpu_buffers[w.name]:
-            copied += sum(n for _, _, n in scheduled)  # GPU blocks -> host buffer after the forward (save_kv_to_host)
+            copied += self._saved_to_host(scheduled, admitted)
         # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
-        host = t.host_seconds(len(scheduled), copied * self.load.model.kv_bytes_per_token / w.card.ranks)
-        gpu = step_seconds(w.card, t.efficiency, self.load.model, [(c, n) for _, c, n in scheduled])
-        gpu *= self._jitter(t.gpu_jitter)
+        work = [(c, n) for _, c, n in scheduled]
+        sampled = sum(1 for req, c, n in scheduled if c + n >= req.known)  # the step computes its last known token
+        host = host_seconds(t.host, self.load.model, w.limits, work, sampled,
+                            copied * self.load.model.kv_bytes_per_token / w.card.ranks)
+        gpu = step_seconds(w.card, t.efficiency, self.load.model, work) * self._slowdown(t.step_noise)
         w.busy = True
         self.sim.at(self.sim.now + host, w.gpu.submit, gpu, lambda: self._stepped(w, scheduled))
+
+    def _saved_to_host(self, scheduled: list[tuple[Request, int, int]], admitted: int) -> int:
+        """Tokens a prefill worker copies from its GPU blocks to its host buffer after a step's forward
+        (NixlConnector's save_kv_to_host, synchronous): the block ids the step's scheduler output
+        gives each request (vLLM 0.31.0, nixl/base_scheduler.py `_build_save_meta` over
+        kv_connector/utils.py `yield_req_data`): for a request new to the running set (from
+        `admitted` on) every block it holds, its cached prefix's too, so a prefix-cache hit still
+        copies the whole prompt; for a later chunk the blocks it newly took."""
+        bt = self.load.block_tokens
+        return sum(self.blocks(c + n) * bt if k >= admitted else (self.blocks(c + n) - self.blocks(c)) * bt
+                   for k, (_, c, n) in enumerate(scheduled))
 
     def _stepped(self, w: Worker, scheduled: list[tuple[Request, int, int]]) -> None:
         now = self.sim.now
@@ -344,8 +364,7 @@ class Graph:
         self.stats.transfers += 1
         self.stats.warm_transfers += req.shares_prefix
         prefill = req.source[0]
-        path = self.paths.get((prefill.node, decode.node)) or self.paths[(prefill.node, decode.node, prefill.name,
-                                                                          decode.name)]
+        path = self.paths[(prefill.node, decode.node)]
         pair = (prefill.name, decode.name)
         delay = 0.0 if pair in self.shaken else self.timing.handshake_s  # the agents' first metadata exchange
         self.shaken.add(pair)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from dynamo_lab.predict.costs import Card, Efficiency, Limits, ModelCost
+from dynamo_lab.predict.costs import Card, Efficiency, HostCost, Limits, ModelCost
 from infra import prefix_cache
 
 
@@ -15,22 +15,14 @@ class Timing:
     """The engine and system constants of one lab (params.py has the values and their sources)."""
 
     frontend_s: float
-    step_cpu_s: float
-    step_cpu_per_request_s: float
+    host: HostCost
     efficiency: Efficiency
     handoff_s: float
     handshake_s: float
-    host_copy_bytes_per_s: float
     frontend_jitter: float
-    gpu_jitter: float
+    step_noise: float  # the scale of what interference adds to a step's GPU time (sim.Graph._slowdown)
     overlap_weight: float = 1.0  # the KV router's kv_overlap_score_weight
 
-    def host_seconds(self, requests: int, copied_bytes: float = 0.0) -> float:
-        """The host side of one engine step (the worker's CPU, not shared): scheduling, input
-        preparation and launches, each of its `requests` scheduled requests' output handling, and
-        `copied_bytes` of KV between GPU blocks and host buffers. The simulation (sim.py) and the
-        comparison with the peer (peer.py) both charge a step through here."""
-        return self.step_cpu_s + self.step_cpu_per_request_s * requests + copied_bytes / self.host_copy_bytes_per_s
 
 
 @dataclass(frozen=True)
@@ -50,11 +42,11 @@ class WorkerSpec:
 class PathSpec:
     capacity: float  # bytes/s all of its flows share
     per_flow: float  # bytes/s one flow moves at most
-    # One such path per (prefill worker, decode worker) pair, not one for all: on one node each
-    # pair's NIXL agents move their flows through their own TCP connection and processes, which a
-    # many-core host runs side by side; one pair's flows share its rate (the probe's --flows:
-    # docs/measurements.md, "Several flows at once"). Across nodes every pair shares the link.
-    per_pair: bool = False
+    # Its flows served in the order they were posted, each at `per_flow` while capacity is left
+    # (events.Sharing's in_order): one host's TCP software path, CPU-bound, which several flows do
+    # not widen and which finishes them in order (docs/measurements.md, "Several flows at once").
+    # Else shared evenly (a link).
+    in_order: bool = False
     # (prefill group, decode group, reads): how many rank-to-rank reads one transfer of each group
     # pair on this path takes side by side (the sizing's rank_reads); a pair not named takes one.
     rank_flows: tuple[tuple[str, str, int], ...] = ()

@@ -103,7 +103,8 @@ def error_table(errs: list[Error], calibration_concurrency: int) -> str:
         chosen = [e for e in errs if (e.concurrency == calibration_concurrency) == (role == "fit")]
         if not chosen:
             continue
-        lines.append(f"{role} cells: " + _within_goal(chosen))
+        within = sum(abs(e.relative) <= GOALS[e.metric] for e in chosen)
+        lines.append(f"{role} cells: {within}/{len(chosen)} within goal; " + _within_goal(chosen))
     return "\n".join(lines)
 
 
@@ -184,4 +185,5 @@ def cross_validation(folds, start: LabParams) -> str:
 
 def calibration(fit: LabParams, loss: float) -> str:
     """`predict --calibrate`: the refitted constants, to paste."""
-    return f"# loss {loss:.4f}; paste into dynamo_lab/predict/params.py\n{fit!r}"
+    return (f"# loss {loss:.4f}; paste into dynamo_lab/predict/params.py, and prefill_efficiency into "
+            f"infra/catalogue.py (LAB_PREFILL_EFFICIENCY: the lab's classes' effectiveTflops)\n{fit!r}")

@@ -8,7 +8,9 @@ from typing import Optional
 from dynamo_lab import published, stack_files
 from dynamo_lab.predict import cells
 from dynamo_lab.predict.params import LAB, LabParams
-from infra.config.schema import StackConfig
+from infra import units
+from infra.catalogue import DEFAULT_GPU_CLASSES, lab_effective_tflops
+from infra.config.schema import GpuClass, StackConfig
 from infra.errors import UserError
 from infra.sizing import StackSizing
 
@@ -32,6 +34,23 @@ class Validation:
                                                                  "concurrency_1": self.after_c1}}
 
 
+def lab_cards(cfg: StackConfig, prefill_efficiency: float) -> StackConfig:
+    """`cfg` with each of its GPU classes that is a lab class (infra/catalogue.py DEFAULT_GPU_CLASSES,
+    by its card's figures) at `prefill_efficiency` of its peak: how the fit varies the lab's one
+    prefill efficiency. The same config where the efficiency is the catalogue's."""
+    classes = {name: cls.model_copy(update={"effective_tflops": lab_effective_tflops(cls.peak_tflops,
+                                                                                      prefill_efficiency)})
+               if _is_lab_card(cls) else cls for name, cls in cfg.gpu_classes.items()}
+    if all(classes[n].effective_tflops == c.effective_tflops for n, c in cfg.gpu_classes.items()):
+        return cfg
+    return cfg.model_copy(update={"gpu_classes": classes})
+
+
+def _is_lab_card(cls: GpuClass) -> bool:
+    return any(cls.peak_tflops == d["peakTflops"] and cls.memory == units.parse_memory(d["memory"])
+               for d in DEFAULT_GPU_CLASSES.values())
+
+
 def lab_stacks() -> dict[str, tuple[StackConfig, StackSizing]]:
     """The stacks the write-up published, as this project ships them: name -> (config, sizing)."""
     return {name: (s.config, s.sizing) for name in sorted(published.TABLE) for s in [stack_files.load(name)]}
@@ -40,8 +59,9 @@ def lab_stacks() -> dict[str, tuple[StackConfig, StackSizing]]:
 def validate(stacks: dict[str, tuple[StackConfig, StackSizing]], lab: LabParams = LAB) -> Validation:
     """`stacks`: name -> (config, sizing) for kv-routing, same-server and cross-server."""
     errs = [e for name in TABLE_STACKS
-            for e in cells.errors(name, cells.predict(*stacks[name], lab, lab.pool_scale.get(name, 1.0)))]
-    cross = stacks["cross-server"]
+            for e in cells.errors(name, cells.predict(lab_cards(stacks[name][0], lab.prefill_efficiency),
+                                                      stacks[name][1], lab, lab.pool_scale.get(name, 1.0)))]
+    cross = (lab_cards(stacks["cross-server"][0], lab.prefill_efficiency), stacks["cross-server"][1])
     first = [cells.first_requests(*cross, prefix_types=2, concurrency=c, count=n, lab=lab, after_earlier=after)
              for after in (False, True) for c, n in ((4, 2), (1, 4))]
     return Validation(errs, *first)

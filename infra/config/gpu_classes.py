@@ -79,8 +79,12 @@ class GpuClass(Section):
                                                       "default_text": "unset: no RDMA on these nodes"})
     memory_reserve: float = Field(0.10, ge=0.0, lt=1.0, description="the fraction of GPU memory no worker may plan "
                                   "to use (driver, display, fragmentation)")
+    # The one prefill efficiency: the sizing's prefill estimate and the predictor's prefill steps both run
+    # at this rate (infra/sizing/formulas.py, prefill_flops_per_second), never at a fraction of their own.
     effective_tflops: float = Field(gt=0, description="ESTIMATE: sustained prefill TFLOP/s of one GPU (a worker's "
-                                    "ranks have it each); only the prefill-time estimate uses it")
+                                    "ranks have it each), at most `peakTflops`; the sizing's prefill estimate and "
+                                    "the predictor's prefill steps both run at it. Prefill reaches about 40-65% "
+                                    "of the dense peak (docs/predictor.md, \"The one prefill efficiency\")")
     # The predictor's GPU costs (docs/predictor.md): a decode step reads the weights and every running
     # request's KV from DRAM; a prefill is matrix math at a fraction of the peak. The defaults' values
     # are the lab's cards (infra/catalogue.py, LAB_CARDS).
@@ -90,6 +94,15 @@ class GpuClass(Section):
     peak_tflops: Optional[float] = Field(None, gt=0, description="the card's dense BF16 tensor TFLOP/s (its "
                                          "datasheet, without sparsity); only `predict` and `advise` use it, and "
                                          "need it")
+
+    @model_validator(mode="after")
+    def _effective_within_peak(self) -> "GpuClass":
+        if self.peak_tflops is not None and self.effective_tflops > self.peak_tflops:
+            raise ValueError(f"effectiveTflops {self.effective_tflops:g} is above peakTflops {self.peak_tflops:g}: "
+                             "no kernel runs above the card's dense peak, and prefill sustains about 40-65% of it. "
+                             f"Write effectiveTflops at most {self.peak_tflops:g}, e.g. "
+                             f"{round(self.peak_tflops * 0.55):g} (55% of the peak), or correct peakTflops")
+        return self
 
     @model_validator(mode="after")
     def _slices_only_when_sliced(self) -> "GpuClass":

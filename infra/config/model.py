@@ -29,15 +29,22 @@ class Model(Section):
     head_dim: Optional[int] = Field(None, gt=0, description="its head dimension (config.json `head_dim`, not "
                                     "`hidden_size` / `num_attention_heads`)",
                                     json_schema_extra={"default_text": "(required)"})
-    hidden_size: Optional[int] = Field(None, gt=0, description="its hidden size (config.json `hidden_size`); only "
-                                       "the local twin's model files use it", json_schema_extra={
-                                           "default_text": "`attentionHeads` x `headDim`"})
+    hidden_size: Optional[int] = Field(None, gt=0, description="its hidden size (config.json `hidden_size`): with "
+                                       "`vocabSize`, the LM head's size; the local twin's model files carry it",
+                                       json_schema_extra={"default_text": "`attentionHeads` x `headDim`"})
     attention_heads: Optional[int] = Field(None, gt=0, description="its attention heads (config.json "
                                            "`num_attention_heads`): `tensorParallel` above 1 must divide it, the "
                                            "predictor's attention cost reads it, the local twin's model files "
                                            "carry it", json_schema_extra={
                                                "default_text": "unset (required by `tensorParallel` above 1 and by "
                                                                "`predict` and `advise`; the twin takes `kvHeads`)"})
+    vocab_size: Optional[int] = Field(None, gt=0, description="its vocabulary (config.json `vocab_size`): the "
+                                      "embedding is looked up, not multiplied, and the LM head multiplies only "
+                                      "each sequence's last token, so the prefill's FLOPs count neither per token",
+                                      json_schema_extra={"default_text": "unset: every parameter counted per token "
+                                                                         "(an overestimate of the math)"})
+    tied_embeddings: bool = Field(False, description="whether the LM head is the embedding matrix (config.json "
+                                  "`tie_word_embeddings`), so `parameters` holds it once")
     dtype: Literal["bfloat16", "float16", "float32", "fp8"] = Field(
         "bfloat16", description="the weights' and the KV cache's data type (the sizing's bytes per value)")
     parameters: Optional[int] = Field(None, gt=0, description="its parameter count",
@@ -94,9 +101,36 @@ class Model(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _head_within_parameters(self) -> "Model":
+        if self.head_parameters and self.token_parameters <= 0:
+            matrices = "its embedding" if self.tied_embeddings else "its embedding and LM head"
+            raise ValueError(
+                f"model {self.name!r}: {matrices} ({self.vocab_size:,} x {self.hidden_size:,} each) hold as many "
+                f"parameters as the whole model ({self.parameters:,}), so no layer would be left. Check vocabSize, "
+                "hiddenSize and parameters against its config.json, and tiedEmbeddings (tie_word_embeddings)")
+        return self
+
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def token_parameters(self) -> int:
+        """The parameters each token's forward multiplies through: all but the embedding (looked up)
+        and the LM head (multiplied for each sequence's last token only, `head_parameters`); all of
+        them where the vocabulary is not known."""
+        if self.vocab_size is None or self.hidden_size is None:
+            return self.parameters
+        return self.parameters - self.head_parameters * (1 if self.tied_embeddings else 2)
+
+    @property
+    def head_parameters(self) -> int:
+        """The LM head's parameters (vocabulary x hidden), multiplied once per sequence per step for
+        its logits; 0 where the vocabulary is not known (token_parameters then counts it per token)."""
+        if self.vocab_size is None or self.hidden_size is None:
+            return 0
+        return self.vocab_size * self.hidden_size
 
     @property
     def stored_parameters(self) -> int:

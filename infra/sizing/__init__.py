@@ -36,6 +36,7 @@ from infra.sizing.formulas import (
     link_basis,
     link_bytes_per_second,
     path_throughput,
+    prefill_flops_per_second,
     prefill_seconds_estimate,
     transfer_seconds,
 )
@@ -56,7 +57,7 @@ __all__ = [
     "TransferSizing",
     "blocks_for_sequence", "gpu_budget", "host_memory_floor", "kv_block_bytes", "kv_layout",
     "largest_pool_for_limit", "link_basis", "link_bytes_per_second", "model_cache", "path_throughput",
-    "prefill_seconds_estimate", "size", "transfer_seconds",
+    "prefill_flops_per_second", "prefill_seconds_estimate", "size", "transfer_seconds",
 ]
 
 
@@ -123,8 +124,8 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
     for d in (g for g in active if g.role == "decode"):
         hit = _decode_hit_probability(cfg, pools[d.name], per_token)
         # Its ranks share the prefill's matrix math: tensorParallel GPUs at the class's rate.
-        saved = prefill_seconds_estimate(cfg.model.parameters, w.input_tokens,
-                                         r.ranks(d).together(cfg.gpu_classes[d.gpu_class].effective_tflops))
+        saved = prefill_seconds_estimate(cfg.model, w.input_tokens,
+                                         r.ranks(d).together(prefill_flops_per_second(cfg.gpu_classes[d.gpu_class])))
         decodes.append((d, hit, hit * warm + (1 - hit) * cold, saved))
     out = []
     for p in (g for g in active if g.role == "prefill"):

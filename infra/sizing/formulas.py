@@ -105,9 +105,19 @@ def kv_layout(m: Model, prompt_tokens: int) -> KvLayout:
                     descriptors_per_request=prefix_cache.blocks(prompt_tokens) * m.layers)
 
 
-def prefill_seconds_estimate(parameters: int, tokens: int, tflops: float) -> float:
-    """ESTIMATE: forward-pass FLOPs ~= 2 x parameters x tokens, at the class's effective TFLOP/s."""
-    return 2 * parameters * tokens / (tflops * 1e12)
+def prefill_flops_per_second(cls: GpuClass) -> float:
+    """FLOP/s a prefill sustains on one GPU (one rank) of this class: the class's `effectiveTflops`
+    (a worker of several ranks: Ranks.together). The one prefill efficiency (effectiveTflops / peakTflops, at most
+    1): the sizing's prefill estimate and the predictor's prefill steps (dynamo_lab/predict/costs.py)
+    both read it here, so neither runs prefill at a fraction of its own."""
+    return cls.effective_tflops * 1e12
+
+
+def prefill_seconds_estimate(m: Model, tokens: int, flops_per_second: float) -> float:
+    """ESTIMATE: forward-pass FLOPs ~= 2 x the parameters each token multiplies through x tokens, plus
+    the LM head once for the last token (Model.token_parameters, head_parameters; attention left
+    out), at the class's sustained prefill rate (prefill_flops_per_second)."""
+    return 2 * (m.token_parameters * tokens + m.head_parameters) / flops_per_second
 
 
 def blocks_for_sequence(tokens: int) -> int:

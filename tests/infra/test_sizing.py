@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra import units
-from infra.catalogue import SAME_NODE_BYTES_PER_SECOND
+from infra.catalogue import DEFAULT_GPU_CLASSES, SAME_NODE_BYTES_PER_SECOND
 from infra.errors import ConfigError
 from infra.resolved import kv_bytes_per_token
 from infra.sizing import ThroughputBasis, host_memory_floor, largest_pool_for_limit
@@ -98,9 +98,14 @@ def test_measured_throughput_replaces_the_default():
     assert t.throughput_basis is ThroughputBasis.MEASURED
 
 
-def test_prefill_estimate_is_two_flops_per_parameter_per_token():
+def test_prefill_estimate_is_two_flops_per_parameter_a_token_multiplies_through_at_the_classs_rate():
+    # Qwen3-0.6B's tied 151,936 x 1,024 embedding is looked up per token, and multiplied as the LM head
+    # for the last token only; the rest, 2 FLOPs per parameter per token, at the decode class's
+    # effectiveTflops (the same rate the predictor's prefill steps run at).
     (t,) = _report("cross-server").transfers
-    assert t.prefill_seconds_estimate == pytest.approx(2 * 596_049_920 * 2371 / 40e12)
+    head = 151_936 * 1024
+    rate = DEFAULT_GPU_CLASSES["gpu-24gb"]["effectiveTflops"] * 1e12
+    assert t.prefill_seconds_estimate == pytest.approx(2 * ((596_049_920 - head) * 2371 + head) / rate)
 
 
 def test_the_labs_oom_limit_on_the_cross_server_prefill_is_rejected_with_floor_and_both_fixes():

@@ -67,3 +67,23 @@ def test_cpu_is_written_in_kubernetes_canonical_form():
 ])
 def test_a_zero_capacity_is_refused_not_divided_by(edit, key):
     assert f"{F}: {key}: " in refused_text(edit)
+
+
+def test_a_class_sustaining_more_than_its_dense_peak_is_refused_with_the_numbers():
+    # effectiveTflops is the prefill rate the sizing and the predictor both run at: above the peak
+    # no kernel runs.
+    big = {"memory": "24564Mi", "effectiveTflops": 200, "peakTflops": 71, "memoryBandwidth": "936G",
+           "nodeSelector": [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["20000"]}]}
+    small = {"memory": "8188Mi", "effectiveTflops": 15, "peakTflops": 33, "memoryBandwidth": "448G",
+             "nodeSelector": [{"key": "nvidia.com/gpu.memory", "operator": "Lt", "values": ["12000"]}]}
+    msg = refused_text(lambda c: c.update(gpuClasses={"gpu-24gb": big, "gpu-8gb": small}))
+    assert f"{F}: gpuClasses.gpu-24gb: effectiveTflops 200 is above peakTflops 71: no kernel runs above the " \
+           "card's dense peak, and prefill sustains about 40-65% of it. Write effectiveTflops at most 71, e.g. 39 " \
+           "(55% of the peak), or correct peakTflops" in msg
+
+
+def test_a_vocabulary_as_large_as_the_model_is_refused():
+    msg = refused_text(lambda c: c.update(model={"name": "mine/tiny", "layers": 2, "kvHeads": 1, "headDim": 64,
+                                                 "hiddenSize": 64, "parameters": 100_000, "vocabSize": 1000}))
+    assert "model 'mine/tiny': its embedding and LM head (1,000 x 64 each) hold as many parameters as the whole " \
+           "model (100,000), so no layer would be left" in msg

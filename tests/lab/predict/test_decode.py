@@ -12,20 +12,23 @@ import pytest
 from dynamo_lab import stack_files
 from dynamo_lab.advise import crossover
 from dynamo_lab.predict import cells
-from dynamo_lab.predict.costs import Card, Efficiency, Limits, ModelCost
+from dynamo_lab.predict.costs import Card, Efficiency, HostCost, Limits, ModelCost
 from dynamo_lab.predict.objectives import Objective
 from dynamo_lab.predict.sim import Graph, Load, Timing, WorkerSpec
 from infra.plan import load_stack
 
 KV = 114_688  # Qwen3-0.6B's KV bytes per token
 MODEL = ModelCost(weight_bytes=1.19e9, flops_per_token=1.2e9, attention_flops_per_pair=229_376, kv_bytes_per_token=KV)
-CARD = Card(bandwidth=936e9, peak_flops=71e12)  # the lab's 24GB card's datasheet figures
+# The lab's 24GB card's datasheet figures, its prefill sustaining half the peak.
+CARD = Card(bandwidth=936e9, peak_flops=71e12, sustained_flops=35.5e12)
 LIMITS = Limits(max_num_batched_tokens=2048, max_num_seqs=256)  # vLLM's defaults for it
 
 
 def _timing() -> Timing:
-    return Timing(frontend_s=0.0, step_cpu_s=0.0, step_cpu_per_request_s=0.0, efficiency=Efficiency(0.5, 0.8),
-                  handoff_s=0.0, handshake_s=0.0, host_copy_bytes_per_s=1e18, frontend_jitter=0.0, gpu_jitter=0.0)
+    host = HostCost(schedule_s=0.0, schedule_per_request_s=0.0, output_per_request_s=0.0, launch_per_layer_s=0.0,
+                    piecewise_per_layer_s=0.0, graph_replay_s=0.0, host_copy_bytes_per_s=1e18)
+    return Timing(frontend_s=0.0, host=host, efficiency=Efficiency(0.8), handoff_s=0.0, handshake_s=0.0,
+                  frontend_jitter=0.0, step_noise=0.0)
 
 
 def _aggregated(prompt: int, output: int = 32) -> list:

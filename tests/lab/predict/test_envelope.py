@@ -97,12 +97,13 @@ def test_a_gpu_class_not_the_labs_is_named_by_what_differs_and_a_renamed_lab_cla
     def classes(c, big, small):
         c["gpuClasses"] = {"gpu-24gb": big, "gpu-8gb": small}
 
-    a100 = {**DEFAULT_GPU_CLASSES["gpu-24gb"], "memory": "80Gi", "effectiveTflops": 200}
+    a100 = {**DEFAULT_GPU_CLASSES["gpu-24gb"], "memory": "80Gi", "effectiveTflops": 200, "peakTflops": 312}
     faster = {**DEFAULT_GPU_CLASSES["gpu-8gb"], "effectiveTflops": 30}
     cfg = loaded("kv-routing", lambda c: classes(c, a100, faster)).resolved
     assert env.envelope(cfg, 2, 4).outside == (
         "GPU class gpu-24gb: 80GB (validated: the lab's 24GB and 8GB classes)",
-        "GPU class gpu-8gb: effectiveTflops 30 (validated: the lab's 8GB class: 15)")
+        f"GPU class gpu-8gb: effectiveTflops 30 (validated: the lab's 8GB class: "
+        f"{DEFAULT_GPU_CLASSES['gpu-8gb']['effectiveTflops']:g})")
 
     def renamed(c):
         c["gpuClasses"] = {"big": DEFAULT_GPU_CLASSES["gpu-24gb"]}

@@ -10,7 +10,7 @@ from importlib import metadata
 
 import pytest
 
-from dynamo_lab.predict import envelope, peer
+from dynamo_lab.predict import costs, envelope, peer
 from infra.config.schema import Model
 from tests.helpers import ROOT, unavailable
 
@@ -106,10 +106,11 @@ def _worker(model: str = "Qwen/Qwen3-32B", tp: int = 4) -> peer.Worker:
 
 def test_the_predictors_side_reproduces_its_own_efficiencies():
     # Share of peak is the step's work over its GPU time less all-reduce: a compute-bound prefill
-    # comes out at the predictor's math efficiency, a decode step of one request at its memory's.
+    # comes out at the card's sustained share of its peak (the one prefill efficiency), a decode
+    # step of one request at the memory efficiency.
     w = _worker()
     prefill = peer.predictor_prefill(w, 8192)
-    assert prefill.share == pytest.approx(w.timing.efficiency.math)
+    assert prefill.share == pytest.approx(w.card.sustained_flops / w.card.peak_flops)
     assert peer.predictor_decode(w, 1, 4096).share == pytest.approx(w.timing.efficiency.memory)
     # Four ranks: two all-reduces a layer of the prompt's activations; one rank has none.
     assert prefill.allreduce > 0 and peer.predictor_prefill(_worker(tp=1), 8192).allreduce == 0
@@ -120,7 +121,13 @@ def test_a_prompt_longer_than_the_step_budget_is_prefilled_in_chunks_each_with_i
     budget = w.limits.max_num_batched_tokens
     assert budget == 8192  # an 80GB card's vLLM default
     one, three = peer.predictor_prefill(w, budget), peer.predictor_prefill(w, 2 * budget + 1)
-    assert three.host == pytest.approx(3 * w.timing.host_seconds(1)) and one.host == w.timing.host_seconds(1)
+    # Each chunk pays its step's host cost; only the last samples a token, so only it pays the output's.
+    assert one.host == costs.host_seconds(w.timing.host, w.model, w.limits, [(0, budget)], 1)
+    def host(scheduled, sampled):
+        return costs.host_seconds(w.timing.host, w.model, w.limits, scheduled, sampled)
+    chunks = host([(0, budget)], 0) + host([(budget, budget)], 0) + host([(2 * budget, 1)], 1)
+    assert three.host == pytest.approx(chunks)
+    assert three.host > 2 * one.host - w.timing.host.output_per_request_s
     # 8,192 + 8,192 + 1 tokens: the second chunk attends to the first as well as to itself.
     assert three.seconds - three.host > 2 * (one.seconds - one.host)
 

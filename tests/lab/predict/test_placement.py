@@ -38,11 +38,27 @@ def test_spread_even_puts_each_groups_replicas_on_both_nodes_and_whole_gpus_are_
         ("prefill-0", "gpu-80gb node 1 of 2"), ("prefill-1", "gpu-80gb node 2 of 2"),
         ("decode-0", "gpu-80gb node 1 of 2"), ("decode-1", "gpu-80gb node 2 of 2")]
     assert len({w.gpu for w in specs}) == 4  # whole GPUs: each worker its own
-    paths = placement.paths(s.config, s.sizing, specs)
-    # Per node pair: on one node each pair its own TCP connection; across, the link shared.
-    assert paths[("gpu-80gb node 1 of 2", "gpu-80gb node 1 of 2")].per_pair
+    paths = placement.paths(s.config, s.sizing, specs, parallelism=2.0)
+    # Per node pair: on one node the host's TCP path, `parallelism` flows at its rate at a time, in
+    # order; across, the link shared evenly.
+    same = paths[("gpu-80gb node 1 of 2", "gpu-80gb node 1 of 2")]
+    assert same.in_order and same.capacity == 2 * same.per_flow
     across = paths[("gpu-80gb node 1 of 2", "gpu-80gb node 2 of 2")]
-    assert not across.per_pair and across.capacity == link_bytes_per_second(s.config.sizing.link)
+    assert not across.in_order and across.capacity == link_bytes_per_second(s.config.sizing.link)
+
+
+def test_a_same_node_transfer_never_crosses_the_nic_and_is_cheaper_than_one_that_does():
+    # CPU buffers over TCP on one node: the host's loopback (its TCP software path), not the 1GbE
+    # NIC; across the two nodes the same pull crosses the link.
+    s = stack(pd(replicas=2), link="1gbit")
+    specs = placement.workers(s.config, s.sizing)
+    paths = placement.paths(s.config, s.sizing, specs)
+    one, two = "gpu-80gb node 1 of 2", "gpu-80gb node 2 of 2"
+    same, across = paths[(one, one)], paths[(one, two)]
+    nic = link_bytes_per_second(s.config.sizing.link)
+    assert across.capacity == nic and same.per_flow > 5 * nic
+    cold = 2371 * s.sizing.kv_bytes_per_token
+    assert cold / same.per_flow < cold / min(across.per_flow, across.capacity) / 5
 
 
 def test_rdma_moves_a_flow_at_the_link_not_the_tcp_software_path():
@@ -56,9 +72,9 @@ def test_rdma_moves_a_flow_at_the_link_not_the_tcp_software_path():
 def test_tensor_parallel_splits_the_step_over_the_ranks_and_adds_two_all_reduces_per_layer():
     s = stack(pd(tp=2))
     m = costs.model_cost(s.config.model, s.sizing.kv_bytes_per_token)
-    one = costs.Card(3350e9, 989e12)
+    one = costs.Card(3350e9, 989e12, 400e12)
     two = costs.tensor_parallel(one, 2, params.ALLREDUCE_BYTES_PER_S, params.ALLREDUCE_LATENCY_S)
-    eff = costs.Efficiency(1.0, 1.0)
+    eff = costs.Efficiency(1.0)
     decode = [(2400, 1)] * 4
     split = costs.step_seconds(one, eff, m, decode) / 2
     latency = 2 * s.config.model.layers * params.ALLREDUCE_LATENCY_S

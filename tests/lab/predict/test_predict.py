@@ -9,6 +9,7 @@ import json
 import pytest
 
 from dynamo_lab.predict import cells, text, validate
+from dynamo_lab.predict.calibrate import CALIBRATION_CONCURRENCY
 from dynamo_lab.predict.params import LAB
 from tests.helpers import ROOT, run_cli, sized
 
@@ -28,7 +29,8 @@ def test_json_has_a_row_for_every_cell_of_the_matrix_and_the_inputs_it_used():
         assert {"ttft_p50_ms", "ttft_p99_ms", "requests_per_s"} <= set(r)
         assert 0 < r["ttft_p50_ms"] <= r["ttft_p99_ms"] and r["requests_per_s"] > 0
     inputs = data["inputs"]
-    assert set(inputs["lab"]) >= {"prefill_efficiency", "decode_efficiency", "handoff_s", "host_copy_bytes_per_s"}
+    assert set(inputs["lab"]) >= {"bandwidth_efficiency", "schedule_s", "output_per_request_s", "launch_per_layer_s",
+                                  "handoff_s", "host_copy_bytes_per_s", "host_transfer_parallelism"}
     assert {w["card"]["bandwidth"] for w in inputs["workers"]} == {936e9}  # the lab's RTX 3090
     for r in data["rows"]:  # what vLLM admitted never exceeds a worker's pool
         assert all(0 < w["kv_blocks_peak"] <= w["cache_blocks"] and w["preemptions"] >= 0 for w in r["workers"])
@@ -54,12 +56,38 @@ def test_cross_server_never_beats_its_shared_link():
         assert r["requests_per_s"] <= link / (371 * 114_688) * 1.01, r
 
 
+@functools.lru_cache(maxsize=None)
+def _validation() -> validate.Validation:
+    return validate.validate({name: sized(name) for name in ("cross-server", "kv-routing", "same-server")})
+
+
 @pytest.mark.slow
 def test_the_predictor_page_shows_the_current_validation():
-    stacks = {name: sized(name) for name in ("cross-server", "kv-routing", "same-server")}
-    table = text.validation(validate.validate(stacks), LAB.pool_scale)
+    table = text.validation(_validation(), LAB.pool_scale)
     assert table in (ROOT / "docs" / "predictor.md").read_text(), (
         "docs/predictor.md's validation table is stale: paste predict --validate")
+
+
+def _held_out() -> tuple[list, list]:
+    """The concurrency-8 figures (never fitted on: calibrate.py) and those within the goal."""
+    held = [e for e in _validation().errors if e.concurrency != CALIBRATION_CONCURRENCY]
+    return held, [e for e in held if abs(e.relative) <= text.GOALS[e.metric]]
+
+
+@pytest.mark.slow  # the whole validation: about 15 s
+def test_validate_reports_how_many_held_out_figures_meet_the_goal():
+    held, within = _held_out()
+    assert len(held) == 24  # TTFT p50, p99 and requests/s of 4 prefix types, both stacks
+    assert f"hold-out cells: {len(within)}/24 within goal" in text.validation(_validation(), LAB.pool_scale)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="17/24 within the goal on 2026-12-06 (docs/predictor.md, Protocol): the "
+                                       "aim is not met; strict, so reaching it fails here until this mark goes")
+def test_the_hold_out_meets_the_goal_in_at_least_20_of_its_24_figures():
+    held, within = _held_out()
+    missed = [f"{e.stack} {e.prefix_types} {e.metric} {e.relative:+.0%}" for e in held if e not in within]
+    assert len(within) >= 20, missed
 
 
 def test_both_outputs_say_why_they_differ_for_the_same_cell(monkeypatch):

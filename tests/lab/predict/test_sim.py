@@ -7,7 +7,17 @@ import dataclasses
 
 import pytest
 
-from dynamo_lab.predict.costs import Card, Efficiency, Limits, ModelCost, tensor_parallel
+from dynamo_lab.predict import sim as sim_module
+from dynamo_lab.predict.costs import (
+    Card,
+    Efficiency,
+    HostCost,
+    Limits,
+    ModelCost,
+    step_floor_seconds,
+    step_work,
+    tensor_parallel,
+)
 from dynamo_lab.predict.events import Sharing, Sim
 from dynamo_lab.predict.kvcache import Cache
 from dynamo_lab.predict.sim import Graph, Load, PathSpec, Stalled, Timing, WorkerSpec
@@ -15,15 +25,18 @@ from infra import prefix_cache
 
 KV = 114_688  # Qwen3-0.6B's KV bytes per token
 # A card so fast and a host so quick that only what a test looks at takes time.
-FAST = Card(bandwidth=1e18, peak_flops=1e24)
+FAST = Card(bandwidth=1e18, peak_flops=1e24, sustained_flops=1e24)
 MODEL = ModelCost(weight_bytes=1.19e9, flops_per_token=1.2e9, attention_flops_per_pair=229_376, kv_bytes_per_token=KV)
 WIDE = Limits(max_num_batched_tokens=8192, max_num_seqs=256)
 BLOCKS = prefix_cache.blocks(2371 + 64)  # one request's blocks: 153
 
 
-def timing(**kw) -> Timing:
-    t = dict(frontend_s=0.0, step_cpu_s=0.0, step_cpu_per_request_s=0.0, efficiency=Efficiency(1.0, 1.0),
-             handoff_s=0.0, handshake_s=0.0, host_copy_bytes_per_s=1e18, frontend_jitter=0.0, gpu_jitter=0.0)
+def timing(schedule_s: float = 0.0, **kw) -> Timing:
+    """No cost but those given: `schedule_s` a fixed host cost per step."""
+    host = HostCost(schedule_s=schedule_s, schedule_per_request_s=0.0, output_per_request_s=0.0,
+                    launch_per_layer_s=0.0, piecewise_per_layer_s=0.0, graph_replay_s=0.0, host_copy_bytes_per_s=1e18)
+    t = dict(frontend_s=0.0, host=host, efficiency=Efficiency(1.0), handoff_s=0.0, handshake_s=0.0,
+             frontend_jitter=0.0, step_noise=0.0)
     t.update(kw)
     return Timing(**t)
 
@@ -114,14 +127,14 @@ def _ranked(spec_: WorkerSpec, ranks: int) -> WorkerSpec:
     return dataclasses.replace(spec_, card=tensor_parallel(spec_.card, ranks, 1e18, 0.0), group=spec_.name)
 
 
-@pytest.mark.parametrize("per_pair", [False, True])
-def test_a_transfer_between_ranks_moves_as_its_reads_side_by_side(per_pair):
-    # A TP1 prefill worker into a TP4 decode worker: 4 reads of a quarter each,
-    # each at most the software path (0.94 GB/s); across a 100 Gbit/s link (11.5 GB/s) together 4x one
-    # read's rate; on one node (per pair) each pair of ranks' agents its own path, the same.
-    specs = [_ranked(spec("p", "prefill", "a"), 1), _ranked(spec("d", "decode", "a" if per_pair else "b"), 4)]
-    nodes = ("a", "a") if per_pair else ("a", "b")
-    one = {nodes: PathSpec(capacity=0.94e9 if per_pair else 11.5e9, per_flow=0.94e9, per_pair=per_pair)}
+@pytest.mark.parametrize("same_host", [False, True])
+def test_a_transfer_between_ranks_moves_as_its_reads_side_by_side(same_host):
+    # A TP1 prefill worker into a TP4 decode worker: 4 reads of a quarter each, each at most the
+    # software path (0.94 GB/s); across a 100 Gbit/s link (11.5 GB/s) together 4x one read's rate; on
+    # one node, through a host path of room for 4 flows at once (served in order), the same.
+    specs = [_ranked(spec("p", "prefill", "a"), 1), _ranked(spec("d", "decode", "a" if same_host else "b"), 4)]
+    nodes = ("a", "a") if same_host else ("a", "b")
+    one = {nodes: PathSpec(capacity=4 * 0.94e9 if same_host else 11.5e9, per_flow=0.94e9, in_order=same_host)}
     four = {nodes: dataclasses.replace(one[nodes], rank_flows=(("p", "d", 4),))}
     alone = graph(specs, one).run(1, 1)[0]
     reads = graph(specs, four).run(1, 1)[0]
@@ -131,7 +144,8 @@ def test_a_transfer_between_ranks_moves_as_its_reads_side_by_side(per_pair):
 
 def test_each_rank_copies_its_share_of_the_kv_to_host_buffers():
     # A TP4 prefill worker's ranks each copy a quarter of a prompt's KV to the host, side by side.
-    slow_copy = timing(host_copy_bytes_per_s=1e9)
+    slow_copy = timing()
+    slow_copy = dataclasses.replace(slow_copy, host=dataclasses.replace(slow_copy.host, host_copy_bytes_per_s=1e9))
     times = {}
     for ranks in (1, 4):
         specs = [_ranked(spec("p", "prefill", "a"), ranks), spec("d", "decode", "a", cpu_buffers=False)]
@@ -197,7 +211,7 @@ def test_a_pool_smaller_than_one_request_is_refused_with_the_numbers():
 
 def test_admission_holds_requests_that_do_not_fit_and_never_uses_more_than_the_pool():
     # Room for two whole requests (distinct prefixes: nothing shared): at concurrency 4, two wait.
-    t = timing(step_cpu_s=0.001)
+    t = timing(schedule_s=0.001)
     ld = load(prefix_types=100_000, output=64)
     small = graph([spec("w", "agg", blocks=2 * BLOCKS)], t=t, ld=ld)
     big = graph([spec("w", "agg", blocks=8 * BLOCKS)], t=t, ld=ld)
@@ -211,7 +225,7 @@ def test_a_running_request_that_cannot_grow_preempts_the_last_admitted_and_all_f
     # Two prompts fit (149 blocks each) but not two whole requests (153 each): decode runs out, the
     # later request is preempted (its blocks freed) and recomputed once the first is done.
     ld = load(prefix_types=100_000, output=64)
-    g = graph([spec("w", "agg", blocks=2 * prefix_cache.blocks(2371) + 2)], t=timing(step_cpu_s=0.001), ld=ld)
+    g = graph([spec("w", "agg", blocks=2 * prefix_cache.blocks(2371) + 2)], t=timing(schedule_s=0.001), ld=ld)
     done = g.run(2, 8)
     (w,) = g.workers
     assert len(done) == 8 and w.preemptions > 0
@@ -220,7 +234,7 @@ def test_a_running_request_that_cannot_grow_preempts_the_last_admitted_and_all_f
 
 def test_max_num_seqs_caps_the_requests_running_at_once():
     one = dataclasses.replace(WIDE, max_num_seqs=1)
-    g = graph([spec("w", "agg", limits=one)], t=timing(step_cpu_s=0.001), ld=load(prefix_types=100_000, output=8))
+    g = graph([spec("w", "agg", limits=one)], t=timing(schedule_s=0.001), ld=load(prefix_types=100_000, output=8))
     (w,) = g.workers
     done, running = [], []
     for _ in range(4):
@@ -232,7 +246,7 @@ def test_max_num_seqs_caps_the_requests_running_at_once():
 
 def test_a_prompt_longer_than_the_token_budget_takes_a_step_per_chunk():
     # Dynamo's vLLM on a 24GB card gets max_num_batched_tokens 2,048: a 2,371-token prompt is two steps.
-    t = timing(step_cpu_s=0.1)
+    t = timing(schedule_s=0.1)
     narrow = graph([spec("w", "agg", limits=Limits(2048, 256))], t=t).run(1, 1)[0]
     wide = graph([spec("w", "agg")], t=t).run(1, 1)[0]
     assert narrow.first_token - narrow.sent == pytest.approx(0.2)
@@ -240,8 +254,8 @@ def test_a_prompt_longer_than_the_token_budget_takes_a_step_per_chunk():
 
 
 def test_a_card_twice_as_fast_halves_the_gpu_time():
-    card = Card(bandwidth=936e9, peak_flops=71e12)
-    twice = Card(bandwidth=2 * 936e9, peak_flops=2 * 71e12)
+    card = Card(bandwidth=936e9, peak_flops=71e12, sustained_flops=40e12)
+    twice = Card(bandwidth=2 * 936e9, peak_flops=2 * 71e12, sustained_flops=2 * 40e12)
     slow = graph([spec("w", "agg", card=card)], ld=load(prefix_types=100_000, output=64)).run(1, 4)
     fast = graph([spec("w", "agg", card=twice)], ld=load(prefix_types=100_000, output=64)).run(1, 4)
     for a, b in zip(slow, fast, strict=True):
@@ -266,9 +280,78 @@ def test_an_open_loop_keeps_sending_at_its_rate_so_an_overloaded_graph_queues():
     # A step of 50 ms per request served one at a time: 10 requests/s arriving is below capacity
     # (20/s), 80/s far above it. A closed loop would slow its clients down instead; an open loop queues.
     one = dataclasses.replace(WIDE, max_num_seqs=1)
-    t = timing(step_cpu_s=0.05)
+    t = timing(schedule_s=0.05)
     light = graph([spec("w", "agg", limits=one)], t=t, ld=load(prefix_types=100_000, output=1)).run_open(10, 60)
     heavy = graph([spec("w", "agg", limits=one)], t=t, ld=load(prefix_types=100_000, output=1)).run_open(80, 60)
     wait = lambda done: sorted(r.first_token - r.sent for r in done)[len(done) // 2]  # noqa: E731
     assert wait(light) < 0.2 < 0.8 < wait(heavy)
     assert max(r.sent for r in heavy) < 60 / 80 * 1.6 < max(r.done for r in heavy)  # arrivals kept their pace
+
+
+RTX_3090 = Card(bandwidth=936e9, peak_flops=71e12, sustained_flops=40e12)
+
+
+def _steps(monkeypatch, g: Graph) -> list[tuple[list, float]]:
+    """Every step a graph's workers put on their GPUs: (its work as costs.step_seconds takes it, the
+    GPU seconds submitted)."""
+    asked: list = []
+    steps: list = []
+    real = sim_module.step_seconds
+
+    def spy(card, eff, m, scheduled):
+        asked.append(list(scheduled))
+        return real(card, eff, m, scheduled)
+    monkeypatch.setattr(sim_module, "step_seconds", spy)
+    for gpu in g.gpus.values():
+        submit = gpu.submit
+        gpu.submit = lambda work, done, submit=submit: (steps.append((asked[-1], work)), submit(work, done))
+    return steps
+
+
+def test_noise_never_takes_a_step_below_its_dram_floor_nor_its_math_above_the_peak(monkeypatch):
+    # At the bandwidth's full share (the fit's bound) a decode step's roofline IS its floor: a noise
+    # of either sign (a lognormal) put about half the decode steps below it. Noise only slows a step.
+    model = dataclasses.replace(MODEL, flops_per_token=2 * 440e6, flops_per_sequence=2 * 155.6e6)
+    t = timing(step_noise=0.5, efficiency=Efficiency(1.0))
+    g = graph([spec("w", "agg", card=RTX_3090)], t=t, ld=Load(2, 2000, 2371, 32, model))
+    steps = _steps(monkeypatch, g)
+    g.run(concurrency=4, requests=24)
+    prefill = [(work, s) for work, s in steps if any(n > 1 for _, n in work)]
+    decode = [(work, s) for work, s in steps if all(n == 1 for _, n in work)]
+    assert len(prefill) >= 10 and len(decode) >= 100
+    for work, seconds in steps:
+        _, flops, nbytes = step_work(model, work)
+        assert seconds >= step_floor_seconds(RTX_3090, model, work) * (1 - 1e-12)
+        assert nbytes / seconds <= RTX_3090.bandwidth * (1 + 1e-12)  # never faster than the DRAM
+        assert flops / seconds <= RTX_3090.peak_flops * (1 + 1e-12)  # never above the dense peak
+    # and the noise is there: steps vary above their nominal time
+    assert len({round(s / step_floor_seconds(RTX_3090, model, w), 6) for w, s in decode}) > 50
+
+
+def test_same_node_flows_of_every_pair_share_the_hosts_tcp_path_in_the_order_posted():
+    # Two prefill/decode pairs on one host, their pulls posted together: the host's CPU-bound TCP
+    # path moves one flow at its rate at a time (parallelism 1), finishing them in order.
+    specs = [spec("p0", "prefill"), spec("p1", "prefill"), spec("d0", "decode"), spec("d1", "decode")]
+    rate = 0.94e9
+    host = {("n", "n"): PathSpec(capacity=1 * rate, per_flow=rate, in_order=True)}
+    g = graph(specs, host, ld=load(prefix_types=100_000))
+    done = sorted(r.joined - r.prefilled for r in g.run(concurrency=2, requests=2))
+    alone = 2371 * KV / rate
+    assert done == pytest.approx([alone, 2 * alone], rel=0.02)
+    # two flows at once where the host moves two (parallelism 2): each alone
+    wide = {("n", "n"): PathSpec(capacity=2 * rate, per_flow=rate, in_order=True)}
+    both = [r.joined - r.prefilled for r in graph(specs, wide, ld=load(prefix_types=100_000)).run(2, 2)]
+    assert both == pytest.approx([alone, alone], rel=0.02)
+
+
+def test_a_prefill_worker_copies_every_block_of_the_prompt_to_its_host_buffer_even_on_a_prefix_hit():
+    # vLLM 0.31.0's save_kv_to_host copies the block ids the scheduler gives a new request: all it
+    # holds, its cached prefix's too. Only the copies cost time here: a hit costs what a miss does.
+    rate = 3e9
+    t = timing(host=dataclasses.replace(timing().host, host_copy_bytes_per_s=rate))
+    g = graph([spec("p", "prefill"), spec("d", "decode", cpu_buffers=False)], {("n", "n"): PathSpec(1e18, 1e18)}, t,
+              load(prefix_types=1))
+    cold, hit = (r.prefilled - r.sent for r in (g.run(1, 1)[0], g.run(1, 1)[0]))
+    assert g.workers[0].cache.items  # the second found the prefix cached
+    whole = prefix_cache.blocks(2371) * prefix_cache.BLOCK_TOKENS * KV / rate
+    assert cold == pytest.approx(whole) and hit == pytest.approx(whole)
