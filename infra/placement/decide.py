@@ -139,6 +139,10 @@ class _Cluster:
         self.on_host: dict[tuple[str, str], int] = {}  # (group, host) -> its pods there
         self.in_domain: dict[tuple[str, str], int] = {}  # (group, domain) -> its pods there
         self._domains: dict[frozenset[str], list[str]] = {}  # a pod's hosts -> their domains
+        self._selected: dict[frozenset[str], list[Host]] = {}  # a pod's hosts, as Hosts in the given order
+        # The last pod that landed nowhere, as what its reasons depend on, and its reasons: the same
+        # pod after it (its group's next) lands nowhere for the same reasons until a pod lands.
+        self._nowhere: Optional[tuple[tuple, dict[str, tuple[Why, ...]]]] = None
 
     def _short(self, pod: Pod, host: Host) -> list[Why]:
         short = []
@@ -152,9 +156,9 @@ class _Cluster:
         return short
 
     def _fits(self, pod: Pod, host: Host, asks: list[tuple[str, Fraction | int]], fewest: int) -> bool:
-        """Whether `host` takes `pod` now: `reasons` is empty, checked cheapest first (a pod is tried
-        on every host, and the order of the checks changes only which reason is the first)."""
-        if host.closed is not None or host.name not in pod.hosts or self._spread(pod, host, fewest):
+        """Whether `host`, one of the pod's hosts (`_mine`), takes `pod` now: `reasons` is empty,
+        checked cheapest first (the order of the checks changes only which reason is the first)."""
+        if host.closed is not None or self._spread(pod, host, fewest):
             return False
         allowed = host.allocatable.get(POD_COUNT)
         if allowed is not None and len(self.decision.placed[host.name]) + 1 > allowed:
@@ -167,7 +171,7 @@ class _Cluster:
         domains = self._domains.get(pod.hosts)
         if domains is None:
             domains = self._domains[pod.hosts] = list(dict.fromkeys(
-                h.domain for h in self.hosts if h.name in pod.hosts and h.domain is not None))
+                h.domain for h in self._mine(pod) if h.domain is not None))
         return min((self.in_domain.get((pod.group, d), 0) for d in domains), default=0)
 
     def _spread(self, pod: Pod, host: Host, fewest: int) -> Optional[Why]:
@@ -201,14 +205,29 @@ class _Cluster:
         load = sum(shares) / len(shares) if shares else len(self.decision.placed[host.name])
         return (peers, load)
 
+    def _mine(self, pod: Pod) -> list[Host]:
+        """The hosts the pod may land on (its selector's), in the hosts' order: the only ones it is
+        tried on, as a stack's classes are disjoint sets of nodes (the others are "not selected")."""
+        mine = self._selected.get(pod.hosts)
+        if mine is None:
+            mine = self._selected[pod.hosts] = [h for h in self.hosts if h.name in pod.hosts]
+        return mine
+
     def place(self, pod: Pod) -> None:
         self.decision.order.append(pod)
-        fewest = self._fewest(pod) if pod.spread == "even" else 0
         asks = [(r, _exact(q)) for r, q in pod.asks.items()]
-        feasible = [h for h in self.hosts if self._fits(pod, h, asks, fewest)]
-        if not feasible:
-            self.decision.pending[pod.name] = {h.name: self.reasons(pod, h, fewest) for h in self.hosts}
+        alike = (pod.group, tuple(asks), pod.hosts, pod.spread, pod.max_skew)
+        if self._nowhere is not None and self._nowhere[0] == alike:  # nothing landed since its like
+            self.decision.pending[pod.name] = self._nowhere[1]
             return
+        fewest = self._fewest(pod) if pod.spread == "even" else 0
+        feasible = [h for h in self._mine(pod) if self._fits(pod, h, asks, fewest)]
+        if not feasible:
+            reasons = {h.name: self.reasons(pod, h, fewest) for h in self.hosts}
+            self.decision.pending[pod.name] = reasons
+            self._nowhere = (alike, reasons)
+            return
+        self._nowhere = None
         best = min(feasible, key=lambda h: self._score(pod, h))  # min keeps the first of equals
         self.decision.placed[best.name].append(pod)
         used, free = self.used[best.name], self.free[best.name]

@@ -81,3 +81,51 @@ def test_the_sizing_refuses_pods_their_spread_leaves_without_a_node_though_the_g
     msg = str(info.value)
     assert "its workers need 6 whole GPUs (1 x big (2 GPUs each), 4 x small (1 GPU each, spread even))" in msg
     assert "so small-3 would stay Pending" in msg and "or loosen a spread" in msg
+
+
+class CountedReads(dict):
+    """A host's allocatable that counts the look-ups the decision makes of it."""
+
+    reads = 0
+
+    def get(self, key, default=None):
+        CountedReads.reads += 1
+        return super().get(key, default)
+
+
+class CountedHosts(frozenset):
+    """A pod's hosts that count the questions the decision asks of them (is this host one?)."""
+
+    asked = 0
+
+    def __contains__(self, name):
+        CountedHosts.asked += 1
+        return super().__contains__(name)
+
+
+def counted_hosts(prefix: str, n: int, gpus: int) -> list[Host]:
+    return [Host(f"{prefix}{k}", CountedReads({GPU: Fraction(gpus)}), domain=f"{prefix}{k}") for k in range(n)]
+
+
+def test_a_pod_is_tried_only_on_the_hosts_its_selector_picks():
+    # A stack's classes are disjoint sets of nodes: a pod of one class is never a candidate on
+    # another's, so trying it there is work alone (the sizing places every replica of every class:
+    # at the schema's bounds, 4,096 pods beside other classes' 1,024 nodes each).
+    mine, theirs = counted_hosts("a", 2, 25), counted_hosts("b", 500, 8)
+    on = CountedHosts({"a0", "a1"})
+    CountedHosts.asked = 0
+    d = place(mine + theirs, [Pod(f"a-{i}", "a", {GPU: Fraction(1)}, on, "even") for i in range(50)])
+    assert not d.pending and [len(ps) for ps in d.placed.values()][:2] == [25, 25]
+    assert CountedHosts.asked <= 502 + 50 * 2 * 2  # each host asked once, then a few per pod of its own two
+
+
+def test_pods_of_a_group_that_land_nowhere_cost_one_look_at_the_hosts_not_one_each():
+    # Once a group's pod finds no host, the next of that group finds none either until a pod lands:
+    # the decision says so without trying every host again.
+    hosts_ = counted_hosts("n", 100, 1)
+    group = pods("a", 1000, on=tuple(h.name for h in hosts_))
+    CountedReads.reads = 0
+    d = place(hosts_, group)
+    assert len(d.pending) == 900
+    assert d.pending["a-999"] == {h.name: (Why("short", GPU),) for h in hosts_}
+    assert CountedReads.reads < 100 * 100 * 3  # not the 900 x 100 a look per pending pod would take
