@@ -18,6 +18,8 @@ from infra.sizing.formulas import (
 )
 from infra.sizing.report import GroupSizing
 
+NAMED = 3  # the pods a refusal names of those that would stay Pending
+
 
 def below_floor(cfg: StackConfig, g: WorkerGroup, rank: Ranks, pool: int, per_request: int, limit: int, floor: int,
                 context: int) -> str:
@@ -172,9 +174,13 @@ def whole_gpus_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
                      for g in r.placement.active_on(gpu_class))
     needed = r.placement.gpus_needed(gpu_class)
     stuck = r.placement.unplaced(gpu_class)
+    # A few by name; of many (thousands at the schema's bounds), the first few and how many.
+    who = ", ".join(stuck) if len(stuck) <= NAMED else (
+        f"{len(stuck)} of the {r.placement.workers_on(gpu_class)} pods ({', '.join(stuck[:NAMED])} and "
+        f"{len(stuck) - NAMED} more)")
     return (f"its workers need {needed} whole GPUs ({want}), and each pod's GPUs must be on one node: "
             f"{cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPUs (nodes, gpusPerNode) "
-            f"cannot hold them as the scheduler places them, so {', '.join(stuck)} would stay Pending. Run fewer "
+            f"cannot hold them as the scheduler places them, so {who} would stay Pending. Run fewer "
             "replicas, or give the class more nodes" + (", or loosen a spread" if any(
                 g.spread != "none" for g in r.placement.active_on(gpu_class)) else ""))
 

@@ -129,3 +129,15 @@ def test_pods_of_a_group_that_land_nowhere_cost_one_look_at_the_hosts_not_one_ea
     assert len(d.pending) == 900
     assert d.pending["a-999"] == {h.name: (Why("short", GPU),) for h in hosts_}
     assert CountedReads.reads < 100 * 100 * 3  # not the 900 x 100 a look per pending pod would take
+
+
+def test_the_sizing_names_a_few_of_many_pods_that_would_stay_pending_and_counts_the_rest():
+    # 40 pods of 8 GPUs on 2 nodes x 8 GPUs: 38 stay Pending, and one refusal naming all 38 (at the
+    # schema's bounds, thousands) would bury the fix.
+    def edit(c):
+        c["workers"] = [{"name": "big", "role": "agg", "replicas": 40, "gpuClass": "gpu-80gb", "tensorParallel": 8}]
+    with pytest.raises(ConfigError) as info:
+        loaded("two-node-rdma", edit)
+    msg = str(info.value)
+    assert "so 38 of the 40 pods (big-2, big-3, big-4 and 35 more) would stay Pending" in msg
+    assert "big-5" not in msg
