@@ -178,11 +178,15 @@ class Placement:
         """The decision (decide.py) for every running replica on its class's nominal nodes: each pod
         asks its devices (`devices`) of what a nominal node states it has."""
         hosts = [self._host(name) for name in self._nodes]
+        by_class: dict[str, list[Host]] = {}
+        for h in hosts:
+            by_class.setdefault(self._nodes[h.name][0], []).append(h)
+        names = {c: frozenset(h.name for h in mine) for c, mine in by_class.items()}
         pods = []
         for name, r in self._pods.items():
-            mine = [h for h in hosts if self._nodes[h.name][0] == r.gpu_class]
-            asks = {res: Fraction(n) for res, n in self.devices(r.group).items() if res in mine[0].allocatable}
-            pods.append(Pod(name, r.group.name, asks, frozenset(h.name for h in mine), r.group.spread))
+            offers = by_class[r.gpu_class][0].allocatable
+            asks = {res: Fraction(n) for res, n in self.devices(r.group).items() if res in offers}
+            pods.append(Pod(name, r.group.name, asks, names[r.gpu_class], r.group.spread))
         return place(hosts, pods)
 
     @cached_property

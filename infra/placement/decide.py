@@ -140,6 +140,7 @@ class _Cluster:
         self.in_domain: dict[tuple[str, str], int] = {}  # (group, domain) -> its pods there
         self._domains: dict[frozenset[str], list[str]] = {}  # a pod's hosts -> their domains
         self._selected: dict[frozenset[str], list[Host]] = {}  # a pod's hosts, as Hosts in the given order
+        self._index = {h.name: i for i, h in enumerate(hosts)}
         # The last pod that landed nowhere, as what its reasons depend on, and its reasons: the same
         # pod after it (its group's next) lands nowhere for the same reasons until a pod lands.
         self._nowhere: Optional[tuple[tuple, dict[str, tuple[Why, ...]]]] = None
@@ -210,7 +211,8 @@ class _Cluster:
         tried on, as a stack's classes are disjoint sets of nodes (the others are "not selected")."""
         mine = self._selected.get(pod.hosts)
         if mine is None:
-            mine = self._selected[pod.hosts] = [h for h in self.hosts if h.name in pod.hosts]
+            mine = self._selected[pod.hosts] = [self.hosts[i] for i in sorted(
+                self._index[n] for n in pod.hosts if n in self._index)]
         return mine
 
     def place(self, pod: Pod) -> None:
