@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from infra import names, payloads
 from infra.catalogue import DEFAULT_GPU_CLASSES
-from infra.config.workers import MAX_WORKERS
 from infra.config.fields import (
     did_you_mean,
     dns_label,
     node_path,
 )
+from infra.config.workers import MAX_WORKERS
 from infra.resolved import derived_context
 from infra.validate.topology import spread, tensor_parallel, transfer
 
@@ -340,5 +340,5 @@ def _model_cache(r: ResolvedStack) -> Problems:
 
 def problems(r: ResolvedStack) -> Problems:
     """Every cross-key problem of the resolved stack; empty when the graph is one Dynamo can serve."""
-    return (_names(r) + _gpu_classes(r) + _shape(r) + _workers(r) + transfer(r) + tensor_parallel(r) + spread(r) + _context(r)
-            + _group_refs(r) + _namespaces(r) + _model_cache(r) + _benchmark(r))
+    return (_names(r) + _gpu_classes(r) + _shape(r) + _workers(r) + transfer(r) + tensor_parallel(r) + spread(r)
+            + _context(r) + _group_refs(r) + _namespaces(r) + _model_cache(r) + _benchmark(r))
