@@ -12,7 +12,10 @@ Order: the scheduler takes pods as they are created (its queue is FIFO at one pr
 takes them largest ask first (the devices: every resource but cpu, memory and ephemeral storage;
 then memory, then cpu; the given order among equals, so a group's pods stay together), and the
 cluster tier creates them so. A nominal pod asks only what the stack states of a node (its GPUs),
-so nominal pods of equal GPUs keep the stack's order.
+so nominal pods of equal GPUs keep the stack's order. A deploy does not fix the order: the Dynamo
+operator creates each group's pods (a Deployment each) in no fixed order, so where pods of several
+sizes share a class, the sizing asks also what the smallest first leaves Pending (`smaller_first`):
+the scheduler spreads them (least allocated) and may leave no node a larger pod's GPUs.
 
 Filters, for each pod against each host, in the default profile's order
 (apis/config/v1/default_plugins.go); the first that fails is the host's reason (`Why`):
@@ -115,9 +118,12 @@ def _devices(asks: Mapping[str, Fraction]) -> Fraction:
     return sum((q for r, q in asks.items() if r not in BASIC), Fraction(0))
 
 
-def in_order(pods: list[Pod]) -> list[Pod]:
-    """The pods in the order the model places them: largest ask first (this module's docstring)."""
-    return sorted(pods, key=lambda p: (-_devices(p.asks), -p.asks.get("memory", 0), -p.asks.get("cpu", 0)))
+def in_order(pods: list[Pod], smaller_first: bool = False) -> list[Pod]:
+    """The pods in the order the model places them: largest ask first (this module's docstring), or
+    with `smaller_first` the smallest first (the given order among equals either way)."""
+    sign = 1 if smaller_first else -1
+    return sorted(pods, key=lambda p: (sign * _devices(p.asks), sign * p.asks.get("memory", 0),
+                                       sign * p.asks.get("cpu", 0)))
 
 
 def _exact(q: Fraction | int) -> Fraction | int:
@@ -241,10 +247,11 @@ class _Cluster:
             self.in_domain[(pod.group, best.domain)] = self.in_domain.get((pod.group, best.domain), 0) + 1
 
 
-def place(hosts: list[Host], pods: list[Pod]) -> Decision:
+def place(hosts: list[Host], pods: list[Pod], smaller_first: bool = False) -> Decision:
     """Place every pod on `hosts`, one at a time in the model's order (`in_order`), each against the
-    pods placed before it (this module's docstring)."""
+    pods placed before it (this module's docstring); `smaller_first`: the smallest asks first, the
+    order that leaves the larger pods the fewest whole nodes' worth (the scheduler's spreading)."""
     cluster = _Cluster(hosts)
-    for pod in in_order(pods):
+    for pod in in_order(pods, smaller_first):
         cluster.place(pod)
     return cluster.decision

@@ -141,3 +141,28 @@ def test_the_sizing_names_a_few_of_many_pods_that_would_stay_pending_and_counts_
     msg = str(info.value)
     assert "so 38 of the 40 pods (big-2, big-3, big-4 and 35 more) would stay Pending" in msg
     assert "big-5" not in msg
+
+
+def test_the_sizing_refuses_pods_that_fit_only_if_the_larger_are_created_first():
+    # 4 TP 2 prefill pods and a TP 8 decode pod on 2 nodes x 8 GPUs fit when the decode pod comes
+    # first (8 + 4 x 2). The operator creates each group's pods in no fixed order, and where the
+    # prefill's reach the scheduler first the least allocated node takes each in turn, 2 + 2: no node
+    # is left with 8 GPUs, and the decode pod stays Pending.
+    def edit(c):
+        c["workers"][0].update(replicas=4, tensorParallel=2, spread="none")
+        c["workers"][1].update(replicas=1, tensorParallel=8, spread="none")
+    with pytest.raises(ConfigError) as info:
+        loaded("two-node-rdma", edit)
+    msg = str(info.value)
+    assert ("gpuClasses.gpu-80gb: its workers need 16 whole GPUs (4 x prefill (2 GPUs each), 1 x decode (8 GPUs "
+            "each)), and each pod's GPUs must be on one node: 2 nodes x 8 GPUs (nodes, gpusPerNode) hold them only "
+            "if the larger pods reach the scheduler first, and the operator creates each group's pods in no fixed "
+            "order: where the smaller come first, the scheduler spreads them over the nodes (the least allocated "
+            "first) and decode-0 would stay Pending.") in msg
+    assert "classes of their own nodes" in msg
+    # Spread evenly, 2 TP 1 prefill pods a node leave each node 6 GPUs whichever comes first: the TP 4
+    # decode pod fits either way.
+    def even(c):
+        c["workers"][0].update(replicas=4, tensorParallel=1)
+        c["workers"][1].update(replicas=1, tensorParallel=4)
+    assert loaded("two-node-rdma", even).resolved.placement.whole_gpus_fit("gpu-80gb")
