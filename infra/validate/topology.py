@@ -141,8 +141,16 @@ def tensor_parallel(r: ResolvedStack) -> Problems:
                               "num_attention_heads)"))
             elif count % n:
                 fits = [d for d in range(1, count + 1) if count % d == 0 and d <= cls.gpus_per_node]
-                found.append((key, f"tensorParallel {n} does not divide {m.name}'s {count} {what}: each GPU must "
-                              f"hold whole heads (vLLM refuses the split). Write one of {fits}"))
+                if count == m.kv_heads and n % count == 0:
+                    # vLLM 0.31.0 takes it: QKVParallelLinear gives each rank one KV head, each head
+                    # num_kv_head_replicas = tp / kv heads ranks (model_executor/layers/linear.py).
+                    found.append((key, f"tensorParallel {n} is above {m.name}'s {count} {what}: vLLM would hold "
+                                  f"each KV head on {n // count} ranks, which the sizing does not model (it splits "
+                                  f"a token's KV over the ranks, and would count each rank's KV and the transfers "
+                                  f"short). Write one of {fits}"))
+                else:
+                    found.append((key, f"tensorParallel {n} does not divide {m.name}'s {count} {what}: each GPU "
+                                  f"must hold whole heads (vLLM refuses the split). Write one of {fits}"))
         if n > cls.gpus_per_node:
             found.append((key, f"tensorParallel {n} needs {n} GPUs on one node, and a {g.gpu_class} node has "
                           f"{cls.gpus_per_node} (gpuClasses.{g.gpu_class}.gpusPerNode); the pod would stay Pending. "
