@@ -75,7 +75,9 @@ def test_a_tp_that_does_not_divide_the_heads_is_refused_with_the_sizes_that_do(t
         c["gpuClasses"]["h100"]["gpusPerNode"] = 16
     msg = str(refused("cross-server", edit))
     assert f"workers.prefill.tensorParallel: tensorParallel {tp} does not divide Qwen/Qwen3-8B's {heads}" in msg
-    assert "Write one of [1, 2, 4, 8" in msg
+    # The sizes that fit both head counts and the node: 16 divides the 32 attention heads, not the 8 KV
+    # heads, and would be refused in turn.
+    assert "Write one of [1, 2, 4, 8]" in msg and "16]" not in msg
 
 
 def test_a_tp_that_would_replicate_kv_heads_is_refused_as_the_sizings_limit_not_vllms():
