@@ -147,6 +147,9 @@ class _Cluster:
         self._domains: dict[frozenset[str], list[str]] = {}  # a pod's hosts -> their domains
         self._selected: dict[frozenset[str], list[Host]] = {}  # a pod's hosts, as Hosts in the given order
         self._index = {h.name: i for i, h in enumerate(hosts)}
+        # Per host, for the last pod like it tried there: whether it has room, and its score (`_kept`).
+        self._room: dict[str, tuple[tuple, bool]] = {}
+        self._load: dict[str, tuple[tuple, tuple]] = {}
         # The last pod that landed nowhere, as what its reasons depend on, and its reasons: the same
         # pod after it (its group's next) lands nowhere for the same reasons until a pod lands.
         self._nowhere: Optional[tuple[tuple, dict[str, tuple[Why, ...]]]] = None
@@ -167,11 +170,25 @@ class _Cluster:
         checked cheapest first (the order of the checks changes only which reason is the first)."""
         if host.closed is not None or self._spread(pod, host, fewest):
             return False
+        return self._kept(self._room, host, ("room", pod.asks), lambda: self._has_room(host, asks))
+
+    def _has_room(self, host: Host, asks: list[tuple[str, Fraction | int]]) -> bool:
+        """Whether `host` has a pod's count and each resource it asks left (NodeResourcesFit)."""
         allowed = host.allocatable.get(POD_COUNT)
         if allowed is not None and len(self.decision.placed[host.name]) + 1 > allowed:
             return False
         free = self.free[host.name]
         return not any(want > free.get(r, 0) and want > 0 for r, want in asks)
+
+    @staticmethod
+    def _kept(kept: dict, host: Host, key: tuple, work):
+        """What `work` says of `host` for a pod like `key`, kept until a pod lands on the host: what a
+        host has left (and its group's pods there, and its load) changes only then, and pods come
+        in runs of a group's alike, so each host is worked out once a run, not once a pod."""
+        got = kept.get(host.name)
+        if got is None or got[0] != key:
+            got = kept[host.name] = (key, work())
+        return got[1]
 
     def _fewest(self, pod: Pod) -> int:
         """The fewest of the pod's peers in any domain of its hosts (0 where none has a domain)."""
@@ -236,7 +253,11 @@ class _Cluster:
             self._nowhere = (alike, reasons)
             return
         self._nowhere = None
-        best = min(feasible, key=lambda h: self._score(pod, h))  # min keeps the first of equals
+        key = ("score", pod.group, pod.spread, pod.asks)
+        # min keeps the first of equals
+        best = min(feasible, key=lambda h: self._kept(self._load, h, key, lambda: self._score(pod, h)))
+        self._room.pop(best.name, None)
+        self._load.pop(best.name, None)
         self.decision.placed[best.name].append(pod)
         used, free = self.used[best.name], self.free[best.name]
         for r, q in asks:
