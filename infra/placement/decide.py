@@ -165,14 +165,14 @@ class _Cluster:
                 short.append(Why("short", r))
         return short
 
-    def _fits(self, pod: Pod, host: Host, asks: list[tuple[str, Fraction | int]], fewest: int) -> bool:
+    def _fits(self, pod: Pod, host: Host, asks: tuple[tuple[str, Fraction | int], ...], fewest: int) -> bool:
         """Whether `host`, one of the pod's hosts (`_mine`), takes `pod` now: `reasons` is empty,
         checked cheapest first (the order of the checks changes only which reason is the first)."""
         if host.closed is not None or self._spread(pod, host, fewest):
             return False
-        return self._kept(self._room, host, ("room", pod.asks), lambda: self._has_room(host, asks))
+        return self._kept(self._room, host, asks, lambda: self._has_room(host, asks))
 
-    def _has_room(self, host: Host, asks: list[tuple[str, Fraction | int]]) -> bool:
+    def _has_room(self, host: Host, asks: tuple[tuple[str, Fraction | int], ...]) -> bool:
         """Whether `host` has a pod's count and each resource it asks left (NodeResourcesFit)."""
         allowed = host.allocatable.get(POD_COUNT)
         if allowed is not None and len(self.decision.placed[host.name]) + 1 > allowed:
@@ -241,19 +241,20 @@ class _Cluster:
     def place(self, pod: Pod) -> None:
         self.decision.order.append(pod)
         asks = [(r, _exact(q)) for r, q in pod.asks.items()]
-        alike = (pod.group, tuple(asks), pod.hosts, pod.spread, pod.max_skew)
+        shape = tuple(asks)  # as whole ints where whole: compared fast (`_exact`)
+        alike = (pod.group, shape, pod.hosts, pod.spread, pod.max_skew)
         if self._nowhere is not None and self._nowhere[0] == alike:  # nothing landed since its like
             self.decision.pending[pod.name] = self._nowhere[1]
             return
         fewest = self._fewest(pod) if pod.spread == "even" else 0
-        feasible = [h for h in self._mine(pod) if self._fits(pod, h, asks, fewest)]
+        feasible = [h for h in self._mine(pod) if self._fits(pod, h, shape, fewest)]
         if not feasible:
             reasons = {h.name: self.reasons(pod, h, fewest) for h in self.hosts}
             self.decision.pending[pod.name] = reasons
             self._nowhere = (alike, reasons)
             return
         self._nowhere = None
-        key = ("score", pod.group, pod.spread, pod.asks)
+        key = (pod.group, pod.spread, shape)
         # min keeps the first of equals
         best = min(feasible, key=lambda h: self._kept(self._load, h, key, lambda: self._score(pod, h)))
         self._room.pop(best.name, None)
