@@ -278,6 +278,11 @@ class Graph:
             scheduled.append((req, req.computed, n))
             budget -= n
         if not scheduled:
+            if preempted:
+                # vLLM's scheduler leaves the waiting queue alone in a step that preempted
+                # (scheduler.py, `if not preempted_reqs`), and its engine loop schedules again at
+                # once: what the preemption freed may now admit a waiting or pulled request.
+                self._step(w)
             return
         t = self.timing
         if w.role == "prefill" and self.cpu_buffers[w.name]:
