@@ -192,10 +192,9 @@ def _local(args: argparse.Namespace) -> int:
 
     local.check_stack(args.stack)  # a stack name or nothing: it becomes a path the local run removes
     if not args.local:
-        print(f"dynamo-lab {args.command}: only --local is here: it deploys onto the local lab cluster. For "
-              f"your cluster, run Pulumi itself: pulumi {'up' if args.command == 'up' else 'destroy'} "
-              f"--stack {args.stack}", file=sys.stderr)
-        return 2
+        raise UserError(f"only --local is here: it {'deploys onto' if args.command == 'up' else 'removes from'} the "
+                        f"local lab cluster. For your cluster, run Pulumi itself: pulumi "
+                        f"{'up' if args.command == 'up' else 'destroy'} --stack {args.stack}")
     if args.command == "up":
         return local.up(args.stack)
     return local.down(args.stack, keep_cluster=args.keep_cluster)
@@ -207,19 +206,10 @@ def _pr_preview(args: argparse.Namespace) -> int:
     return local.pr_preview(args.base, args.head, args.stacks or None)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, refusing a command line in one line worded as every other refusal (`error: ...`),
-    with where the usage is instead of the usage block: a flag's own message already says what to
-    write (flags.py)."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message} (usage: {self.prog} --help)\n")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="dynamo-lab", description=__doc__,
-                                epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
-                                       "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
+    p = flags.Parser(prog="dynamo-lab", description=__doc__,
+                     epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
+                            "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("render", help="print what a stack declares, from its stack file, under Pulumi mocks")
     r.add_argument("stack", help="stack name: the STACK of Pulumi.STACK.yaml")
@@ -368,17 +358,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return args.func(args)
     except UserError as exc:
-        # A ConfigError already names the stack file and the key; others get a prefix.
-        from infra.errors import ConfigError
-
-        print(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", file=sys.stderr)
+        # One style for every refusal, as argparse's (flags.Parser): `error: dynamo-lab COMMAND: ` and then
+        # the message, which names the file and the key (a ConfigError: `Pulumi.STACK.yaml: KEY: `),
+        # says why with the numbers and what to write instead; a ConfigError of several problems has
+        # one line each, each a refusal of its own.
+        print("\n".join(f"error: {command_words(args)}: {line}" for line in str(exc).splitlines() or [""]),
+              file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] == "infra":
             raise
         # Only the standard library is imported before a command runs: a package missing here means
         # this Python is not the project's environment (the system python3 outside .venv, say).
-        print(f"error: `dynamo-lab {args.command}` needs the Python package `{exc.name}`, which this Python "
+        print(f"error: {command_words(args)}: it needs the Python package `{exc.name}`, which this Python "
               f"({sys.executable}) does not have: it is not the project's environment. Run it as "
               f"`python3 dev.py {shlex.join(argv)}` from the project: dev.py installs what uv.lock pins for "
               "the command into .venv and runs it there", file=sys.stderr)
@@ -391,6 +383,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command that a pipe's reader cut off
+
+
+def command_words(args: argparse.Namespace) -> str:
+    """`dynamo-lab COMMAND` (`dynamo-lab probe local`) as a refusal names it, as argparse's prog does."""
+    return " ".join(["dynamo-lab", args.command, *([args.where] if getattr(args, "where", None) else [])])
 
 
 def entry() -> None:
