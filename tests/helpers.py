@@ -171,25 +171,29 @@ class ChecklistStep:
 
     def commands(self) -> list[str]:
         """The step's command lines in order: `\\` continuations joined, comments and heredoc bodies left out."""
-        out: list[str] = []
-        for script in self.scripts:
-            lines, heredoc, pending = script.splitlines(), None, ""
-            for line in lines:
-                if heredoc is not None:
-                    heredoc = None if line.strip() == heredoc else heredoc
-                    continue
-                line = pending + line.strip()
-                if line.endswith("\\"):
-                    pending = line[:-1].rstrip() + " "
-                    continue
-                pending = ""
-                if not line or line.startswith("#"):
-                    continue
-                out.append(line)
-                marker = re.search(r"<<-?\s*'?(\w+)'?", line)
-                if marker:
-                    heredoc = marker.group(1)
-        return out
+        return [line for script in self.scripts for line in script_commands(script)]
+
+
+def script_commands(script: str) -> list[str]:
+    """A shell block's command lines in order: `\\` continuations joined, comments and heredoc bodies left out."""
+    out: list[str] = []
+    heredoc, pending = None, ""
+    for line in script.splitlines():
+        if heredoc is not None:
+            heredoc = None if line.strip() == heredoc else heredoc
+            continue
+        line = pending + line.strip()
+        if line.endswith("\\"):
+            pending = line[:-1].rstrip() + " "
+            continue
+        pending = ""
+        if not line or line.startswith("#"):
+            continue
+        out.append(line)
+        marker = re.search(r"<<-?\s*'?(\w+)'?", line)
+        if marker:
+            heredoc = marker.group(1)
+    return out
 
 
 def pulumi_steps(readme: str) -> list[tuple[int, str]]:

@@ -139,12 +139,43 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def _listed(prompts: list[int]) -> str:
+    words = [f"{p:,}" for p in prompts]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def findings(results: list[Result]) -> str:
+    """What the table answers, in words: per transport and metric, from which link up separation
+    beats aggregated serving, for which prompts (read off the table by first_win, so the words
+    cannot disagree with it)."""
+    out = []
+    for t in TRANSPORTS:
+        parts = []
+        for metric, name in (("ttft_p50_ms", "TTFT p50"), ("requests_per_s", "requests/s")):
+            by_link: dict[Optional[int], list[int]] = {}
+            for prompt in PROMPTS:
+                by_link.setdefault(first_win(results, prompt, t, metric), []).append(prompt)
+            said = [f"from {g} Gbit/s up for {_listed(ps)}" for g, ps in sorted(
+                (g, ps) for g, ps in by_link.items() if g is not None)]
+            if None in by_link:
+                said.append(f"at no link swept for {_listed(by_link[None])}")
+            parts.append(f"its {name} {', '.join(said)}")
+        out.append(f"- **Over {t.upper()}**, separation beats aggregated serving (tokens a prompt): "
+                   + "; ".join(parts) + ".")
+    return "\n".join(out)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--graphs", type=int, default=cells.SIMULATED_GRAPHS, help="simulated graphs per cell")
     p.add_argument("--runs", type=int, default=cells.RUNS_PER_GRAPH, help="measured runs per graph")
+    p.add_argument("--markdown", action="store_true", help="only the table and what it answers, in Markdown "
+                   "(docs/advise.md's sample: no date, so the same on any day)")
     args = p.parse_args(argv)
     results = sweep(args.graphs, args.runs)
+    if args.markdown:
+        print(table(results) + "\n\n" + findings(results))
+        return 0
     outside = sorted({why for r in results for why in r.outside})
     print(f"ESTIMATES, outside the validation (physics only): each cell TTFT p50, requests/s; {args.graphs} graph(s) "
           f"x {args.runs} run(s) per cell; `python -m dynamo_lab.advise.crossover --graphs {args.graphs} --runs "

@@ -30,3 +30,21 @@ def test_separation_first_wins_from_the_slowest_link_it_beats_aggregated_at_and_
                     for g, ms in ttft.items()]
     assert x.first_win(rows, 2048, "rdma", "ttft_p50_ms") == 100
     assert x.first_win(rows, 2048, "rdma", "requests_per_s") is None
+
+
+def test_what_the_table_answers_is_said_in_words_read_off_it():
+    rows = []
+    for prompt, agg_ms in ((2048, 300.0), (8192, 1000.0), (32768, 2500.0)):
+        rows.append(x.Result(prompt, None, None, "agg", agg_ms, 5.0, ()))
+        for t in x.TRANSPORTS:
+            for g in x.LINKS_GBIT:
+                # RDMA wins from 100 Gbit/s at 2k and 8k; nothing else ever wins.
+                wins = t == "rdma" and prompt < 32768 and g >= 100
+                rows.append(x.Result(prompt, t, g, "2 prefill + 2 decode on gpu-80gb (TP 2)",
+                                     agg_ms / 2 if wins else agg_ms * 2, 6.0 if wins else 4.0, ()))
+    assert x.findings(rows) == (
+        "- **Over TCP**, separation beats aggregated serving (tokens a prompt): its TTFT p50 at no link swept "
+        "for 2,048, 8,192 and 32,768; its requests/s at no link swept for 2,048, 8,192 and 32,768.\n"
+        "- **Over RDMA**, separation beats aggregated serving (tokens a prompt): its TTFT p50 from 100 Gbit/s up "
+        "for 2,048 and 8,192, at no link swept for 32,768; its requests/s from 100 Gbit/s up for 2,048 and 8,192, "
+        "at no link swept for 32,768.")
