@@ -102,6 +102,18 @@ def run_cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["dynamo-lab", *args], code, out.getvalue(), err.getvalue())
 
 
+def coarse_predictions(monkeypatch) -> None:
+    """`predict`'s cells simulated once each (one graph, one measured run) instead of at its full
+    fidelity (cells.SIMULATED_GRAPHS x RUNS_PER_GRAPH): for a test of what the output holds and says,
+    whatever the figures; the figures at full fidelity are the slow tier's and the tests that compare them."""
+    from dynamo_lab.predict import cells
+
+    def coarse(cfg, sizing, prefix_types, concurrency, lab=cells.LAB, pool_scale=1.0):
+        return cells.simulate(cfg, sizing, prefix_types, concurrency, lab, pool_scale, graphs=1, runs=1)[0]
+
+    monkeypatch.setattr(cells, "predict_cell", coarse)
+
+
 def refused(stack: str, edit=None, secret_keys=()) -> ConfigError:
     """The ConfigError a stack file (edited by `edit`) is refused with; it must register nothing."""
     with pytest.raises(ConfigError) as info:

@@ -121,9 +121,14 @@ def test_a_base_with_other_code_renders_with_its_own_code(project_repo):
     assert changed == ["-dynamo-lab/old-stack: cross-server", "+dynamo-lab/stack: cross-server"] * 2
 
 
-def _advised_stack(repo):
-    """A user's own stack file beside the shipped ones, as `advise --write` makes one (docs/advise.md)."""
-    shutil.copy(repo / "Pulumi.kv-routing.yaml", repo / "Pulumi.advised.yaml")
+def _advised_stack(repo) -> str:
+    """A user's own stack file beside the shipped ones, as `advise --write` makes one (docs/advise.md),
+    added after the repo's commit; its name, one no stack file of the checkout has (the checkout may
+    hold a Pulumi.advised.yaml of its user's, committed into the repo with the rest)."""
+    name = next(n for n in ("advised", *(f"advised-{i}" for i in range(1, 100)))
+                if not (repo / f"Pulumi.{n}.yaml").exists())
+    shutil.copy(repo / "Pulumi.kv-routing.yaml", repo / f"Pulumi.{name}.yaml")
+    return name
 
 
 @pytest.fixture
@@ -143,23 +148,23 @@ def rendered(monkeypatch):
 
 
 def test_every_stack_file_is_diffed_the_examples_and_a_users_own_alike(project_repo, rendered):
-    _advised_stack(project_repo)
+    own = _advised_stack(project_repo)
     out = io.StringIO()
     assert review.diff(project_repo, "main", [], out) == 1, out.getvalue()  # the user's file is new
-    everything = stack_files.stacks_in(project_repo)  # whatever stack files the checkout has, "advised" among them
-    assert "advised" in everything and set(catalogue.EXAMPLE_STACKS) <= set(everything)
+    everything = stack_files.stacks_in(project_repo)  # whatever stack files the checkout has, the new one among them
+    assert own in everything and set(catalogue.EXAMPLE_STACKS) <= set(everything)
     assert sorted(set(rendered)) == everything
     summary = re.compile(r"[\w.-]+: \d+ added, \d+ changed, \d+ removed")
     lines = [line for line in out.getvalue().splitlines() if summary.fullmatch(line)]
     assert sorted(line.split(":")[0] for line in lines) == everything
-    assert "advised: 1 added, 0 changed, 0 removed" in lines
+    assert f"{own}: 1 added, 0 changed, 0 removed" in lines
     named = io.StringIO()
     assert review.diff(project_repo, "main", ["same-server"], named) == 0
     assert named.getvalue().splitlines() == ["same-server: 0 added, 0 changed, 0 removed"]
 
 
 def test_golden_writes_only_what_changed_and_only_the_shipped_stacks(project_repo, rendered):
-    _advised_stack(project_repo)
+    own = _advised_stack(project_repo)
     first = review.write_golden(project_repo)
     assert sorted({p.name.split(".")[0] for p, _ in first}) == sorted([*STACKS, *catalogue.EXAMPLE_STACKS])
     assert all(changed for _, changed in first)
@@ -169,8 +174,8 @@ def test_golden_writes_only_what_changed_and_only_the_shipped_stacks(project_rep
     third = review.write_golden(project_repo)
     assert {p.name for p, changed in third if changed} == {
         review.golden_path(project_repo, "same-server", v).name for v in (None, *review.VARIANTS)}
-    named = review.write_golden(project_repo, ["advised"])
-    assert {p.name.split(".")[0] for p, _ in named} == {"advised"}
+    named = review.write_golden(project_repo, [own])
+    assert {p.name.split(".")[0] for p, _ in named} == {own}
 
 
 def test_golden_says_which_files_it_wrote(project_repo, rendered):
