@@ -385,9 +385,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         # One style for every refusal, as argparse's (flags.Parser): `error: dynamo-lab COMMAND: ` and then
         # the message, which names the file and the key (a ConfigError: `Pulumi.STACK.yaml: KEY: `),
         # says why with the numbers and what to write instead; a ConfigError of several problems has
-        # one line each, each a refusal of its own.
-        print("\n".join(f"error: {command_words(args)}: {line}" for line in str(exc).splitlines() or [""]),
-              file=sys.stderr)
+        # one line each, each a refusal of its own. Lines end at a newline only: a message quotes
+        # what the user wrote, a carriage return or form feed in a key included (str.splitlines would
+        # end a line there too).
+        print("\n".join(f"error: {command_words(args)}: {line}" for line in str(exc).split("\n")), file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] == "infra":
