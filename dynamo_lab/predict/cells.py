@@ -187,7 +187,9 @@ _SIMULATED_MAX = 4096
 
 def forget() -> None:
     """Forget every cell simulated so far: the next simulation of each runs again (a test comparing
-    two ways of simulating a cell must not be handed the first way's figures)."""
+    two ways of simulating a cell must not be handed the first way's figures, and one that changes a
+    constant the simulation reads besides its inputs, in params.py or sim.py, must not be handed the
+    figures made before the change)."""
     _SIMULATED.clear()
 
 
