@@ -190,15 +190,31 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _docs_samples(args: argparse.Namespace) -> int:
+    from dynamo_lab import docs_samples, stack_files
+
+    root, log = stack_files.project_root(), (lambda m: print(m, file=sys.stderr, flush=True))
+    if args.check:
+        stale = docs_samples.stale(main, parser, root, only=args.pages or None, slow=not args.fast, log=log)
+        for sample in stale:
+            print(docs_samples.stale_message(sample))
+        return 1 if stale else 0
+    changed = [s for s, differs in docs_samples.regenerate(main, parser, root, only=args.pages or None,
+                                                           slow=not args.fast, log=log) if differs]
+    for sample in changed:
+        print(f"{sample.where}: rewrote the sample `{sample.describe()}` prints")
+    print(f"{len(changed)} sample(s) rewritten" if changed else "every sample already current")
+    return 0
+
+
 def _local(args: argparse.Namespace) -> int:
     from dynamo_lab.cluster import local
 
     local.check_stack(args.stack)  # a stack name or nothing: it becomes a path the local run removes
     if not args.local:
-        print(f"dynamo-lab {args.command}: only --local is here: it deploys onto the local lab cluster. For "
-              f"your cluster, run Pulumi itself: pulumi {'up' if args.command == 'up' else 'destroy'} "
-              f"--stack {args.stack}", file=sys.stderr)
-        return 2
+        raise UserError(f"only --local is here: it {'deploys onto' if args.command == 'up' else 'removes from'} the "
+                        f"local lab cluster. For your cluster, run Pulumi itself: pulumi "
+                        f"{'up' if args.command == 'up' else 'destroy'} --stack {args.stack}")
     if args.command == "up":
         return local.up(args.stack)
     return local.down(args.stack, keep_cluster=args.keep_cluster)
@@ -210,19 +226,10 @@ def _pr_preview(args: argparse.Namespace) -> int:
     return local.pr_preview(args.base, args.head, args.stacks or None)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, refusing a command line in one line worded as every other refusal (`error: ...`),
-    with where the usage is instead of the usage block: a flag's own message already says what to
-    write (flags.py)."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message} (usage: {self.prog} --help)\n")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="dynamo-lab", description=__doc__,
-                                epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
-                                       "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
+    p = flags.Parser(prog="dynamo-lab", description=__doc__,
+                     epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
+                            "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("render", help="print what a stack declares, from its stack file, under Pulumi mocks")
     r.add_argument("stack", help="stack name: the STACK of Pulumi.STACK.yaml")
@@ -366,6 +373,13 @@ def parser() -> argparse.ArgumentParser:
     cr = sub.add_parser("config-reference", help="rewrite docs/configuration.md's tables from the schema "
                         "(infra/config/schema.py)")
     cr.set_defaults(func=_config_reference)
+    ds = sub.add_parser("docs-samples", help="rewrite every sample README.md and docs/ show from the command its "
+                        "marker names (<!-- sample: ... -->; dynamo_lab/docs_samples.py), and the configuration "
+                        "reference; minutes, as the advise and predict samples run the predictor")
+    ds.add_argument("pages", nargs="*", metavar="PAGE", help="only these pages (README.md, docs/advise.md, ...)")
+    ds.add_argument("--fast", action="store_true", help="leave the samples that run the predictor as they are")
+    ds.add_argument("--check", action="store_true", help="write nothing: list the samples that differ (exit 1)")
+    ds.set_defaults(func=_docs_samples)
     return p
 
 
@@ -380,17 +394,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return args.func(args)
     except UserError as exc:
-        # A ConfigError already names the stack file and the key; others get a prefix.
-        from infra.errors import ConfigError
-
-        print(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", file=sys.stderr)
+        # One style for every refusal, as argparse's (flags.Parser): `error: dynamo-lab COMMAND: ` and then
+        # the message, which names the file and the key (a ConfigError: `Pulumi.STACK.yaml: KEY: `),
+        # says why with the numbers and what to write instead; a ConfigError of several problems has
+        # one line each, each a refusal of its own. Lines end at a newline only: a message quotes
+        # what the user wrote, a carriage return or form feed in a key included (str.splitlines would
+        # end a line there too).
+        print("\n".join(f"error: {command_words(args)}: {line}" for line in str(exc).split("\n")), file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] == "infra":
             raise
         # Only the standard library is imported before a command runs: a package missing here means
         # this Python is not the project's environment (the system python3 outside .venv, say).
-        print(f"error: `dynamo-lab {args.command}` needs the Python package `{exc.name}`, which this Python "
+        print(f"error: {command_words(args)}: it needs the Python package `{exc.name}`, which this Python "
               f"({sys.executable}) does not have: it is not the project's environment. Run it as "
               f"`python3 dev.py {shlex.join(argv)}` from the project: dev.py installs what uv.lock pins for "
               "the command into .venv and runs it there", file=sys.stderr)
@@ -403,6 +420,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command that a pipe's reader cut off
+
+
+def command_words(args: argparse.Namespace) -> str:
+    """`dynamo-lab COMMAND` (`dynamo-lab probe local`) as a refusal names it, as argparse's prog does."""
+    return " ".join(["dynamo-lab", args.command, *([args.where] if getattr(args, "where", None) else [])])
 
 
 def entry() -> None:

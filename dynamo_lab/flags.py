@@ -8,6 +8,16 @@ import argparse
 from infra.units import parse_memory
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, refusing a command line in one line worded as every other refusal of the lab's
+    command line (`error: dynamo-lab COMMAND: ...`), with where the usage is instead of the usage
+    block: a flag's own message already says what to write (this module's types). cli.py's parser
+    and the local cluster's (cluster/__main__.py) are both this."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (usage: {self.prog} --help)\n")
+
+
 def positive_bytes(text: str) -> int:
     try:
         return parse_memory(text, minimum=1)

@@ -172,13 +172,43 @@ def table(results: list[Result], threshold: float) -> str:
     return "\n".join(lines)
 
 
+def _listed(prompts: list[int]) -> str:
+    words = [f"{p:,}" for p in prompts]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def findings(results: list[Result], threshold: float) -> str:
+    """What the table answers, in words: per transport and load, from which link up separation pays
+    by the one verdict, for which prompts (read off the table by first_win, so the words cannot
+    disagree with it)."""
+    out = []
+    for t in TRANSPORTS:
+        parts = []
+        for c in CONCURRENCY:
+            by_link: dict[Optional[int], list[int]] = {}
+            for prompt in PROMPTS:
+                by_link.setdefault(first_win(results, prompt, c, t, threshold), []).append(prompt)
+            said = [f"from {g} Gbit/s up for {_listed(ps)}" for g, ps in sorted(
+                (g, ps) for g, ps in by_link.items() if g is not None)]
+            if None in by_link:
+                said.append(f"at no link swept for {_listed(by_link[None])}")
+            parts.append(f"at concurrency {c} {', '.join(said)}")
+        out.append(f"- **Over {t.upper()}**, separation pays (tokens a prompt): " + "; ".join(parts) + ".")
+    return "\n".join(out)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--graphs", type=int, default=cells.SIMULATED_GRAPHS, help="simulated graphs per cell")
     p.add_argument("--runs", type=int, default=cells.RUNS_PER_GRAPH, help="measured runs per graph")
+    p.add_argument("--markdown", action="store_true", help="only the table and what it answers, in Markdown "
+                   "(docs/advise.md's sample: no date, so the same on any day)")
     args = p.parse_args(argv)
     threshold = command.measured_error().metrics["requests_per_s"].holdout_median
     results = sweep(args.graphs, args.runs)
+    if args.markdown:
+        print(table(results, threshold) + "\n\n" + findings(results, threshold))
+        return 0
     outside = sorted({why for r in results for why in r.outside})
     bounds = "; ".join(o.describe() for o in OBJECTIVES)
     print(f"ESTIMATES, outside the validation (physics only): each cell TTFT p99 ms / ITL p99 ms / goodput "

@@ -280,7 +280,10 @@ def binding(c: Candidate, traffic: Traffic) -> Binding:
             options.append(Binding("GPU time", gpu[0], f"{gpu[1]} busy {gpu[0]:.0%} of the run, owned by one worker "
                                    f"({where[gpu[2]]})"))
         else:
-            options.append(Binding("GPU time-slices", gpu[0], f"{gpu[1]}'s GPU busy {gpu[0]:.0%} of the run, shared "
+            # The simulation names a class's one GPU by the class ("gpu-24gb's GPU"), any other by itself
+            # ("gpu-24gb[2] GPU 0"), which needs no "'s GPU" after it.
+            gpu_words = f"{gpu[1]}'s GPU" if gpu[1] in c.stack.config.gpu_classes else gpu[1]
+            options.append(Binding("GPU time-slices", gpu[0], f"{gpu_words} busy {gpu[0]:.0%} of the run, shared "
                                    f"by {workers} worker{'s' * (workers > 1)} ({where[gpu[2]]})"))
     path = max(((share, k, i) for i, u in enumerate(c.usage) for k, share in u.path_busy.items()), default=None)
     if path:

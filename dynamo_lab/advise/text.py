@@ -241,8 +241,9 @@ def text(a: Advice, top: int = 3) -> str:
               + (f"at the heaviest point ({search.heaviest(a.traffic).where(bool(a.traffic.prefix_tokens))}), the best "
                  f"{search.SHORTLIST} of each family ({a.shortlisted}) " if a.shortlisted else "")
               + f"per point, and the best {a.refined_per_family} of each family predicted in full where the "
-              f"screening could be wrong ({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
-              f"{a.seconds:.0f} s.", ""]
+              f"screening could be wrong ({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}.", ""]
+    # No wall time here: stdout is the answer, the same on any machine (docs/advise.md's sample is
+    # this text); the progress on stderr says how long each stage took, and --json has `seconds`.
     if not a.ranked and not a.over:
         lines.append("No layout passes the sizing and preflight on this cluster: the families below say why.")
     else:

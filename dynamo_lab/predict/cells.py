@@ -8,6 +8,9 @@ interpolation), and the cell reports the median over the runs, as the write-up d
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import pickle
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
@@ -239,6 +242,22 @@ def run_figures(done: list, objectives: Sequence[Objective] = ()) -> RunFigures:
                       met, met / span)
 
 
+# Each cell this process simulated, by everything its simulation reads (the workers, paths, load,
+# timings, cell, fidelity and request count): a simulation is a function of these alone (each graph
+# draws from its own numbered stream), so one met again (advise's candidates shared by several
+# searches, a command's predictions of a cell it already made) is the same figures, not made twice.
+_SIMULATED: dict[bytes, tuple[Row, Usage]] = {}
+_SIMULATED_MAX = 4096
+
+
+def forget() -> None:
+    """Forget every cell simulated so far: the next simulation of each runs again (a test comparing
+    two ways of simulating a cell must not be handed the first way's figures, and one that changes a
+    constant the simulation reads besides its inputs, in params.py or sim.py, must not be handed the
+    figures made before the change)."""
+    _SIMULATED.clear()
+
+
 def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
              pool_scale: float = 1.0, graphs: int = SIMULATED_GRAPHS, runs: int = RUNS_PER_GRAPH,
              rate: Optional[float] = None, objectives: Sequence[Objective] = ()) -> tuple[Row, Usage]:
@@ -249,6 +268,19 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     specs, paths = topology(cfg, sizing, lab, pool_scale)
     load = _load(cfg, sizing, prefix_types)
     n = OPEN_LOOP_REQUESTS if rate else cfg.benchmark.requests_per_concurrency * concurrency
+    key = hashlib.sha256(pickle.dumps((specs, paths, load, timing(lab), prefix_types, concurrency, graphs, runs,
+                                       rate, n, tuple(objectives)))).digest()
+    if key not in _SIMULATED:
+        if len(_SIMULATED) >= _SIMULATED_MAX:
+            _SIMULATED.clear()
+        _SIMULATED[key] = _simulate(specs, paths, load, lab, prefix_types, concurrency, graphs, runs, rate, n,
+                                    tuple(objectives))
+    return copy.deepcopy(_SIMULATED[key])
+
+
+def _simulate(specs: list[WorkerSpec], paths: dict, load: Load, lab: LabParams, prefix_types: int, concurrency: int,
+              graphs: int, runs: int, rate: Optional[float], n: int,
+              objectives: Sequence[Objective]) -> tuple[Row, Usage]:
     figures: list[RunFigures] = []
     ratios = []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not

@@ -517,7 +517,8 @@ def test_a_layout_that_runs_only_by_preempting_is_marked_and_ranks_after_those_t
 def test_the_p99_bound_is_taken_with_the_default_goal(tmp_path):
     # Past the arguments to reading the cluster: --ttft-p99-max is an objective of the default goal.
     result = run_cli("advise", "kv-routing", "--from", str(tmp_path / "none.json"), "--ttft-p99-max", "300")
-    assert result.returncode == 2 and result.stderr.startswith(f"error: cannot read {tmp_path / 'none.json'}")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: dynamo-lab advise: cannot read {tmp_path / 'none.json'}")
 
 
 def test_the_search_says_what_it_does_as_it_goes(monkeypatch):

@@ -76,3 +76,21 @@ def test_a_faster_link_or_a_longer_prompt_moves_the_figures_the_way_physics_says
                     assert fast.requests_per_s >= 0.95 * slow.requests_per_s, (prompt, transport, split.label)
                     assert fast.ttft_p99_ms <= 1.25 * slow.ttft_p99_ms, (prompt, transport, split.label)
                 assert rows[-1].ttft_p99_ms < rows[0].ttft_p99_ms / 3  # 100x the link: far from noise
+
+
+def test_what_the_table_answers_is_said_in_words_read_off_it():
+    rows = []
+    for prompt in x.PROMPTS:
+        for c in x.CONCURRENCY:
+            rows.append(x.Result(prompt, c, None, None, "agg", _row(1500, 330, 2.5), ()))  # breaks ITL p99
+            for t in x.TRANSPORTS:
+                for g in x.LINKS_GBIT:
+                    # RDMA pays from 100 Gbit/s at the shortest prompt; nothing else ever meets TTFT p99.
+                    pays = t == "rdma" and prompt == x.PROMPTS[0] and g >= 100
+                    rows.append(x.Result(prompt, c, t, g, SPLIT, _row(1200 if pays else 90_000, 18, 4.0), ()))
+    said = x.findings(rows, 0.05)
+    shortest, rest = f"{x.PROMPTS[0]:,}", x.PROMPTS[1:]
+    assert said.startswith("- **Over TCP**, separation pays (tokens a prompt): at concurrency ")
+    assert "from 100 Gbit/s up for " + shortest in said.splitlines()[1]
+    assert "from" not in said.splitlines()[0]  # over TCP, at no link swept
+    assert all(f"{p:,}" in said.splitlines()[1] for p in rest)

@@ -30,10 +30,8 @@ def _ratios(rows: list[peer.Row], quantity: str) -> dict[str, float]:
             for r in rows if r.quantity == quantity}
 
 
-@pytest.mark.slow
-def test_the_peer_page_shows_the_current_comparison(rows):
-    assert peer.table(rows) in (ROOT / "docs" / "peer.md").read_text(), (
-        "docs/peer.md's table is stale: paste what `python3 dev.py peer` prints")
+# docs/peer.md's table is a marked sample of `python -m dynamo_lab.predict.peer`: tests/test_docs_samples.py
+# (slow tier) holds it to what the command prints.
 
 
 @pytest.mark.slow
