@@ -12,7 +12,7 @@ import pytest
 
 from dynamo_lab.predict import costs, envelope, peer
 from infra.config.schema import Model
-from tests.helpers import ROOT, unavailable
+from tests.helpers import unavailable
 
 H100_SXM = {"mem_bw": 3350000000000, "mem_capacity": 85899345920, "bfloat16_tc_flops": 989000000000000}
 
