@@ -262,7 +262,7 @@ def test_write_refuses_a_directory_it_cannot_write_in_with_one_line_and_writes_n
     # With --rate the concurrency is only what layouts are sized for, and the refusal says so.
     (["--rate", "2", "--concurrency", "100"], "with --rate, --concurrency is what each layout is sized for"),
     # The goals that meant something else are refused, naming what replaces them.
-    (["--goal", "requests-per-s"], "--goal requests-per-s: advise ranks by goodput now"),
+    (["--goal", "requests-per-s"], "--goal: 'requests-per-s': advise ranks by goodput now"),
     (["--goal", "ttft-p50"], "bound it with --ttft-p50-max MS"),
     (["--itl-p99-max", "0"], "--itl-p99-max"),
     (["--prefix-tokens", "3000"], "the shared prefix (3,000 tokens"),
@@ -284,8 +284,9 @@ def test_the_goal_choices_are_the_searchs_and_each_objective_has_its_flag():
 
     advise_parser = parser()._subparsers._group_actions[0].choices["advise"]
     goal = next(a for a in advise_parser._actions if a.dest == "goal")
-    assert sorted(goal.choices) == sorted([*inputs.GOALS, *inputs.RETIRED_GOALS])
     assert goal.metavar == "{" + ",".join(inputs.GOALS) + "}"  # the retired two are not offered
+    for name in inputs.GOALS:
+        assert advise_parser.parse_args(["kv-routing", "--goal", name]).goal == name
     flags = {o for a in advise_parser._actions for o in a.option_strings}
     assert {Objective(m, q, 1.0).flag for m in METRICS for q in PERCENTILES} <= flags
 
@@ -559,6 +560,37 @@ def test_a_list_value_the_search_cannot_use_is_refused_by_the_parser(flag, value
         parser().parse_args(["advise", "kv-routing", flag, value])
     assert refused.value.code == 2
     assert f"argument {flag}: " in (err := capsys.readouterr().err) and says in err
+
+
+@pytest.mark.parametrize(("args", "flag", "says"), [
+    # The same objective twice: argparse kept the last silently, so a script's earlier bound vanished.
+    (["--ttft-p99-max", "100", "--ttft-p99-max", "200"], "--ttft-p99-max",
+     "given twice (100 and 200 ms): give each objective once"),
+    (["--itl-p50-max=20", "--itl-p50-max=20"], "--itl-p50-max", "given twice"),
+    # A p50 bound above the same metric's p99 bound can never bind (a p50 is never above its p99).
+    (["--ttft-p50-max", "3000", "--ttft-p99-max", "1000"], "--ttft-p99-max",
+     "1,000 ms is below --ttft-p50-max's 3,000 ms"),
+    (["--tpot-p99-max", "40", "--tpot-p50-max", "50"], "--tpot-p50-max", "50 ms is above --tpot-p99-max's 40 ms"),
+    # A percentile the predictor does not report: was `error: dynamo-lab: unrecognized arguments`.
+    (["--itl-p90-max", "5"], "--itl-p90-max", "write --itl-p50-max MS or --itl-p99-max MS"),
+    (["--ttft-p95-max=500"], "--ttft-p95-max", "write --ttft-p50-max MS or --ttft-p99-max MS"),
+    # A goal that does not exist lists only the goals there are, and a retired one says what replaces it.
+    (["--goal", "bogus"], "--goal", "'bogus': not a goal; choose goodput or goodput-per-gpu"),
+    (["--goal", "ttft-p50"], "--goal", "bound it with --ttft-p50-max MS"),
+    (["--goal", "requests-per-s"], "--goal", "advise ranks by goodput now"),
+])
+def test_an_objective_or_goal_the_search_cannot_use_is_one_line_naming_its_flag_and_the_fix(args, flag, says):
+    result = run_cli("advise", "kv-routing", "--from", "/nonexistent", *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"error: dynamo-lab advise: argument {flag}: "), result.stderr
+    assert says in result.stderr and result.stderr.count("\n") == 1
+    assert "choose from" not in result.stderr  # argparse's choices offered the retired goals among the rest
+
+
+def test_an_argument_no_command_takes_is_refused_by_the_command_it_was_given_to():
+    result = run_cli("advise", "kv-routing", "--from", "/nonexistent", "--frobnicate")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: dynamo-lab advise: unrecognized arguments: --frobnicate")
 
 
 def test_an_open_loop_ranks_by_goodput_at_each_rate_and_says_who_falls_behind():
