@@ -191,6 +191,8 @@ def _advise(args: argparse.Namespace) -> int:
     advice, data = command.advise(req, progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(text.to_json(advice) if args.json else text.text(advice, args.top))
     if advice.winner is None:
+        if req.out is not None:
+            print(text.not_written(args.write, advice), file=sys.stderr if args.json else sys.stdout)
         return 1
     if req.out is not None:
         command.write_winner(req, advice, data)

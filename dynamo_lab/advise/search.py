@@ -346,7 +346,29 @@ class Advice:
 
     @property
     def winner(self) -> Optional[Candidate]:
+        """The first ranked: what --write writes (a recommendation only as `recommended` says)."""
         return self.ranked[0] if self.ranked else None
+
+    @property
+    def recommended(self) -> Optional[Candidate]:
+        """The winner where it is a recommendation: it runs without preempting (the verdict ranks one that
+        preempts after every one that does not, so here none meeting the objectives does) and leads the
+        runner-up beyond the uncertainty (no `close_call`)."""
+        w = self.winner
+        return w if w is not None and not w.preempting and self.close_call is None else None
+
+    @property
+    def first_is(self) -> str:
+        """What the winner is, in words, for what --write says and writes."""
+        if self.winner is None:
+            return "none: no layout predicted in full meets every objective at every point"
+        if self.winner.preempting:
+            return ("the first, not a recommendation: it runs only by preempting (its KV does not fit the load), as "
+                    "every layout meeting the objectives does")
+        close = self.close_call
+        if close is not None:
+            return f"the first of a tie within the uncertainty with {close.worse.label}, not a recommendation"
+        return "the recommendation"
 
     def where(self, point: int) -> str:
         """A traffic point by its index, in words."""

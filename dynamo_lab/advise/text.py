@@ -99,7 +99,8 @@ def _winner_behind(a: Advice) -> str:
     keeping = [(i, c) for i, c in enumerate(a.ranked) if not _behind(a, c)]
     other = (f"{keeping[0][1].layout.label} (rank {keeping[0][0] + 1}) keeps up at every point" if keeping else
              "none of the layouts ranked keeps up at every point: lower the --rate, or add GPUs")
-    return f"The recommendation falls behind the arrivals at {'; '.join(behind)}; {other}."
+    first = "The recommendation" if a.recommended else "The first"
+    return f"{first} falls behind the arrivals at {'; '.join(behind)}; {other}."
 
 
 def _why(c: Candidate, winner: Optional[Candidate], a: Advice) -> str:
@@ -184,7 +185,8 @@ def _family(a: Advice, fam: Family) -> str:
     if not best.meets:
         verdict = "dropped, not ranked: it breaks " + "; ".join(b.describe(a.where(b.point)) for b in best.broken)
     elif best is winner:
-        verdict = "kept: the recommendation" if a.close_call is None else "kept: first of the tie"
+        verdict = ("kept: the recommendation" if best is a.recommended else "kept: first of the tie"
+                   if a.close_call is not None and not best.preempting else "kept: first, not recommended")
     else:
         close = a.close_call
         within = close is not None and close.worse.label == best.layout.label
@@ -359,6 +361,12 @@ def _verdict(a: Advice) -> str:
     physics = a.compared.extrapolated
     floor = (f" Outside what the validation covered ({'; '.join(a.compared.outside)}), no validated error applies: "
              "that error is a floor, the real one is unknown." if physics else "")
+    if w.preempting:
+        load = "--rate" if a.traffic.open_loop else "concurrency"
+        return (f"First, not recommended: {w.layout.label}: {_figures(a, w)}. It runs only by preempting, as every "
+                f"layout meeting the objectives does (more than {PREEMPTING:.0%} of its requests at some point): its "
+                "KV does not fit the load, and its figures rest on requests recomputed from their first token. Lower "
+                f"the {load}, or run it on GPUs with more memory (--write writes it).{floor} Why: {_why(w, None, a)}.")
     close = a.close_call
     if close:
         return (f"Tied within the uncertainty: {w.layout.label} and {close.worse.label} are {close.why}. No "
@@ -432,7 +440,7 @@ def to_json(a: Advice) -> str:
                  "objectives": [{"metric": o.metric, "percentile": o.percentile, "bound_ms": o.bound_ms,
                                  "flag": o.flag} for o in a.goal.objectives]},
         "uncertainty": {**a.uncertainty.as_dict(), "threshold": a.threshold},
-        "recommended": a.winner.layout.label if a.winner and close is None else None,
+        "recommended": a.recommended.layout.label if a.recommended else None,
         "first": a.winner.layout.label if a.winner else None,
         "tie": None if close is None else {"with": close.worse.label, "gap": close.gap, "threshold": a.threshold},
         # The best two's inputs (search.Advice.compared): extrapolated, their comparison is physics only.
@@ -455,5 +463,11 @@ def written(path: str, a: Advice, source: Optional[str]) -> str:
     """What --write says after writing `path` (the name given), and what to run next."""
     cluster = {None: "", "-": " --from FILE (the cluster data, saved)"}.get(
         source, f" --from {shlex.quote(str(source))}")
-    return (f"\nwrote {path}: {a.winner.layout.label}, stack {a.stack}. Next: `dynamo-lab preflight {a.stack}"
-            f"{cluster}`, then `pulumi preview --stack {a.stack}` and `pulumi up --stack {a.stack}` (README, Deploy)")
+    return (f"\nwrote {path}: {a.winner.layout.label}, {a.first_is}, stack {a.stack}. Next: `dynamo-lab preflight "
+            f"{a.stack}{cluster}`, then `pulumi preview --stack {a.stack}` and `pulumi up --stack {a.stack}` (README, "
+            "Deploy)")
+
+
+def not_written(path: str, a: Advice) -> str:
+    """What --write says when there is no layout to write (exit 1)."""
+    return f"\n--write {path}: nothing written: {a.first_is.split(': ', 1)[1]}."

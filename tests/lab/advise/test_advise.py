@@ -664,3 +664,56 @@ def test_a_recommendation_that_falls_behind_says_so_and_whether_another_keeps_up
     assert all(c.rows[1].keeps_up is False for c in a.ranked)
     assert ("The recommendation falls behind the arrivals at prefix types 2, 50 requests/s open loop; none of the "
             "layouts ranked keeps up at every point: lower the --rate, or add GPUs.") in text.text(a)
+
+
+def _verdict_line(a: search.Advice) -> str:
+    return next(ln for ln in text.text(a).splitlines()
+                if ln.startswith(("Recommended", "Tied within", "No recommendation", "First, not recommended")))
+
+
+def test_a_layout_that_runs_only_by_preempting_is_never_recommended_nor_written_as_if_it_were(monkeypatch, tmp_path):
+    # Every layout preempting (as where no layout's KV fits the load): the first meeting the objectives
+    # was printed "Recommended" and written as "the layout it predicted best", its figures resting on
+    # requests recomputed from their first token.
+    monkeypatch.setattr(search.Candidate, "preempting", property(lambda c: True))
+    a = advise(data=small_lab(), traffic=point(2, 4))
+    assert a.winner is not None and a.recommended is None
+    line = _verdict_line(a)
+    assert line.startswith(f"First, not recommended: {a.winner.layout.label}: ") and "Recommended" not in line
+    assert "runs only by preempting" in line and "--write writes it" in line
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["recommended"] is None and as_json["first"] == a.winner.layout.label
+    assert "not a recommendation: it runs only by preempting" in text.written("Pulumi.advised.yaml", a, None)
+    path = tmp_path / "Pulumi.advised.yaml"
+    write.write(path, a, a.winner, base(), small_lab())
+    assert "not a recommendation: it runs only by preempting" in " ".join(
+        ln.lstrip("# ") for ln in path.read_text().splitlines() if ln.startswith("#"))
+
+
+def test_a_tie_written_says_it_is_the_first_of_a_tie_and_what_it_ties_with(tmp_path):
+    a = advise(data=small_lab(), traffic=point(2, 4))
+    a.uncertainty = uncertainty.Uncertainty({**FIXED.metrics, "requests_per_s": uncertainty.MetricError(
+        1.0, 1.0, 100.0, 100.0, 16)})  # every lead within it
+    close = a.close_call
+    assert close is not None and a.recommended is None
+    assert _verdict_line(a).startswith("Tied within the uncertainty: ")
+    said = text.written("Pulumi.advised.yaml", a, None)
+    assert f"the first of a tie within the uncertainty with {close.worse.label}, not a recommendation" in said
+    path = tmp_path / "Pulumi.advised.yaml"
+    write.write(path, a, a.winner, base(), small_lab())
+    header = " ".join(ln.lstrip("# ") for ln in path.read_text().splitlines() if ln.startswith("#"))
+    assert f"the first of a tie within the uncertainty with {close.worse.label}" in header
+    # The header carries the decode side and goodput, as every figure printed does.
+    assert "ITL p99" in header and "goodput" in header
+
+
+def test_write_with_no_layout_meeting_the_objectives_says_nothing_was_written(monkeypatch):
+    from dynamo_lab.advise import command
+
+    none = advise(data=small_lab(), traffic=point(2, 4), goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
+    assert none.winner is None
+    monkeypatch.setattr(command, "advise", lambda req, progress: (none, small_lab()))
+    result = run_cli("advise", "kv-routing", "--from", "/nonexistent", "--write", "Pulumi.never-written.yaml")
+    assert result.returncode == 1 and not (ROOT / "Pulumi.never-written.yaml").exists()
+    assert result.stdout.rstrip().endswith("--write Pulumi.never-written.yaml: nothing written: no layout predicted "
+                                           "in full meets every objective at every point.")
