@@ -9,7 +9,18 @@ from typing import Any, Optional
 
 from dynamo_lab.advise import search
 from dynamo_lab.advise.candidates import AGGREGATED, MAX_REPLICAS_PER_CLASS, ClassNode
-from dynamo_lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family, kv_overflow
+from dynamo_lab.advise.search import (
+    REFINED,
+    REFUSED_CONFIG,
+    REFUSED_PREFLIGHT,
+    SCREENED,
+    SCREENED_HEAVIEST,
+    Advice,
+    Candidate,
+    Family,
+    kv_overflow,
+)
+from dynamo_lab.advise.traffic import Point
 from dynamo_lab.advise.verdict import PREEMPTING, Compared, Separation
 from dynamo_lab.predict.cells import OPEN_LOOP_REQUESTS
 from dynamo_lab.predict.envelope import outside_lines
@@ -402,26 +413,33 @@ FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_m
            "goodput_tokens_per_s_per_gpu")
 
 
+# How closely a candidate's figures were simulated, by its status (search.py).
+PRECISION = {SCREENED: "screening", SCREENED_HEAVIEST: "screening at the heaviest point", REFINED: "full"}
+
+
 def _candidate(a: Advice, c: Candidate) -> dict[str, Any]:
     out: dict[str, Any] = {"layout": c.layout.label, "family": c.layout.family, "workers": c.layout.workers(),
                            "status": c.status}
     if c.reason:
         out["reason"] = c.reason
     if c.rows:
-        out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
+        # Each row's index among the workload's points: a layout screened at the heaviest point alone
+        # has one row, there.
+        at = [a.traffic.points.index(Point(r.prefix_types, r.concurrency, r.rate)) for r in c.rows]
+        out.update({"estimate": True, "precision": PRECISION[c.status],
                     "score": c.score, "meets_objectives": c.meets, "gpus": c.gpus,
                     "breaks": [{"objective": b.objective.label, "bound_ms": b.objective.bound_ms, "worst_ms": b.worst,
-                                "over": b.over, "point": b.point} for b in c.broken],
+                                "over": b.over, "point": at[b.point]} for b in c.broken],
                     "means": {m: c.mean(m) for m in FIGURES},
                     "preemptions": c.preemptions, "preempting": c.preempting,
                     "kv_overflow": None if kv_overflow(c) is None else asdict(kv_overflow(c)),
-                    "points": [{**asdict(r), "preemptions": r.preemptions,
+                    "points": [{"point": i, **asdict(r), "preemptions": r.preemptions,
                                 "goodput_tokens_per_s_per_gpu": c.value(r, "goodput_tokens_per_s_per_gpu"),
                                 "keeps_up": r.keeps_up,  # open loop only (cells.Row.keeps_up)
                                 "gpu_busy": u.gpu_busy,
                                 "path_busy": {f"{a}->{b}": share for (a, b), share in u.path_busy.items()},
                                 "ttft_parts_ms": asdict(u.ttft_parts_ms)}
-                               for r, u in zip(c.rows, c.usage, strict=True)],
+                               for i, r, u in zip(at, c.rows, c.usage, strict=True)],
                     "binds": c.binding.__dict__, **c.envelope.as_dict()})
         for point, env in zip(out["points"], c.envelopes, strict=True):
             point.update(env.as_dict())

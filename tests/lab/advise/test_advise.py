@@ -415,6 +415,23 @@ def test_a_search_whose_screening_would_simulate_too_many_requests_screens_the_h
     words = text.text(a)
     assert "at the heaviest point (prefix types 24, concurrency 8), the best 4 of each family" in words
     assert "over 400 layouts" not in words
+    # --json says which precision each figure has and which workload point each is at: a layout screened
+    # at the heaviest point alone was labelled "full" and its one point (and what it breaks there) given
+    # index 0, the workload's first point.
+    as_json = yaml.safe_load(text.to_json(a))
+    heaviest = as_json["workload"]["points"].index({"prefix_types": 24, "concurrency": 8, "rate": None})
+    by_label = {c["layout"]: c for c in as_json["candidates"]}
+    precision = {search.SCREENED_HEAVIEST: "screening at the heaviest point", search.SCREENED: "screening",
+                 search.REFINED: "full"}
+    for c in a.candidates:
+        mine = by_label[c.layout.label]
+        if not c.rows:
+            assert "precision" not in mine
+            continue
+        assert mine["precision"] == precision[c.status]
+        at = [p["point"] for p in mine["points"]]
+        assert at == ([heaviest] if c.status == search.SCREENED_HEAVIEST else list(range(len(a.traffic.points))))
+        assert {b["point"] for b in mine["breaks"]} <= set(at)
 
 
 def test_the_labs_default_search_screens_every_layout_at_every_point():
