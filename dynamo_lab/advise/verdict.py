@@ -63,16 +63,21 @@ def compare(a: Standing, b: Standing, threshold: float, figure: str = "goodput")
         return Compared(better, worse, True, f"{worse.label} runs only by preempting (its KV does not fit the load), "
                         f"{better.label} does not", gap)
     if gap > threshold:
-        return Compared(better, worse, True, f"{_percent(gap)} more {figure}, beyond the uncertainty of "
-                        f"{threshold:.0%}", gap)
+        return Compared(better, worse, True, f"{_more(gap, figure)}, beyond the uncertainty of {threshold:.0%}", gap)
     return Compared(better, worse, False, f"{_percent(gap)} apart on {figure}, within the uncertainty of "
                     f"{threshold:.0%}", gap)
 
 
 def _percent(x: float) -> str:
-    if x == float("inf"):
-        return "infinitely"
-    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}" if x < 2 else f"{x + 1:.1f}x as much"
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
+def _more(gap: float, figure: str) -> str:
+    """A lead in words: a share below three times as much ("50% more goodput"), a ratio from there
+    ("12.3x as much goodput"), and "all the goodput" where the other has none."""
+    if gap == float("inf"):
+        return f"all the {figure} (the other has none)"
+    return f"{_percent(gap)} more {figure}" if gap < 2 else f"{gap + 1:.1f}x as much {figure}"
 
 
 @dataclass(frozen=True)

@@ -56,3 +56,15 @@ def test_whether_separation_pays_is_the_rankings_own_comparison(agg, sep, answer
     if answer in ("pays", "does not pay"):
         assert (ranked_first is sep) == (answer == "pays")
     assert separation(agg, None, UNCERTAINTY).answer == "not compared"
+
+
+@pytest.mark.parametrize(("better", "says"), [
+    (10.8, "8.0% more goodput, beyond"),
+    (15.0, "50% more goodput, beyond"),
+    # Twice or more: the ratio, once ("12.3x as much more goodput" before).
+    (123.0, "12.3x as much goodput, beyond"),
+])
+def test_a_lead_is_worded_once_as_a_share_or_a_ratio(better, says):
+    c = compare(_s("a", better), _s("b", 10.0), 0.05)
+    assert c.decisive and c.why.startswith(says), c.why
+    assert "as much more" not in c.why
