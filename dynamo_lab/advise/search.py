@@ -134,16 +134,19 @@ class Candidate:
         """Every point's inputs: what any of them has outside what the validation covered."""
         return functools.reduce(operator.or_, self.envelopes, INSIDE)
 
-    def value(self, row: Row, metric: str) -> float:
+    def value(self, row: Row, metric: str) -> Optional[float]:
         """A row's figure by name: a Row field, or goodput per GPU (output tokens/s that met every
-        objective, over the GPUs the layout takes)."""
+        objective, over the GPUs the layout takes). Goodput without objectives is 0; ITL and TPOT
+        without a gap between tokens (one output token a request) None."""
         if metric == "goodput_tokens_per_s_per_gpu":
             return (row.goodput_requests_per_s or 0.0) * self.output_tokens / max(self.gpus, 1)
         value = getattr(row, metric)
-        return 0.0 if value is None else value
+        return 0.0 if value is None and metric == "goodput_requests_per_s" else value
 
-    def mean(self, metric: str) -> float:
-        return geomean([self.value(r, metric) for r in self.rows])
+    def mean(self, metric: str) -> Optional[float]:
+        """The geometric mean over the points; None where a point has no such figure."""
+        values = [self.value(r, metric) for r in self.rows]
+        return None if None in values else geomean(values)
 
     @property
     def meets(self) -> bool:
@@ -255,7 +258,8 @@ def broken(rows: list[Row], objectives: tuple[Objective, ...]) -> list[Broken]:
     """Each objective some point's figure is over, with its worst point."""
     out = []
     for o in objectives:
-        worst, i = max((o.value(r), i) for i, r in enumerate(rows))
+        # A point without the figure (no gap between tokens) has nothing to bound.
+        worst, i = max(((v, i) for i, r in enumerate(rows) if (v := o.value(r)) is not None), default=(0.0, 0))
         if worst > o.bound_ms:
             out.append(Broken(o, worst, i))
     return out

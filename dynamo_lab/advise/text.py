@@ -54,13 +54,17 @@ def _traffic(a: Advice) -> str:
             f"({'given' if w.given else f'the benchmark section of {a.base}'})")
 
 
+# Where a request has one output token: no gap between tokens, so no ITL or TPOT.
+NO_GAPS = "no ITL or TPOT (one output token a request: no gap between tokens)"
+
+
 def _figures(a: Advice, c: Candidate) -> str:
     per_gpu = c.mean("goodput_tokens_per_s_per_gpu")
+    decode = (f"ITL p50 {decode_ms(c.mean('itl_p50_ms'))} ms, p99 {decode_ms(c.mean('itl_p99_ms'))} ms, TPOT p50 "
+              f"{decode_ms(c.mean('tpot_p50_ms'))} ms" if c.mean("itl_p50_ms") is not None else NO_GAPS)
     return (f"goodput {c.mean('goodput_requests_per_s'):.1f} requests/s ({per_gpu:,.0f} output tokens/s per GPU, "
             f"{c.gpus} GPU{'s' * (c.gpus > 1)}) of {c.mean('requests_per_s'):.1f} completed, TTFT p50 "
-            f"{c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, ITL p50 "
-            f"{decode_ms(c.mean('itl_p50_ms'))} ms, p99 {decode_ms(c.mean('itl_p99_ms'))} ms, TPOT p50 "
-            f"{decode_ms(c.mean('tpot_p50_ms'))} ms")
+            f"{c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, {decode}")
 
 
 # Below this share no resource is said to bind: the layout's own latency (transfers, steps) sets it.
@@ -402,8 +406,9 @@ def _separation(a: Advice) -> Optional[str]:
 
     def side(label: str) -> str:
         c = a.candidate(label)
-        return (f"{label} (TTFT p99 {c.mean('ttft_p99_ms'):,.0f} ms, ITL p99 {decode_ms(c.mean('itl_p99_ms'))} ms, "
-                f"{a.goal.label} {c.score:,.1f})")
+        itl = c.mean("itl_p99_ms")
+        decode = f"ITL p99 {decode_ms(itl)} ms" if itl is not None else "no ITL"
+        return f"{label} (TTFT p99 {c.mean('ttft_p99_ms'):,.0f} ms, {decode}, {a.goal.label} {c.score:,.1f})"
     return (f"Does separating prefill and decode pay? {ANSWERS[sep.answer]}: best aggregated "
             f"{side(sep.aggregated.label)}, best separated {side(sep.separated.label)}: {sep.compared.why}.")
 

@@ -734,3 +734,19 @@ def test_write_with_no_layout_meeting_the_objectives_says_nothing_was_written(mo
     assert result.returncode == 1 and not (ROOT / "Pulumi.never-written.yaml").exists()
     assert result.stdout.rstrip().endswith("--write Pulumi.never-written.yaml: nothing written: no layout predicted "
                                            "in full meets every objective at every point.")
+
+
+def test_one_output_token_a_request_ranks_without_decode_figures_and_says_none():
+    # --output-tokens 1: no gap between tokens, so no ITL or TPOT anywhere (not 0 ms, and not the
+    # geometric mean's floor of 1e-9 ms in --json); the ITL objective bounds nothing.
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=1))
+    assert a.winner is not None and all(c.meets for c in a.ranked)
+    for c in a.ranked + a.over:
+        assert c.mean("itl_p99_ms") is None and c.mean("tpot_p50_ms") is None
+    words = text.text(a)
+    assert "ms, no ITL or TPOT (one output token a request: no gap between tokens)" in words
+    assert " 0.0 " not in words and " - ms" not in words
+    as_json = yaml.safe_load(text.to_json(a))
+    best = next(c for c in as_json["candidates"] if c["layout"] == a.winner.layout.label)
+    assert best["means"]["itl_p99_ms"] is None and best["means"]["tpot_p50_ms"] is None
+    assert all(p["itl_p99_ms"] is None for p in best["points"])
