@@ -406,6 +406,19 @@ class Advice:
         return None if c.decisive else c
 
     @property
+    def tied(self) -> list[Candidate]:
+        """The ranked layouts after the first that tie with it within the uncertainty (verdict.compare),
+        in rank order: the first ranked decisively behind it ends them (the order is the verdict's)."""
+        if not self.ranked:
+            return []
+        out = []
+        for c in self.ranked[1:]:
+            if self.compare(self.ranked[0], c).decisive:
+                break
+            out.append(c)
+        return out
+
+    @property
     def unmet(self) -> list[tuple[Objective, Candidate, Broken]]:
         """Each objective no layout predicted in full meets at every point, with the nearest layout
         and its worst figure."""

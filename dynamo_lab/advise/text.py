@@ -164,13 +164,18 @@ def _percent(x: float) -> str:
     return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
 
 
+def _listed(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def _gap(a: Advice, better: Candidate, worse: Candidate) -> str:
     metric = a.goal.label
     if worse.score <= 0:
         return f"no {metric}: none of its requests meets every objective"
     ratio = better.score / worse.score
-    return f"{metric} {_percent(1 - 1 / ratio)} lower than the recommendation's" if ratio < 2 else (
-        f"{metric} 1/{ratio:.1f} of the recommendation's")
+    first = "the recommendation's" if a.recommended is better else "the first's"
+    return f"{metric} {_percent(1 - 1 / ratio)} lower than {first}" if ratio < 2 else (
+        f"{metric} 1/{ratio:.1f} of {first}")
 
 
 def base_setting(fam: Family) -> Optional[str]:
@@ -203,9 +208,7 @@ def _family(a: Advice, fam: Family) -> str:
         verdict = ("kept: the recommendation" if best is a.recommended else "kept: first of the tie"
                    if a.close_call is not None and not best.preempting else "kept: first, not recommended")
     else:
-        close = a.close_call
-        within = close is not None and close.worse.label == best.layout.label
-        fate = "kept, tied with the first within the uncertainty" if within else "dropped"
+        fate = "kept, tied with the first within the uncertainty" if best in a.tied else "dropped"
         verdict = f"{fate} (rank {a.ranked.index(best) + 1}): {_gap(a, winner, best)}"
     return (f"{head}. Best: {best.layout.label} ({_figures(a, best)}); {verdict}. Why: "
             f"{_why(best, winner, a)}.")
@@ -384,7 +387,10 @@ def _verdict(a: Advice) -> str:
                 f"the {load}, or run it on GPUs with more memory (--write writes it).{floor} Why: {_why(w, None, a)}.")
     close = a.close_call
     if close:
-        return (f"Tied within the uncertainty: {w.layout.label} and {close.worse.label} are {close.why}. No "
+        more = a.tied[1:]
+        also = (f" So {'is' if len(more) == 1 else 'are'} {_listed([c.layout.label for c in more])}, within it of "
+                f"{w.layout.label} too." if more else "")
+        return (f"Tied within the uncertainty: {w.layout.label} and {close.worse.label} are {close.why}.{also} No "
                 f"recommendation between them (--write writes the first). To separate them, {_tie(a, close)}.{floor}")
     runner = a.ranked[1] if len(a.ranked) > 1 else None
     lead = f", ahead of the runner-up ({runner.layout.label}): {a.compare(w, runner).why}" if runner else ""
@@ -465,7 +471,8 @@ def to_json(a: Advice) -> str:
         "uncertainty": {**a.uncertainty.as_dict(), "threshold": a.threshold},
         "recommended": a.recommended.layout.label if a.recommended else None,
         "first": a.winner.layout.label if a.winner else None,
-        "tie": None if close is None else {"with": close.worse.label, "gap": close.gap, "threshold": a.threshold},
+        "tie": None if close is None else {"with": close.worse.label, "gap": close.gap, "threshold": a.threshold,
+                                           "all": [c.layout.label for c in a.ranked[:1] + a.tied]},
         # The best two's inputs (search.Advice.compared): extrapolated, their comparison is physics only.
         "comparison": a.compared.as_dict(),
         "ranked": [c.layout.label for c in a.ranked],

@@ -724,6 +724,27 @@ def test_a_tie_written_says_it_is_the_first_of_a_tie_and_what_it_ties_with(tmp_p
     assert "ITL p99" in header and "goodput" in header
 
 
+def test_every_layout_within_the_uncertainty_of_the_first_is_said_to_tie_with_it_wherever_it_is_named():
+    # The separation line said "They tie here" of the best separated layout, ranked third, while its
+    # family's line called it "dropped (rank 3): goodput 46% lower than the recommendation's", with
+    # no recommendation made: two ways of asking, two answers.
+    a = advise(data=small_lab(), traffic=point(2, 4))
+    a.uncertainty = uncertainty.Uncertainty({**FIXED.metrics, "requests_per_s": uncertainty.MetricError(
+        1.0, 1.0, 100.0, 100.0, 16)})  # every lead within it
+    assert len(a.ranked) > 2 and a.tied == a.ranked[1:]
+    words = text.text(a)
+    assert "recommendation's" not in words and "dropped (rank" not in words
+    verdict = _verdict_line(a)
+    assert all(c.layout.label in verdict for c in a.ranked)
+    assert a.separation.answer == "ties"
+    for fam in a.families:
+        if fam.best in a.ranked[1:]:
+            line = next(ln for ln in words.splitlines() if ln.startswith(f"- {fam.name}:"))
+            assert f"kept, tied with the first within the uncertainty (rank {a.ranked.index(fam.best) + 1})" in line
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["tie"]["all"] == [c.layout.label for c in a.ranked]
+
+
 def test_write_with_no_layout_meeting_the_objectives_says_nothing_was_written(monkeypatch):
     from dynamo_lab.advise import command
 
