@@ -337,8 +337,8 @@ def parser() -> argparse.ArgumentParser:
                     "closed-loop concurrency, for each of its prefix types")
     pd.set_defaults(func=_predict)
     ad = sub.add_parser("advise", help="which layout this cluster should run for a workload: every layout the "
-                        "sizing and preflight accept, ranked by the predictor (estimates); exit 0 recommended, "
-                        "1 none fits or meets the goal, 2 error")
+                        "sizing and preflight accept, ranked by the predictor (estimates); exit 0 one ranks "
+                        "first (recommended, or not: --json's `recommended`), 1 none fits or meets the goal, 2 error")
     ad.add_argument("stack", help="the base stack: its cluster (kubernetes:context), GPU classes, model and settings; "
                     "its benchmark section is the default workload")
     ad.add_argument("--from", dest="source", metavar="FILE",
