@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from dynamo_lab import stack_files
+from dynamo_lab import flags, stack_files
 from dynamo_lab.advise import command
 from dynamo_lab.advise.candidates import AGGREGATED, ONE_NODE, Group, Layout
 from dynamo_lab.advise.stack_file import candidate_config
@@ -198,9 +198,11 @@ def findings(results: list[Result], threshold: float) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--graphs", type=int, default=cells.SIMULATED_GRAPHS, help="simulated graphs per cell")
-    p.add_argument("--runs", type=int, default=cells.RUNS_PER_GRAPH, help="measured runs per graph")
+    p = flags.Parser(prog="python -m dynamo_lab.advise.crossover", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--graphs", type=flags.positive_int, default=cells.SIMULATED_GRAPHS,
+                   help="simulated graphs per cell")
+    p.add_argument("--runs", type=flags.positive_int, default=cells.RUNS_PER_GRAPH, help="measured runs per graph")
     p.add_argument("--markdown", action="store_true", help="only the table and what it answers, in Markdown "
                    "(docs/advise.md's sample: no date, so the same on any day)")
     args = p.parse_args(argv)

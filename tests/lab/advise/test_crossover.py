@@ -94,3 +94,15 @@ def test_what_the_table_answers_is_said_in_words_read_off_it():
     assert "from 100 Gbit/s up for " + shortest in said.splitlines()[1]
     assert "from" not in said.splitlines()[0]  # over TCP, at no link swept
     assert all(f"{p:,}" in said.splitlines()[1] for p in rest)
+
+
+@pytest.mark.parametrize("args", [["--graphs", "0"], ["--runs", "-1"], ["--runs", "x"]])
+def test_a_count_of_graphs_or_runs_below_one_is_refused_in_one_line_before_the_sweep(args, capsys):
+    # --graphs 0 simulated no run and ended in statistics.median's traceback after loading every layout.
+    with pytest.raises(SystemExit) as refused:
+        x.main(args)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: python -m dynamo_lab.advise.crossover: argument {args[0]}: ")
+    assert err.count("\n") == 1
+    assert "write a positive integer" in err
