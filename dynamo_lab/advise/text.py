@@ -322,11 +322,13 @@ def _over_bound(a: Advice, top: int) -> str:
     """The layouts predicted in full that break an objective: apart from the ranking, each with what
     it breaks and by how much."""
     over = a.over
-    listed = "; ".join(f"{c.layout.label} ({', '.join(b.describe(a.where(b.point)) for b in c.broken)})"
-                       for c in over[:top])
+    listed = "; ".join(f"{c.layout.label} ({', '.join(b.describe(a.where(b.point)) for b in c.broken)}"
+                       + ("; runs only by preempting)" if c.preempting else ")") for c in over[:top])
     more = f"; and {len(over) - top} more (--json lists them)" if len(over) > top else ""
+    order = ("the least over first, those running only by preempting after the rest" if any(c.preempting for c in over)
+             else "the least over first")
     return (f"Breaking an objective, not ranked: {len(over)} of the {len(a.ranked) + len(over)} predicted in full, "
-            f"the least over first: {listed}{more}.")
+            f"{order}: {listed}{more}.")
 
 
 def _unmet(a: Advice) -> list[str]:

@@ -771,3 +771,19 @@ def test_one_output_token_a_request_ranks_without_decode_figures_and_says_none()
     best = next(c for c in as_json["candidates"] if c["layout"] == a.winner.layout.label)
     assert best["means"]["itl_p99_ms"] is None and best["means"]["tpot_p50_ms"] is None
     assert all(p["itl_p99_ms"] is None for p in best["points"])
+
+
+def test_the_layouts_breaking_an_objective_are_listed_in_the_order_the_words_say(monkeypatch):
+    # Those running only by preempting come after the rest (the verdict's order), which the list called
+    # "the least over first": the lab's default search listed 91%, 831%, then 57% (that one preempting).
+    from dynamo_lab.advise.candidates import AGGREGATED
+
+    monkeypatch.setattr(search.Candidate, "preempting", property(lambda c: c.layout.kind == AGGREGATED))
+    a = advise(data=small_lab(), traffic=point(2, 4), goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
+    assert any(c.preempting for c in a.over) and any(not c.preempting for c in a.over)
+    apart = next(ln for ln in text.text(a, top=len(a.over)).splitlines() if ln.startswith("Breaking an objective"))
+    assert "the least over first, those running only by preempting after the rest:" in apart
+    for c in a.over:
+        at = apart.index(c.layout.label + " (")
+        entry = apart[at:apart.index(")", at)]  # LABEL (what it breaks[; runs only by preempting])
+        assert entry.endswith("; runs only by preempting") == c.preempting, entry
