@@ -27,7 +27,16 @@ from dynamo_lab.advise.inputs import Base, Goal
 from dynamo_lab.advise.stack_file import StackDoc, candidate_config, gpu_classes
 from dynamo_lab.advise.traffic import Point, Traffic
 from dynamo_lab.advise.uncertainty import Uncertainty
-from dynamo_lab.advise.verdict import PREEMPTING, Compared, Separation, Standing, compare, key, separation
+from dynamo_lab.advise.verdict import (
+    PREEMPTING,
+    Compared,
+    Separation,
+    Standing,
+    compare,
+    key,
+    near_bounds,
+    separation,
+)
 from dynamo_lab.predict import cells, placement, pool
 from dynamo_lab.predict.cells import Row, TtftParts, Usage
 from dynamo_lab.predict.envelope import INSIDE, Envelope, envelope
@@ -169,10 +178,15 @@ class Candidate:
         its measured requests."""
         return any(r.requests and r.preemptions > PREEMPTING * r.requests for r in self.rows)
 
-    def standing(self, where: Callable[[int], str]) -> Standing:
-        """What the one verdict (verdict.py) compares; `where` names a point by its index."""
+    def standing(self, where: Callable[[int], str], objectives: tuple[Objective, ...] = (),
+                 errors: Optional[dict[str, float]] = None) -> Standing:
+        """What the one verdict (verdict.py) compares; `where` names a point by its index; `objectives`
+        and the predictor's `errors` by figure (Uncertainty.errors) say which bounds its worst figures
+        are within that error of (verdict.near_bounds)."""
+        worst = [(o, max(vs)) for o in objectives if (vs := [v for r in self.rows if (v := o.value(r)) is not None])]
+        near, beyond = near_bounds(worst, errors or {})
         return Standing(self.layout.label, self.meets, self.preempting, self.worst_over, self.score,
-                        tuple(b.describe(where(b.point)) for b in self.broken))
+                        tuple(b.describe(where(b.point)) for b in self.broken), near, beyond)
 
     @property
     def ttft_parts_ms(self) -> TtftParts:
@@ -386,7 +400,7 @@ class Advice:
         return self.uncertainty.metrics["requests_per_s"].holdout_median
 
     def standing(self, c: Candidate) -> Standing:
-        return c.standing(self.where)
+        return c.standing(self.where, self.goal.objectives, self.uncertainty.errors)
 
     def compare(self, a: Candidate, b: Candidate) -> Compared:
         return compare(self.standing(a), self.standing(b), self.threshold, self.goal.label)

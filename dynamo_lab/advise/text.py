@@ -381,6 +381,9 @@ def _verdict(a: Advice) -> str:
     physics = a.compared.extrapolated
     floor = (f" Outside what the validation covered ({'; '.join(a.compared.outside)}), no validated error applies: "
              "that error is a floor, the real one is unknown." if physics else "")
+    near = a.standing(w).near  # objectives it meets only within the predictor's error of their bounds
+    if near:
+        floor += f" It meets {'; '.join(near)}: measure it before relying on it."
     if w.preempting:
         load = "--rate" if a.traffic.open_loop else "concurrency"
         return (f"First, not recommended: {w.layout.label}: {_figures(a, w)}. It runs only by preempting, as every "

@@ -787,3 +787,19 @@ def test_the_layouts_breaking_an_objective_are_listed_in_the_order_the_words_say
         at = apart.index(c.layout.label + " (")
         entry = apart[at:apart.index(")", at)]  # LABEL (what it breaks[; runs only by preempting])
         assert entry.endswith("; runs only by preempting") == c.preempting, entry
+
+
+def test_a_layouts_standing_says_which_objectives_it_meets_only_within_the_predictors_error():
+    a = advise(data=small_lab(), traffic=point(2, 4))
+    w = a.winner
+    worst = max(r.ttft_p99_ms for r in w.rows)
+    held_out = a.uncertainty.metrics["ttft_p99_ms"].holdout_median  # FIXED: 20%
+    a.goal = inputs.Goal("goodput", (Objective("ttft", 99, worst * (1 + held_out / 2)),))
+    (near,) = a.standing(w).near
+    assert near.startswith(f"TTFT p99 {worst:,.0f} ms against its") and f"{held_out:.0%} error" in near
+    assert f"It meets {near}: measure it before relying on it." in _verdict_line(a)
+    a.goal = inputs.Goal("goodput", (Objective("ttft", 99, worst * (1 + 2 * held_out)),))
+    assert a.standing(w).near == ()
+    # ITL was never measured: its bound is taken as exact, however close.
+    a.goal = inputs.Goal("goodput", (Objective("itl", 99, max(r.itl_p99_ms for r in w.rows) * 1.01),))
+    assert a.standing(w).near == ()

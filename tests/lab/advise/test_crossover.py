@@ -106,3 +106,14 @@ def test_a_count_of_graphs_or_runs_below_one_is_refused_in_one_line_before_the_s
     assert err.startswith(f"error: python -m dynamo_lab.advise.crossover: argument {args[0]}: ")
     assert err.count("\n") == 1
     assert "write a positive integer" in err
+
+
+def test_a_split_meeting_ttft_p99_inside_its_uncertainty_does_not_win_the_cell():
+    # At 8k tokens, concurrency 16, RDMA at 400 Gbit/s the table said **pays**: aggregated breaks ITL p99,
+    # the split met TTFT p99 at 1,956 ms of 2,000, inside the predictor's 31% held-out TTFT p99 error.
+    errors = {"ttft_p99_ms": 0.31}
+    agg = x.Result(8192, 16, None, None, "agg", _row(1484, 338, 2.39), (), errors)
+    close = x.Result(8192, 16, "rdma", 400, SPLIT, _row(1956, 25, 4.46), (), errors)
+    assert x.answer([agg, close], 8192, 16, "rdma", 400, 0.06).answer == "ties"
+    clear = x.Result(8192, 16, "rdma", 400, SPLIT, _row(1200, 25, 4.46), (), errors)
+    assert x.answer([agg, clear], 8192, 16, "rdma", 400, 0.06).answer == "pays"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynamo_lab.advise.verdict import Standing, compare, key, separation
+from dynamo_lab.advise.verdict import Standing, compare, key, near_bounds, separation
 
 UNCERTAINTY = 0.2
 
@@ -68,3 +68,28 @@ def test_a_lead_is_worded_once_as_a_share_or_a_ratio(better, says):
     c = compare(_s("a", better), _s("b", 10.0), 0.05)
     assert c.decisive and c.why.startswith(says), c.why
     assert "as much more" not in c.why
+
+
+def test_meeting_an_objective_by_less_than_its_figures_uncertainty_is_too_close_to_call():
+    # The crossover's one "pays" cell: separation met TTFT p99 <= 2,000 ms at 1,956 ms, 2% inside the
+    # bound, where the predictor's TTFT p99 is off by a median 31% on the held-out cells; aggregated
+    # broke ITL p99 (338 ms). Meeting against breaking was called decisive however close the call.
+    from dynamo_lab.predict.objectives import Objective
+
+    ttft, itl = Objective("ttft", 99, 2000.0), Objective("itl", 99, 200.0)
+    errors = {"ttft_p99_ms": 0.31}  # ITL was never measured: no error to widen its bound by
+    near, beyond = near_bounds([(ttft, 1956.0), (itl, 25.0)], errors)
+    assert beyond is False and len(near) == 1 and "TTFT p99 1,956 ms" in near[0] and "31%" in near[0]
+    sep = Standing("sep", True, False, 0.0, 4.46, (), near)
+    agg_near, agg_beyond = near_bounds([(ttft, 1484.0), (itl, 338.0)], errors)
+    assert agg_beyond is True  # ITL p99 broken, and no measured error to say it might not be
+    agg = Standing("agg", False, False, 338 / 200, 2.39, ("ITL p99 338 ms over 200",), agg_near, agg_beyond)
+    c = compare(agg, sep, UNCERTAINTY)
+    assert c.better is sep and not c.decisive and "too close to call" in c.why and "1,956" in c.why
+    assert separation(agg, sep, UNCERTAINTY).answer == "ties"
+    # Far enough inside the bound, the same comparison is decisive.
+    far, _ = near_bounds([(ttft, 1200.0), (itl, 25.0)], errors)
+    assert far == () and separation(agg, Standing("sep", True, False, 0.0, 4.46, (), far), UNCERTAINTY).answer == "pays"
+    # Broken by less than the error: not surely broken either.
+    _, barely = near_bounds([(ttft, 2100.0)], errors)
+    assert barely is False
