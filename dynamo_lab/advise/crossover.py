@@ -79,7 +79,7 @@ class Result:
                         max((o.value(self.row) / o.bound_ms for o in broken), default=0.0),
                         self.row.goodput_requests_per_s or 0.0,
                         tuple(f"{o.label} {o.value(self.row):,.0f} ms over {o.bound_ms:,g}" for o in broken),
-                        near, beyond)
+                        near, beyond, self.row.requests_per_s)
 
 
 def config(base: dict, layout: Layout, prompt: int, transport: str = "tcp", link_gbit: int = 100,

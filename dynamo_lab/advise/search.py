@@ -179,14 +179,18 @@ class Candidate:
         return any(r.requests and r.preemptions > PREEMPTING * r.requests for r in self.rows)
 
     def standing(self, where: Callable[[int], str], objectives: tuple[Objective, ...] = (),
-                 errors: Optional[dict[str, float]] = None) -> Standing:
+                 errors: Optional[dict[str, float]] = None, metric: str = "goodput_requests_per_s") -> Standing:
         """What the one verdict (verdict.py) compares; `where` names a point by its index; `objectives`
         and the predictor's `errors` by figure (Uncertainty.errors) say which bounds its worst figures
-        are within that error of (verdict.near_bounds)."""
+        are within that error of (verdict.near_bounds); `metric`: the goal's figure (its score), whose
+        ceiling is what it would be were every request to meet every objective."""
         worst = [(o, max(vs)) for o in objectives if (vs := [v for r in self.rows if (v := o.value(r)) is not None])]
         near, beyond = near_bounds(worst, errors or {})
+        ceiling = self.mean("requests_per_s") if self.rows else None
+        if ceiling is not None and metric == "goodput_tokens_per_s_per_gpu":
+            ceiling *= self.output_tokens / max(self.gpus, 1)
         return Standing(self.layout.label, self.meets, self.preempting, self.worst_over, self.score,
-                        tuple(b.describe(where(b.point)) for b in self.broken), near, beyond)
+                        tuple(b.describe(where(b.point)) for b in self.broken), near, beyond, ceiling)
 
     @property
     def ttft_parts_ms(self) -> TtftParts:
@@ -400,7 +404,7 @@ class Advice:
         return self.uncertainty.metrics["requests_per_s"].holdout_median
 
     def standing(self, c: Candidate) -> Standing:
-        return c.standing(self.where, self.goal.objectives, self.uncertainty.errors)
+        return c.standing(self.where, self.goal.objectives, self.uncertainty.errors, self.goal.metric)
 
     def compare(self, a: Candidate, b: Candidate) -> Compared:
         return compare(self.standing(a), self.standing(b), self.threshold, self.goal.label)

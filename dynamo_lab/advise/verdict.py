@@ -14,8 +14,10 @@ than the uncertainty (the predictor's held-out median error of requests/s: uncer
 it they tie, and the words say what measurement would separate them. Where 1 differs, it decides
 only if the call is clear of the predictor's error on the figures that make it: the one meeting
 every objective meets none by less than that figure's held-out median error (TTFT p50, TTFT p99),
-and the other breaks one by more (near_bounds); else it is too close to call. ITL and TPOT were
-never measured, so no error widens their bounds: a measurement of them would.
+and the other breaks one by more (near_bounds), or, breaking only within that error, could not
+have the goodput of the first even meeting every objective (its requests/s, `ceiling`); else it
+is too close to call. ITL and TPOT were never measured, so no error widens their bounds: a
+measurement of them would.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ class Standing:
     broken: tuple[str, ...] = ()  # each objective it breaks, in words
     near: tuple[str, ...] = ()  # each objective its figure meets or breaks within that figure's error, in words
     broken_beyond: bool = True  # it breaks some objective by more than that figure's error (where it breaks one)
+    # The goal's figure were every request to meet every objective (its requests/s completed): the most
+    # its goodput could be were a bound it breaks within the error in fact met. None: not known.
+    ceiling: Optional[float] = None
 
 
 def near_bounds(checks: Iterable[tuple[Objective, float]], errors: Mapping[str, float]) -> tuple[tuple[str, ...],
@@ -81,10 +86,16 @@ def compare(a: Standing, b: Standing, threshold: float, figure: str = "goodput")
     gap = better.score / worse.score - 1 if worse.score > 0 else float("inf")
     if better.meets != worse.meets:
         said = f"{worse.label} breaks {'; '.join(worse.broken)}, {better.label} meets every objective"
-        doubt = better.near + (() if worse.broken_beyond else worse.near)
-        if doubt:
-            return Compared(better, worse, False, f"{said}, but too close to call: {'; '.join(doubt)}", gap)
-        return Compared(better, worse, True, said, gap)
+        if better.near:  # it may break one: its goodput falls off a cliff there, so nothing is sure
+            return Compared(better, worse, False, f"{said}, but too close to call: {'; '.join(better.near)}", gap)
+        if worse.broken_beyond:
+            return Compared(better, worse, True, said, gap)
+        # It may meet what it breaks; then the better leads only by more goodput than it could have.
+        if worse.ceiling is not None and better.score > worse.ceiling * (1 + threshold):
+            return Compared(better, worse, True, f"{said}; and even if {worse.label} met them all, "
+                            f"{_more(better.score / worse.ceiling - 1, figure)} than its requests could give, beyond "
+                            f"the uncertainty of {threshold:.0%}", gap)
+        return Compared(better, worse, False, f"{said}, but too close to call: {'; '.join(worse.near)}", gap)
     if not better.meets:
         return Compared(better, worse, False, f"neither meets every objective ({better.label} breaks "
                         f"{'; '.join(better.broken)}; {worse.label} breaks {'; '.join(worse.broken)})", gap)

@@ -117,3 +117,11 @@ def test_a_split_meeting_ttft_p99_inside_its_uncertainty_does_not_win_the_cell()
     assert x.answer([agg, close], 8192, 16, "rdma", 400, 0.06).answer == "ties"
     clear = x.Result(8192, 16, "rdma", 400, SPLIT, _row(1200, 25, 4.46), (), errors)
     assert x.answer([agg, clear], 8192, 16, "rdma", 400, 0.06).answer == "pays"
+
+
+def test_a_split_breaking_ttft_p99_inside_its_uncertainty_still_loses_to_more_goodput_than_it_completes():
+    errors = {"ttft_p99_ms": 0.31}
+    agg = x.Result(2048, 16, None, None, "agg", _row(369, 16, 7.14), (), errors)
+    near = _row(2551, 18, 4.30)  # completes 4.30 requests/s: below aggregated's goodput by far
+    split = x.Result(2048, 16, "rdma", 10, SPLIT, near, (), errors)
+    assert x.answer([agg, split], 2048, 16, "rdma", 10, 0.06).answer == "does not pay"
