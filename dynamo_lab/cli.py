@@ -149,6 +149,33 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _goal(name: str) -> str:
+    """--goal's type: one of advise's goals; a retired one is refused with what replaces it (argparse's
+    `choices` listed the retired ones among those to choose from)."""
+    from dynamo_lab.advise.inputs import goal_refusal
+
+    why = goal_refusal(name)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{name!r}: {why}")
+    return name
+
+
+def _objective_hint(arg: str) -> Optional[str]:
+    """An objective flag of a percentile or metric advise does not bound (`--itl-p90-max`), as a
+    refusal of that flag with the ones there are."""
+    from dynamo_lab.predict.objectives import METRICS, PERCENTILES
+
+    m = flags.OBJECTIVE_FLAG.fullmatch(arg)
+    if m is None:
+        return None
+    flag = arg.split("=", 1)[0]
+    if m["metric"] not in METRICS:
+        return (f"argument {flag}: advise's objectives bound {', '.join(METRICS)}: write "
+                + " or ".join(f"--{metric}-p{m['percentile']}-max MS" for metric in METRICS))
+    return (f"argument {flag}: advise's objectives bound p{' or p'.join(map(str, PERCENTILES))}, the percentiles the "
+            "predictor reports: write " + " or ".join(f"--{m['metric']}-p{q}-max MS" for q in PERCENTILES))
+
+
 def _advise(args: argparse.Namespace) -> int:
     from dynamo_lab.advise import command, inputs, text
     from dynamo_lab.advise.inputs import Goal
@@ -164,6 +191,8 @@ def _advise(args: argparse.Namespace) -> int:
     advice, data = command.advise(req, progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(text.to_json(advice) if args.json else text.text(advice, args.top))
     if advice.winner is None:
+        if req.out is not None:
+            print(text.not_written(args.write, advice), file=sys.stderr if args.json else sys.stdout)
         return 1
     if req.out is not None:
         command.write_winner(req, advice, data)
@@ -308,8 +337,8 @@ def parser() -> argparse.ArgumentParser:
                     "closed-loop concurrency, for each of its prefix types")
     pd.set_defaults(func=_predict)
     ad = sub.add_parser("advise", help="which layout this cluster should run for a workload: every layout the "
-                        "sizing and preflight accept, ranked by the predictor (estimates); exit 0 recommended, "
-                        "1 none fits or meets the goal, 2 error")
+                        "sizing and preflight accept, ranked by the predictor (estimates); exit 0 one ranks "
+                        "first (recommended, or not: --json's `recommended`), 1 none fits or meets the goal, 2 error")
     ad.add_argument("stack", help="the base stack: its cluster (kubernetes:context), GPU classes, model and settings; "
                     "its benchmark section is the default workload")
     ad.add_argument("--from", dest="source", metavar="FILE",
@@ -326,8 +355,7 @@ def parser() -> argparse.ArgumentParser:
                     help="open loop: requests/s arriving (Poisson) at each point instead of a closed loop's "
                     "concurrency, e.g. 2,6 (a closed loop lets a slower layout send fewer requests); goodput "
                     "counts the requests arriving that meet every objective")
-    ad.add_argument("--goal", choices=["goodput", "goodput-per-gpu", "ttft-p50", "requests-per-s"],
-                    metavar="{goodput,goodput-per-gpu}", default="goodput",  # inputs.GOALS, and the retired two
+    ad.add_argument("--goal", type=_goal, metavar="{goodput,goodput-per-gpu}", default="goodput",  # inputs.GOALS
                     help="rank the layouts that meet every objective by goodput, the requests/s meeting every "
                     "objective (default), or by goodput per GPU, output tokens/s per GPU (docs/advise.md)")
     from dynamo_lab.predict.objectives import DEFAULT_OBJECTIVES
@@ -336,10 +364,11 @@ def parser() -> argparse.ArgumentParser:
                          ("tpot", "a request's mean time per output token after its first")):
         for q in (50, 99):
             default = next((o for o in DEFAULT_OBJECTIVES if (o.metric, o.percentile) == (metric, q)), None)
-            ad.add_argument(f"--{metric}-p{q}-max", type=flags.positive_ms, metavar="MS",
+            ad.add_argument(f"--{metric}-p{q}-max", type=flags.positive_ms, action=flags.ObjectiveBound, metavar="MS",
                             help=f"objective: {what}, p{q}, at most MS at every point"
                             + (f" (default {default.bound_ms:g}, unless a flag bounds {metric.upper()})" if default
                                else ""))
+    ad.unknown_hint = _objective_hint
     ad.add_argument("--top", type=flags.positive_int, default=3, help="layouts shown (default 3)")
     ad.add_argument("--write", metavar="Pulumi.NAME.yaml", help="write the recommended layout as stack NAME's file")
     ad.add_argument("--force", action="store_true", help="with --write: replace the file if it exists")

@@ -94,3 +94,34 @@ def test_what_the_table_answers_is_said_in_words_read_off_it():
     assert "from 100 Gbit/s up for " + shortest in said.splitlines()[1]
     assert "from" not in said.splitlines()[0]  # over TCP, at no link swept
     assert all(f"{p:,}" in said.splitlines()[1] for p in rest)
+
+
+@pytest.mark.parametrize("args", [["--graphs", "0"], ["--runs", "-1"], ["--runs", "x"]])
+def test_a_count_of_graphs_or_runs_below_one_is_refused_in_one_line_before_the_sweep(args, capsys):
+    # --graphs 0 simulated no run and ended in statistics.median's traceback after loading every layout.
+    with pytest.raises(SystemExit) as refused:
+        x.main(args)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: python -m dynamo_lab.advise.crossover: argument {args[0]}: ")
+    assert err.count("\n") == 1
+    assert "write a positive integer" in err
+
+
+def test_a_split_meeting_ttft_p99_inside_its_uncertainty_does_not_win_the_cell():
+    # At 8k tokens, concurrency 16, RDMA at 400 Gbit/s the table said **pays**: aggregated breaks ITL p99,
+    # the split met TTFT p99 at 1,956 ms of 2,000, inside the predictor's 31% held-out TTFT p99 error.
+    errors = {"ttft_p99_ms": 0.31}
+    agg = x.Result(8192, 16, None, None, "agg", _row(1484, 338, 2.39), (), errors)
+    close = x.Result(8192, 16, "rdma", 400, SPLIT, _row(1956, 25, 4.46), (), errors)
+    assert x.answer([agg, close], 8192, 16, "rdma", 400, 0.06).answer == "ties"
+    clear = x.Result(8192, 16, "rdma", 400, SPLIT, _row(1200, 25, 4.46), (), errors)
+    assert x.answer([agg, clear], 8192, 16, "rdma", 400, 0.06).answer == "pays"
+
+
+def test_a_split_breaking_ttft_p99_inside_its_uncertainty_still_loses_to_more_goodput_than_it_completes():
+    errors = {"ttft_p99_ms": 0.31}
+    agg = x.Result(2048, 16, None, None, "agg", _row(369, 16, 7.14), (), errors)
+    near = _row(2551, 18, 4.30)  # completes 4.30 requests/s: below aggregated's goodput by far
+    split = x.Result(2048, 16, "rdma", 10, SPLIT, near, (), errors)
+    assert x.answer([agg, split], 2048, 16, "rdma", 10, 0.06).answer == "does not pay"
