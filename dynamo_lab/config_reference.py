@@ -62,7 +62,7 @@ _KINDS = {
 _KIND_OF_VALIDATOR = {meta.func: kind for alias, kind in _KINDS.items() for meta in alias.__metadata__}
 
 
-class Row(NamedTuple):
+class KeyRow(NamedTuple):
     key: str
     default: str
     accepts: str
@@ -230,7 +230,7 @@ def _accepts(key: str, field: FieldInfo) -> str:
                      "json_schema_extra={'accepts': ...} in its section's module under infra/config/")
 
 
-def rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
+def rows(model: type[BaseModel], prefix: str = "") -> Iterator[KeyRow]:
     """The model's keys in schema order: one row per value, descending into nested models."""
     own = {m for m, _ in OWN_TABLES}
     for name, field in model.model_fields.items():
@@ -243,27 +243,27 @@ def rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
             continue
         if not field.description:
             raise ValueError(f"{key}: give the field a description in infra/config/schema.py")
-        yield Row(key, _default(model, name, field), _accepts(key, field), field.description)
+        yield KeyRow(key, _default(model, name, field), _accepts(key, field), field.description)
         container = _container_of(field.annotation)
         if container and container[1] not in own:
             kind, item = container
             yield from rows(item, key + (".<name>." if kind == "dict" else "[]."))
 
 
-def main_rows() -> list[Row]:
+def main_rows() -> list[KeyRow]:
     # `target` is in the schema, but infra.load fills it from Pulumi's `kubernetes:context` and
     # `kubernetes:kubeconfig` (never a `dynamo-lab:target` key): its rows carry that prefix.
     return [*rows(ClusterTarget, KUBERNETES), *rows(StackConfig)]
 
 
-def _table(table_rows: list[Row]) -> str:
+def _table(table_rows: list[KeyRow]) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
     return HEADER + "".join(f"| `{r.key}` | {cell(r.default)} | {cell(r.accepts)} | {cell(r.meaning)} |\n"
                             for r in table_rows)
 
 
-def tables() -> dict[str, list[Row]]:
+def tables() -> dict[str, list[KeyRow]]:
     """Each table's rows, by the line above it ('' for the main table)."""
     return {"": main_rows(), **{title: list(rows(model)) for model, title in OWN_TABLES}}
 

@@ -23,7 +23,7 @@ from infra.errors import UserError
 
 
 @dataclass(frozen=True)
-class Request:
+class AdviseArgs:
     base: Base
     name: str  # the stack every candidate (and the written file) is loaded as
     out: Optional[Path]  # --write's file
@@ -34,7 +34,7 @@ class Request:
 
 
 def prepare(stack: str, write_to: Optional[str], force: bool, source: Optional[str], goal: Goal,
-            **traffic: Optional[object]) -> Request:
+            **traffic: Optional[object]) -> AdviseArgs:
     """The request, or a UserError for arguments no search should start with. `traffic`: the
     command line's --input-tokens ... --concurrency and --rate (`rates`), None where not given
     (inputs.given_traffic)."""
@@ -47,7 +47,7 @@ def prepare(stack: str, write_to: Optional[str], force: bool, source: Optional[s
     base = inputs.read_base(stack)
     chosen = inputs.given_traffic(base, **traffic) or inputs.traffic_of(base.config)
     inputs.check_traffic(base, chosen)
-    return Request(base, name, out, force, source, chosen, goal)
+    return AdviseArgs(base, name, out, force, source, chosen, goal)
 
 
 def measured_error() -> uncertainty.Uncertainty:
@@ -63,7 +63,7 @@ def measured_error() -> uncertainty.Uncertainty:
                         f"lab's own stacks, kv-routing and same-server, as this project ships them: {exc}") from None
 
 
-def advise(req: Request, progress: Callable[[str], None]) -> tuple[Advice, ClusterData]:
+def advise(req: AdviseArgs, progress: Callable[[str], None]) -> tuple[Advice, ClusterData]:
     """The cluster read (live, read-only, or --from), the error measured, the search: its advice and
     the cluster data, which `write` checks the written file against."""
     data = cluster_data.read_file(req.source) if req.source else cluster_data.read_live(req.base.config.target)
@@ -71,6 +71,6 @@ def advise(req: Request, progress: Callable[[str], None]) -> tuple[Advice, Clust
     return search.search(req.base, req.name, data, req.traffic, req.goal, measured, progress=progress), data
 
 
-def write_winner(req: Request, advice: Advice, data: ClusterData) -> None:
+def write_winner(req: AdviseArgs, advice: Advice, data: ClusterData) -> None:
     """--write: the winner as req.out, checked before it lands (write.py)."""
     write.write(req.out, advice, advice.winner, req.base.doc, data, force=req.force)

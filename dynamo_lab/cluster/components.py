@@ -17,7 +17,7 @@ from typing import ClassVar, Optional
 from dynamo_lab.cluster.api import Api, ClusterError, http_ok, wait_until
 from dynamo_lab.cluster.nodes import KWOK_ANNOTATION
 from dynamo_lab.cluster.root_paths import Binary, Refused, open_binary, trusted_uid
-from dynamo_lab.cluster.state import APISERVER_PORT, ETCD_PORT, Plan, StateDir
+from dynamo_lab.cluster.state import APISERVER_PORT, ETCD_PORT, Startup, StateDir
 
 # What kwok v0.8.0 prints when its start-up race kills it (see Kwok.start).
 KWOK_START_RACE = "fatal error: concurrent map writes"
@@ -193,7 +193,7 @@ class Kwok(ControlPlaneProcess):
             super().start(what or "kwok nodes Ready")
 
 
-def lab_components(state: StateDir, plan: Plan, api: Api) -> list[ControlPlaneProcess]:
+def lab_components(state: StateDir, plan: Startup, api: Api) -> list[ControlPlaneProcess]:
     """The plan's components in start order: kwok last, and only when the plan has its stages."""
     bins = {name: Path(path) for name, path in plan.bins.items()}
     k8s = bins["kubernetes"]

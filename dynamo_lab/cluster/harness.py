@@ -25,7 +25,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 from dynamo_lab.cluster.api import Api, ClusterError
 from dynamo_lab.cluster.namespaces import inner, pdeathsig, serve
 from dynamo_lab.cluster.nodes import LAB_CLUSTER
-from dynamo_lab.cluster.state import Plan, StateDir, prepare
+from dynamo_lab.cluster.state import Startup, StateDir, prepare
 from dynamo_lab.cluster.status import Status, status_of
 from dynamo_lab.paths import ROOT
 
@@ -45,7 +45,7 @@ class Handle:
         return f"https://127.0.0.1:{self.status.port}"
 
     def api(self) -> Api:
-        return Api(self.server, Plan.read(self.state_dir.plan).token, self.state_dir.ca)
+        return Api(self.server, Startup.read(self.state_dir.plan).token, self.state_dir.ca)
 
     def stop_apiserver(self, seconds: float) -> None:
         """Ask the control plane for an outage: its API server stopped for `seconds`, then started

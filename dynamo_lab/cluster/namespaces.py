@@ -34,7 +34,7 @@ from dynamo_lab.cluster import forward, status
 from dynamo_lab.cluster.api import Api, ClusterError, apply_crds
 from dynamo_lab.cluster.components import lab_components
 from dynamo_lab.cluster.control_plane import ControlPlane
-from dynamo_lab.cluster.state import APISERVER_PORT, Plan, StateDir, kubeconfig, write_private
+from dynamo_lab.cluster.state import APISERVER_PORT, Startup, StateDir, kubeconfig, write_private
 from dynamo_lab.paths import ROOT
 
 PR_SET_PDEATHSIG = 1
@@ -62,7 +62,7 @@ def inner(state: Path) -> int:
     # What etcd and the apiserver write (its serving key in pki/, etcd's data) is the owner's only.
     os.umask(0o077)
     sd = StateDir(state)
-    plan = Plan.read(sd.plan)
+    plan = Startup.read(sd.plan)
     stopping = threading.Event()
 
     def record(**fields) -> None:
@@ -123,7 +123,7 @@ def serve(state: Path, port: int, attached: bool) -> int:
     listener.bind(("127.0.0.1", port))
     listener.listen(64)
     port = listener.getsockname()[1]
-    plan = Plan.read(sd.plan)
+    plan = Startup.read(sd.plan)
     write_private(sd.kubeconfig, json.dumps(kubeconfig(f"https://127.0.0.1:{port}", sd.ca, plan.token)))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with open(sd.logs / "inner.log", "ab") as log:

@@ -1,5 +1,5 @@
 """One local cluster's directory: where each of its files is (`StateDir`), the admin credentials and
-kubeconfigs written there, readable by their owner only, and the plan (`Plan`: what the inner
+kubeconfigs written there, readable by their owner only, and the plan (`Startup`: what the inner
 starts, written before it starts and read by it). `prepare` makes a new cluster's directory.
 
 Standard library only.
@@ -90,7 +90,7 @@ def kubeconfig(server: str, ca: Path, token: str) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class Startup:
     """What the inner starts: the admin token, each tool's bin directory, kwok's Stage file (None:
     no kwok, so no nodes), the nodes it simulates, and the CRDs to apply once the cluster is up."""
     token: str
@@ -103,7 +103,7 @@ class Plan:
         write_private(path, json.dumps(dataclasses.asdict(self), indent=2))
 
     @classmethod
-    def read(cls, path: Path) -> "Plan":
+    def read(cls, path: Path) -> "Startup":
         """The plan in `path`; of a cluster started before the plan had these fields (one left
         running across an upgrade), the token, which is all a client of it reads."""
         raw = json.loads(path.read_text())
@@ -145,7 +145,7 @@ def prepare(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = Non
         stages = sd.kwok_stages
         source = kwok_stages(bins["kwok"])
         stages.write_text("\n---\n".join((source / s).read_text() for s in KWOK_STAGES))
-    Plan(token=token, bins={name: str(path) for name, path in bins.items()},
+    Startup(token=token, bins={name: str(path) for name, path in bins.items()},
          kwok_stages=str(stages) if stages else None,
          nodes=lab_nodes(nodes_from.read_text()) if stages else [],
          crd_dir=str(crd_dir) if crd_dir else None).write(sd.plan)

@@ -167,7 +167,7 @@ def user_dir(env: Mapping[str, str]) -> Optional[Path]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Decision:
+class ToolChoice:
     tool: Tool
     action: str                 # "found", "cached", "build", "unavailable", "refused"
     bin_dir: Optional[Path]     # where its binaries are (or will be)
@@ -188,7 +188,7 @@ def candidates(tool: Tool, env: Mapping[str, str], which: Callable[[str], Option
 def decide(tool: Tool, env: Mapping[str, str], root: Path, go_sum: Optional[str],
            which: Callable[[str], Optional[str]], version_of: Callable[[Path, Tool], str],
            read_stamp: Callable[[Path], Optional[dict]], *, digest: Callable[[Path], Optional[str]],
-           lstat: Callable[[Path], object], trusted_uid: Optional[int]) -> Decision:
+           lstat: Callable[[Path], object], trusted_uid: Optional[int]) -> ToolChoice:
     """Found (the user's, at the pinned version), cached (our stamp and sha256s match), build,
     unavailable, or refused (`trusted_uid` set, as when root runs it: a cache path someone else
     could write).
@@ -212,12 +212,12 @@ def decide(tool: Tool, env: Mapping[str, str], root: Path, go_sum: Optional[str]
         bad = [f"{b.name} says {o.strip().splitlines()[0] if o.strip() else 'nothing'!r}"
                for b, o in zip(bins, outputs, strict=True) if not version_ok(tool, o)]
         if not bad:
-            return Decision(tool, "found", d, outputs[0].strip().splitlines()[0])
+            return ToolChoice(tool, "found", d, outputs[0].strip().splitlines()[0])
         notes.append(f"{d}: not {tool.version}: " + "; ".join(bad))
     if tool.unavailable:
-        return Decision(tool, "unavailable", None, tool.unavailable)
+        return ToolChoice(tool, "unavailable", None, tool.unavailable)
     if go_sum is None:
-        return Decision(tool, "unavailable", None, f"no wrapper module in tools/cluster/{tool.name}/")
+        return ToolChoice(tool, "unavailable", None, f"no wrapper module in tools/cluster/{tool.name}/")
     entry = entry_dir(tool, root)
     bin_dir = entry / "bin"
     stamp = read_stamp(entry)
@@ -226,13 +226,13 @@ def decide(tool: Tool, env: Mapping[str, str], root: Path, go_sum: Optional[str]
         why = unsafe_cache(tool, root, [n for n in sums if isinstance(n, str)] if isinstance(sums, dict) else [],
                            lstat, trusted_uid)
         if why:
-            return Decision(tool, "refused", None, why)
+            return ToolChoice(tool, "refused", None, why)
     if not lexists(entry, lstat):
-        return Decision(tool, "build", bin_dir, "; ".join(notes))
+        return ToolChoice(tool, "build", bin_dir, "; ".join(notes))
     why = stamp_problem(tool, stamp, go_sum, bin_dir, digest)
     if why is None:
-        return Decision(tool, "cached", bin_dir, "; ".join(notes))
-    return Decision(tool, "build", bin_dir, "; ".join([*notes, f"not using {entry}: {why}; rebuilding it"]))
+        return ToolChoice(tool, "cached", bin_dir, "; ".join(notes))
+    return ToolChoice(tool, "build", bin_dir, "; ".join([*notes, f"not using {entry}: {why}; rebuilding it"]))
 
 
 def lexists(path: Path, lstat: Callable[[Path], object]) -> bool:

@@ -55,7 +55,7 @@ from dynamo_lab.cluster.tool_build import (
     wrapper_go_sum,
 )
 from dynamo_lab.cluster.tool_spec import Tool
-from dynamo_lab.cluster.tool_trust import Decision, decide, file_sha256, read_stamp, version_of
+from dynamo_lab.cluster.tool_trust import ToolChoice, decide, file_sha256, read_stamp, version_of
 from dynamo_lab.paths import ROOT  # noqa: F401 - where the wrappers are (tool_build.WRAPPERS), and the tests' reference
 
 KUBERNETES = "v1.34.4"
@@ -146,26 +146,26 @@ def _trusted_uid() -> Optional[int]:
 
 
 def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
-           log: Callable[[str], None] = print) -> dict[str, Decision]:
+           log: Callable[[str], None] = print) -> dict[str, ToolChoice]:
     """Find or build the named tools (all when none is named), serially, most valuable first."""
     env = dict(os.environ if env is None else env)
     root = cache_root(env)
     trusted_uid = _trusted_uid()
     tools = sorted((BY_NAME[n] for n in names) if names else TOOLS, key=lambda t: t.order)
-    results: dict[str, Decision] = {}
+    results: dict[str, ToolChoice] = {}
     try:
         # Its own mode (0755 whatever the umask): root refuses a cache root others can write. Made by
         # root_paths' walk, as root refused under a symbolic link or a directory another user could change.
         root_paths.make_dirs(root, trusted_uid, mode=0o755)
     except root_paths.Refused as e:
         for tool in tools:
-            results[tool.name] = Decision(tool, "refused", None, f"refusing the cache {root}: {e.why}, so another "
+            results[tool.name] = ToolChoice(tool, "refused", None, f"refusing the cache {root}: {e.why}, so another "
                                           f"user could change what root runs; fix: {e.fix}, or set DYNAMO_LAB_CACHE "
                                           "to a directory only root can write (e.g. /var/cache/dynamo-lab)")
             log(f"{tool.name} {tool.version}: REFUSED: {results[tool.name].detail}")
         return results
 
-    def decision(tool: Tool) -> Decision:
+    def decision(tool: Tool) -> ToolChoice:
         return decide(tool, env, root, wrapper_go_sum(tool), shutil.which, version_of, read_stamp,
                       digest=file_sha256, lstat=os.lstat, trusted_uid=trusted_uid)
 
@@ -187,11 +187,11 @@ def ensure(names: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
             try:
                 took = build(tool, root, env, log)
             except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
-                d = Decision(tool, "failed", None, str(e))
+                d = ToolChoice(tool, "failed", None, str(e))
                 log(f"{tool.name} {tool.version}: FAILED after {time.monotonic() - t0:.0f} s: {e}")
                 results[tool.name] = d
                 continue
-            d = Decision(tool, "built", d.bin_dir, f"in {took:.0f} s")
+            d = ToolChoice(tool, "built", d.bin_dir, f"in {took:.0f} s")
         took = time.monotonic() - t0
         results[tool.name] = d
         if d.action == "unavailable":
@@ -216,7 +216,7 @@ def kwok_stages(bin_dir: Path, env: Optional[Mapping[str, str]] = None) -> Path:
     return stages / "kustomize" / "stage"
 
 
-def bin_dirs(results: Mapping[str, Decision]) -> dict[str, Path]:
+def bin_dirs(results: Mapping[str, ToolChoice]) -> dict[str, Path]:
     return {n: d.bin_dir for n, d in results.items() if d.bin_dir and d.action in ("found", "cached", "built")}
 
 

@@ -166,7 +166,7 @@ class _Placement:
                 if (n := self.here[node][w.name] + self.wanting[node][w.name])]
 
 
-def _pending_words(pods: list[packing.Pod], packed: packing.Packing) -> str:
+def _pending_words(pods: list[packing.GroupPod], packed: packing.Packing) -> str:
     names = ", ".join(p.name for p in pods)
     reasons = sorted({packed.pending[p.name] for p in pods})
     return f"{len(pods)} of its pods would stay Pending ({names}): the scheduler would say \"{'; '.join(reasons)}\""
@@ -179,7 +179,7 @@ def _pending_fix(stack: ResolvedStack, group: PodGroup, reasons: str, nodes: lis
     rdma = cls.rdma_resource
     if rdma is not None and f"Insufficient {rdma}" in reasons:
         # The RDMA device plugin's resource, not the GPUs': which nodes of the class lack it.
-        lacking = [n for n in nodes if packing.affine(packing.Pod(group.name, group), n)
+        lacking = [n for n in nodes if packing.affine(packing.GroupPod(group.name, group), n)
                    and n.allocatable.get(rdma, Fraction(0)) < group.requests.get(rdma, 1)]
         fixes.append(rdma_fix(g.gpu_class, rdma, ", ".join(n.name for n in lacking) or "the class's nodes",
                               lacking[0] if lacking else None,
@@ -281,11 +281,11 @@ def nodes_and_classes(stack: ResolvedStack, sizing: StackSizing, data: ClusterDa
     _floating_room(floating, bound_totals, report)
 
 
-def _pending_problems(stack: ResolvedStack, stuck: list[packing.Pod], packed: packing.Packing,
+def _pending_problems(stack: ResolvedStack, stuck: list[packing.GroupPod], packed: packing.Packing,
                       nodes: list[Node], report: Report) -> None:
     """Pending worker pods no node's own problem explains, one problem per group, in the scheduler's
     words."""
-    by_group: dict[str, list[packing.Pod]] = defaultdict(list)
+    by_group: dict[str, list[packing.GroupPod]] = defaultdict(list)
     for p in stuck:
         by_group[p.group.name].append(p)
     for name, pods in by_group.items():

@@ -45,7 +45,7 @@ ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 
 
 @dataclass(frozen=True)
-class Pod:
+class GroupPod:
     name: str  # "<group>-<i>", as the report names it
     group: PodGroup
 
@@ -56,9 +56,9 @@ class Pod:
 
 @dataclass
 class Packing:
-    placed: dict[str, list[Pod]] = field(default_factory=dict)  # node -> its pods, in placement order
+    placed: dict[str, list[GroupPod]] = field(default_factory=dict)  # node -> its pods, in placement order
     pending: dict[str, str] = field(default_factory=dict)  # pod -> the scheduler's message
-    order: list[Pod] = field(default_factory=list)  # every pod, in the order it was placed (or not)
+    order: list[GroupPod] = field(default_factory=list)  # every pod, in the order it was placed (or not)
 
     def node_of(self, pod: str) -> Optional[str]:
         return next((n for n, pods in self.placed.items() if any(p.name == pod for p in pods)), None)
@@ -67,7 +67,7 @@ class Packing:
         return sum(p.group.name == group for p in self.placed.get(node, []))
 
 
-def affine(pod: Pod, node: Node) -> bool:
+def affine(pod: GroupPod, node: Node) -> bool:
     return pod.group.affinity is None or selectors.term_matches(pod.group.affinity, node.labels)
 
 
@@ -96,18 +96,18 @@ def _asks(group: PodGroup) -> dict[str, Fraction]:
     return {r: group.requests[r] for r in order}
 
 
-def _decision_pods(groups: list[PodGroup], nodes: list[Node]) -> dict[str, tuple[Pod, decide.Pod]]:
+def _decision_pods(groups: list[PodGroup], nodes: list[Node]) -> dict[str, tuple[GroupPod, decide.Pod]]:
     out = {}
     for g in groups:
         spread, skew = _spread(g)
-        hosts = frozenset(n.name for n in nodes if affine(Pod(g.name, g), n))
+        hosts = frozenset(n.name for n in nodes if affine(GroupPod(g.name, g), n))
         for i in range(g.replicas):
-            pod = Pod(f"{g.name}-{i}", g)
+            pod = GroupPod(f"{g.name}-{i}", g)
             out[pod.name] = (pod, decide.Pod(pod.name, g.name, _asks(g), hosts, spread, skew))
     return out
 
 
-def pods(groups: list[PodGroup]) -> list[Pod]:
+def pods(groups: list[PodGroup]) -> list[GroupPod]:
     """Each group's pods in the order the decision places them (decide.in_order): groups largest
     request first (the plan's order among equals), each group's pods together."""
     made = _decision_pods(groups, [])

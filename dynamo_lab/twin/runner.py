@@ -52,7 +52,7 @@ def twin_python() -> Path:
 
 
 @dataclass(frozen=True)
-class Worker:
+class Mocker:
     group: str
     role: str
     index: int
@@ -79,7 +79,7 @@ class Worker:
         return out
 
 
-def mockers(cfg: StackConfig, sizing: StackSizing) -> list[Worker]:
+def mockers(cfg: StackConfig, sizing: StackSizing) -> list[Mocker]:
     """One mocker per replica. A disaggregated worker uses the throughput of its transfer path
     (the slowest one when a group has several)."""
     workers = []
@@ -87,7 +87,7 @@ def mockers(cfg: StackConfig, sizing: StackSizing) -> list[Worker]:
         paths = [t for t in sizing.transfers if g.name in (t.from_group, t.to_group)]
         bandwidth = min(t.throughput_bytes_per_s for t in paths) / 1e9 if paths else None
         for i in range(g.replicas):
-            workers.append(Worker(g.name, g.role, i, sizing.kv_bytes_per_token, bandwidth))
+            workers.append(Mocker(g.name, g.role, i, sizing.kv_bytes_per_token, bandwidth))
     return workers
 
 

@@ -13,8 +13,8 @@ from dynamo_lab.cluster import api, components, nodes, state
 BINS = {"kubernetes": "/k", "etcd": "/e", "kwok": "/w"}
 
 
-def _plan(stages) -> state.Plan:
-    return state.Plan(token="t0k", bins=BINS, kwok_stages=stages, nodes=[], crd_dir=None)
+def _plan(stages) -> state.Startup:
+    return state.Startup(token="t0k", bins=BINS, kwok_stages=stages, nodes=[], crd_dir=None)
 
 
 def test_lab_nodes_keep_gpus_and_labels_and_drop_addresses():
@@ -64,7 +64,7 @@ def test_the_admin_credentials_are_the_owners_only_whatever_the_umask(tmp_path):
         sd = state.prepare(tmp_path / "state", {"kubernetes": Path("/k"), "etcd": Path("/e")})
     finally:
         os.umask(old)
-    token = state.Plan.read(sd.plan).token
+    token = state.Startup.read(sd.plan).token
     assert json.loads(sd.plan.read_text())["token"] == token
     assert _mode(sd.path) == 0o700 and _mode(sd.pki) == 0o700
     for path in (sd.pki / "tokens.csv", sd.pki / "sa.key", sd.inner_kubeconfig, sd.plan):
@@ -75,7 +75,7 @@ def test_the_admin_credentials_are_the_owners_only_whatever_the_umask(tmp_path):
 
 def test_the_plan_names_each_tools_directory_and_no_kwok_without_its_stages(tmp_path):
     sd = state.prepare(tmp_path / "state", {"kubernetes": Path("/k"), "etcd": Path("/e")})
-    plan = state.Plan.read(sd.plan)
+    plan = state.Startup.read(sd.plan)
     assert plan.bins == {"kubernetes": "/k", "etcd": "/e"} and plan.kwok_stages is None and plan.nodes == []
 
 
@@ -96,4 +96,4 @@ def test_warning_headers_are_read_as_the_api_server_writes_them():
 def test_the_plan_of_a_cluster_started_before_the_typed_plan_still_gives_its_token(tmp_path):
     old = tmp_path / "plan.json"
     old.write_text(json.dumps({"token": "t0k", "commands": [["etcd", ["/e/etcd"]]], "nodes": [], "crd_dir": None}))
-    assert state.Plan.read(old).token == "t0k"
+    assert state.Startup.read(old).token == "t0k"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dynamo_lab.cluster import tool_build, tool_trust, tools
-from dynamo_lab.cluster.tools import BY_NAME, Decision, decide
+from dynamo_lab.cluster.tools import BY_NAME, ToolChoice, decide
 
 GO_SUM = "example.com/m v1.0.0 h1:abc=\n"
 
@@ -27,7 +27,7 @@ def _exe(path: Path, text: str = "#!/bin/sh\n") -> Path:
 
 
 def _decide(tool, tmp_path, env=None, which=lambda _: None, says="", stamp=None, go_sum=GO_SUM,
-            version_of=None, lstat=os.lstat, trusted_uid=None) -> Decision:
+            version_of=None, lstat=os.lstat, trusted_uid=None) -> ToolChoice:
     return decide(tool, env or {}, tmp_path / "cache", go_sum, which, version_of or (lambda _b, _t: says),
                   lambda _e: stamp, digest=tool_trust.file_sha256, lstat=lstat, trusted_uid=trusted_uid)
 
