@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+# The one checker run both test_engine.py and test_overrides.py read, once a session.
+from tests.engine.checked import engine  # noqa: F401
+
 _LINES: list[str] = []
 
 
@@ -18,3 +21,4 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section("engine tier: each worker through Dynamo's parser and vLLM's KV check")
         for line in _LINES:
             terminalreporter.write_line(line)
+

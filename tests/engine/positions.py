@@ -1,4 +1,4 @@
-"""extraArgs lists for the engine tier's property test (test_engine.py,
+"""extraArgs lists for the engine tier's property test (test_overrides.py,
 test_every_list_the_check_takes_runs_with_the_stacks_settings), generated with hypothesis: elements
 whose reading depends on what stands before them (flags that take a value, Dynamo's and its router's
 among them, negative and decimal numbers, `--`, `=`, dotted JSON keys, `-O`, whitespace, a flags
@@ -134,7 +134,7 @@ def extra_args() -> st.SearchStrategy[list[str]]:
 
 
 def drawn(examples: int = EXAMPLES, at: int = SEED) -> list[list[str]]:
-    """`examples` lists from the seed `at`, each once, in the order hypothesis drew them."""
+    """`examples` lists drawn by hypothesis seeded with `at`, each once, in the order it drew them."""
     out: list[list[str]] = []
 
     @seed(at)

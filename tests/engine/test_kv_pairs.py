@@ -34,7 +34,7 @@ from infra.catalogue import BUILTIN_MODELS
 from infra.errors import ConfigError
 from infra.load import load
 from tests.engine import model
-from tests.engine.test_engine import CHECKER_TIMEOUT_S, engine_python, render, with_flag
+from tests.engine.checked import CHECKER_TIMEOUT_S, engine_python, render, with_flag
 from tests.helpers import loaded, raw_config
 
 pytestmark = pytest.mark.engine
