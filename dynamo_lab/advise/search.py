@@ -297,16 +297,17 @@ def binding(c: Candidate, traffic: Traffic) -> Binding:
         workers = sum(s.gpu == gpu[1] for s in specs)
         group = next(s.group for s in specs if s.gpu == gpu[1])
         cls = next(g.gpu_class for g in c.stack.config.workers if g.name == group)
-        if c.stack.config.gpu_classes[cls].sharing == "whole":
-            # Whole GPUs: one worker owns them, nothing is time-sliced.
-            options.append(Binding("GPU time", gpu[0], f"{gpu[1]} busy {gpu[0]:.0%} of the run, owned by one worker "
+        # The simulation names a class's one GPU by the class ("gpu-24gb's GPU"), any other by itself
+        # ("gpu-24gb[2] GPU 0"), which needs no "'s GPU" after it.
+        gpu_words = f"{gpu[1]}'s GPU" if gpu[1] in c.stack.config.gpu_classes else gpu[1]
+        if c.stack.config.gpu_classes[cls].sharing == "whole" or workers == 1:
+            # One worker on it (a whole GPU, or a time-sliced one whose other slices stay idle):
+            # nothing is time-sliced, the worker's own steps fill it.
+            options.append(Binding("GPU time", gpu[0], f"{gpu_words} busy {gpu[0]:.0%} of the run, its one worker's "
                                    f"({where[gpu[2]]})"))
         else:
-            # The simulation names a class's one GPU by the class ("gpu-24gb's GPU"), any other by itself
-            # ("gpu-24gb[2] GPU 0"), which needs no "'s GPU" after it.
-            gpu_words = f"{gpu[1]}'s GPU" if gpu[1] in c.stack.config.gpu_classes else gpu[1]
             options.append(Binding("GPU time-slices", gpu[0], f"{gpu_words} busy {gpu[0]:.0%} of the run, shared "
-                                   f"by {workers} worker{'s' * (workers > 1)} ({where[gpu[2]]})"))
+                                   f"by {workers} workers ({where[gpu[2]]})"))
     path = max(((share, k, i) for i, u in enumerate(c.usage) for k, share in u.path_busy.items()), default=None)
     if path:
         a, b = path[1]

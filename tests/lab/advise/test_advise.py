@@ -803,3 +803,17 @@ def test_a_layouts_standing_says_which_objectives_it_meets_only_within_the_predi
     # ITL was never measured: its bound is taken as exact, however close.
     a.goal = inputs.Goal("goodput", (Objective("itl", 99, max(r.itl_p99_ms for r in w.rows) * 1.01),))
     assert a.standing(w).near == ()
+
+
+def test_a_gpu_binds_as_time_slices_only_where_workers_share_it():
+    # A GPU busiest with one worker on it is that worker's GPU time: "time-slices, shared by 1
+    # worker" named a contention that was not there (1 agg on gpu-24gb + 1 agg on gpu-8gb, whose
+    # gpu-8gb GPU binds, each GPU running one worker).
+    a = advise(traffic=point(2, 8))
+    bound = [c for c in a.candidates if c.rows and c.binding and c.binding.resource.startswith("GPU time")]
+    alone = [c for c in bound if "its one worker's" in c.binding.detail]
+    assert alone and all(c.binding.resource == "GPU time" for c in alone), [c.binding for c in bound]
+    for c in bound:
+        shared = re.search(r"shared by (\d+) workers", c.binding.detail)
+        assert (c.binding.resource == "GPU time-slices") == bool(shared), c.binding
+        assert not shared or int(shared[1]) >= 2, c.binding

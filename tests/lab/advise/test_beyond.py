@@ -3,6 +3,8 @@ parallelism; the search up to symmetry, bounded, pruned by the sizing before any
 
 from __future__ import annotations
 
+import re
+
 from dynamo_lab import stack_files
 from dynamo_lab.advise import candidates, inputs, search
 from dynamo_lab.advise.stack_file import candidate_config, gpu_classes
@@ -37,9 +39,13 @@ def test_on_the_lab_with_a_second_24gb_server_no_class_is_left_out_and_layouts_u
     assert both[0].stack.config.gpu_classes["gpu-24gb"].nodes == 2
     assert all(g.spread == "even" for g in workers if g.gpu_class == "gpu-24gb")
     # A GPU of a class of several nodes is named by itself ("gpu-24gb[2] GPU 0 busy"), never "GPU 0's GPU".
-    sliced = [c.binding.detail for c in a.ranked if c.binding and c.binding.resource == "GPU time-slices"]
-    on_two = [d for d in sliced if d.startswith("gpu-24gb")]
-    assert on_two and all(" GPU 0 busy " in d and "'s GPU" not in d for d in on_two), sliced
+    gpu_bound = [c.binding for c in a.ranked if c.binding and c.binding.resource in ("GPU time", "GPU time-slices")]
+    on_two = [b.detail for b in gpu_bound if b.detail.startswith("gpu-24gb")]
+    assert on_two and all(" GPU 0 busy " in d and "'s GPU" not in d for d in on_two), gpu_bound
+    # Time-slices bind only where workers share the GPU; a GPU with one worker is that worker's GPU time.
+    for b in gpu_bound:
+        shared = re.search(r"shared by (\d+) workers", b.detail)
+        assert (b.resource == "GPU time-slices") == bool(shared) and (not shared or int(shared[1]) >= 2), b
     # Pruned before prediction: what the sizing refused was never simulated.
     refused = [c for c in a.candidates if c.status == search.REFUSED_CONFIG]
     assert refused and all(not c.rows for c in refused)
