@@ -23,10 +23,14 @@ class LabParams:
     frontend_s: float = 0.013445885084303647
     # The host side of one vLLM engine step, by mechanism (costs.HostCost). FITTED on the lab's
     # desktop CPU running Qwen3-0.6B, so extrapolated on any other host or model:
-    # - the scheduler's pass and input preparation, once per step, seconds;
+    # - the scheduler's pass and input preparation, once per step, seconds: the engine core's
+    #   thread, which with vLLM 0.31.0's async scheduling does it while the GPU runs the last step
+    #   (costs.pipelined);
     schedule_s: float = 0.002201711924174385
-    # - each request that samples a token: its output processing and detokenizing, and Dynamo's
-    #   Python handler streaming the token (per request, not per token of the batch), seconds.
+    # - each request that samples a token: its output processing in the worker's process beside the
+    #   engine core (vLLM's AsyncLLM output handler, Dynamo's Python handler streaming the token;
+    #   Dynamo detokenizes in its Rust frontend), per request, not per token of the batch, seconds:
+    #   it delays the token, not the next step.
     output_per_request_s: float = 0.0005000000000000001
     # ESTIMATES (no published cell separates them from the fitted ones; each with its range below):
     # - the scheduler's and input preparation's share per scheduled request (block tables,
@@ -86,7 +90,7 @@ class LabParams:
 BOUNDS: dict[str, tuple[float, float]] = {
     "frontend_s": (0.002, 0.06),          # an HTTP hop, tokenizing 2.4k tokens, a routing decision
     "schedule_s": (0.0005, 0.015),         # vLLM's scheduler pass and input preparation on a desktop CPU
-    "output_per_request_s": (2e-5, 3e-3),  # detokenizing one token and streaming it, in Python
+    "output_per_request_s": (2e-5, 3e-3),  # handling one request's token and streaming it, in Python
     "bandwidth_efficiency": (0.2, 1.0),    # achieved/peak DRAM bandwidth cannot exceed 1
     # Prefill's model FLOPs utilisation: AIConfigurator 0.12.0's measured kernels imply 0.51-0.65 for
     # Qwen3-32B on H100 SXM; a small model's narrow matrices reach less, none reaches the peak.
