@@ -153,6 +153,7 @@ class Step:
     noticed: list = field(default_factory=list)  # landed pulls its connector noticed
     gpu_done: bool = False
     waiter: Optional[Callable] = None  # the engine core waiting for its GPU time
+    copy_s: float = 0.0  # its copies where its worker's processes make them after its forward (_launched)
 
 
 class Graph:
@@ -366,26 +367,34 @@ class Graph:
             req.computed = c + n
             req.generated += samples
             entries.append((req, c, n, samples, req.preemptions))
-        return Step(entries, host_seconds(t.host, self.load.model, w.limits, work), gpu, saved, pulls)
+        return Step(entries, host_seconds(t.host, self.load.model, w.limits, work), gpu, saved_tokens=saved,
+                    pulls=pulls)
 
     def _launched(self, w: Worker, step: Step) -> None:
         """The step is launched: onto the worker's GPU after its earlier steps, its pulls started
         (NixlConnector's start_load_kv after the forward's launch), the pulls landed since noticed
-        (its get_finished). A copy between GPU blocks and host buffers holds the engine core until
-        the step's GPU time and the copy are done; else the engine core goes on at once."""
+        (its get_finished). A copy between GPU blocks and host buffers is synchronous after the
+        forward in the process that runs the model: at tensorParallel 1 that is the engine core
+        itself (vLLM 0.31.0's UniProcExecutor, its default for one GPU: execute_model runs in the
+        engine core's thread), so the copy holds it until the step's GPU time and the copy are done;
+        at tensorParallel above 1 each rank's worker process (MultiprocExecutor, the default for
+        several GPUs: the engine core only enqueues the step), so the copy holds that worker's next
+        step, not the engine core. Without a copy the engine core goes on at once."""
         step.noticed, w.landed = w.landed, []
         w.inflight.append(step)
         for req in step.pulls:
             self._start_pull(w, req)
-        w.stream.append(step)
-        if len(w.stream) == 1:
-            self._to_gpu(w)
         copied = step.saved_tokens
         if self.cpu_buffers[w.name]:
             copied += sum(r.pull_tokens for r in step.noticed)  # host buffer -> GPU blocks (sync_recved_kv_to_device)
-        if copied:
-            # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
-            seconds = copy_seconds(self.timing.host, copied * self.load.model.kv_bytes_per_token / w.card.ranks)
+        # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
+        seconds = copy_seconds(self.timing.host, copied * self.load.model.kv_bytes_per_token / w.card.ranks)
+        if w.card.ranks > 1:
+            step.copy_s = seconds
+        w.stream.append(step)
+        if len(w.stream) == 1:
+            self._to_gpu(w)
+        if seconds and w.card.ranks == 1:
             self._after_gpu(step, lambda: self.sim.at(self.sim.now + seconds, self._engine_free, w))
         else:
             self._engine_free(w)
@@ -395,12 +404,15 @@ class Graph:
         self._step(w)
 
     def _to_gpu(self, w: Worker) -> None:
-        """The worker's first queued step onto its GPU (a CUDA stream runs its work in order)."""
+        """The worker's first queued step onto its GPU (a CUDA stream runs its work in order), then
+        its worker processes' copy, if they make one."""
         step = w.stream[0]
+        ran = (lambda: self.sim.at(self.sim.now + step.copy_s, self._gpu_done, w, step)) if step.copy_s else (
+            lambda: self._gpu_done(w, step))
         if step.gpu_s > 0:
-            w.gpu.submit(step.gpu_s, lambda: self._gpu_done(w, step))
+            w.gpu.submit(step.gpu_s, ran)
         else:
-            self._gpu_done(w, step)
+            ran()
 
     def _gpu_done(self, w: Worker, step: Step) -> None:
         w.stream.popleft()

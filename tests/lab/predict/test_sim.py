@@ -389,13 +389,16 @@ def test_the_engine_schedules_the_next_step_while_the_gpu_runs_this_one(schedule
     assert r.first_token - r.sent == pytest.approx(schedule_s + 0.010 + 0.001 + max(0.0, schedule_s - 0.010), rel=1e-6)
 
 
-def test_a_prefill_workers_copy_to_host_buffers_holds_its_engine_so_an_answer_waits_for_the_next_prefill():
-    # NixlConnector's save to host buffers is synchronous after the forward: the engine core cannot
-    # run ahead of the GPU on a prefill worker with CPU buffers, and a finished prefill's outputs come
-    # back only after the next step, forward and copy, is done. Two prompts, a step each, each copy
-    # 0.1 s: the first prompt's answer leaves with the second's, at 0.2 s, not at 0.1 s.
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_prefill_workers_copy_to_host_buffers_holds_the_process_that_runs_its_model(ranks):
+    # NixlConnector's save to host buffers is synchronous after the forward, in the process that runs
+    # the model. On one GPU that is the engine core (vLLM's UniProcExecutor): it cannot run ahead of
+    # the GPU, and a finished prefill's outputs come back only after the next step, forward and copy,
+    # is done. Two prompts, a step each, each copy 0.1 s: the first prompt's answer leaves with the
+    # second's, at 0.2 s. On two GPUs each rank's worker process (MultiprocExecutor), each copying
+    # half the KV: the first answer leaves after its own copy, 0.05 s; the second step waits for it.
     rate = prefix_cache.blocks(2371) * prefix_cache.BLOCK_TOKENS * KV / 0.1
     t = timing(host=dataclasses.replace(timing().host, host_copy_bytes_per_s=rate))
-    specs = [spec("p", "prefill", limits=Limits(2371, 256)), spec("d", "decode", cpu_buffers=False)]
+    specs = [_ranked(spec("p", "prefill", limits=Limits(2371, 256)), ranks), spec("d", "decode", cpu_buffers=False)]
     done = graph(specs, {("n", "n"): PathSpec(1e18, 1e18)}, t, load(prefix_types=100_000)).run(2, 2)
-    assert sorted(r.prefilled - r.sent for r in done) == pytest.approx([0.2, 0.2])
+    assert sorted(r.prefilled - r.sent for r in done) == pytest.approx([0.2, 0.2] if ranks == 1 else [0.05, 0.1])
