@@ -12,6 +12,7 @@ imports pulumi_workspace.py and stack_overrides.py as a script's siblings, and t
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from pathlib import Path
@@ -301,9 +302,27 @@ def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "its start"
 
 
+# What parse_yaml read, by its text and name: a command (and a test run) reads the same stack files
+# and Pulumi.yaml many times (advise loads its base for every candidate), and the pure-Python parser
+# the bounds need costs milliseconds a file. Only documents that parsed are kept, a few hundred at
+# most; each caller gets its own copy.
+_PARSED: dict[tuple[str, str], Any] = {}
+_PARSED_MAX = 512
+
+
 def parse_yaml(text: str, name: str) -> Any:
     """One YAML document from `text` (of the file `name`), with the reader's bounds; Unreadable, one
     line naming the file, where and why, when it is not one."""
+    key = (text, name)
+    if key not in _PARSED:
+        doc = _parse(text, name)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = doc
+    return copy.deepcopy(_PARSED[key])
+
+
+def _parse(text: str, name: str) -> Any:
     try:
         loader = _BoundedLoader(text, name)
     except yaml.reader.ReaderError as exc:  # a control character, refused before anything is parsed

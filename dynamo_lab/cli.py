@@ -149,6 +149,33 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _goal(name: str) -> str:
+    """--goal's type: one of advise's goals; a retired one is refused with what replaces it (argparse's
+    `choices` listed the retired ones among those to choose from)."""
+    from dynamo_lab.advise.inputs import goal_refusal
+
+    why = goal_refusal(name)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{name!r}: {why}")
+    return name
+
+
+def _objective_hint(arg: str) -> Optional[str]:
+    """An objective flag of a percentile or metric advise does not bound (`--itl-p90-max`), as a
+    refusal of that flag with the ones there are."""
+    from dynamo_lab.predict.objectives import METRICS, PERCENTILES
+
+    m = flags.OBJECTIVE_FLAG.fullmatch(arg)
+    if m is None:
+        return None
+    flag = arg.split("=", 1)[0]
+    if m["metric"] not in METRICS:
+        return (f"argument {flag}: advise's objectives bound {', '.join(METRICS)}: write "
+                + " or ".join(f"--{metric}-p{m['percentile']}-max MS" for metric in METRICS))
+    return (f"argument {flag}: advise's objectives bound p{' or p'.join(map(str, PERCENTILES))}, the percentiles the "
+            "predictor reports: write " + " or ".join(f"--{m['metric']}-p{q}-max MS" for q in PERCENTILES))
+
+
 def _advise(args: argparse.Namespace) -> int:
     from dynamo_lab.advise import command, inputs, text
     from dynamo_lab.advise.inputs import Goal
@@ -164,6 +191,8 @@ def _advise(args: argparse.Namespace) -> int:
     advice, data = command.advise(req, progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(text.to_json(advice) if args.json else text.text(advice, args.top))
     if advice.winner is None:
+        if req.out is not None:
+            print(text.not_written(args.write, advice), file=sys.stderr if args.json else sys.stdout)
         return 1
     if req.out is not None:
         command.write_winner(req, advice, data)
@@ -190,15 +219,31 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _docs_samples(args: argparse.Namespace) -> int:
+    from dynamo_lab import docs_samples, stack_files
+
+    root, log = stack_files.project_root(), (lambda m: print(m, file=sys.stderr, flush=True))
+    if args.check:
+        stale = docs_samples.stale(main, parser, root, only=args.pages or None, slow=not args.fast, log=log)
+        for sample in stale:
+            print(docs_samples.stale_message(sample))
+        return 1 if stale else 0
+    changed = [s for s, differs in docs_samples.regenerate(main, parser, root, only=args.pages or None,
+                                                           slow=not args.fast, log=log) if differs]
+    for sample in changed:
+        print(f"{sample.where}: rewrote the sample `{sample.describe()}` prints")
+    print(f"{len(changed)} sample(s) rewritten" if changed else "every sample already current")
+    return 0
+
+
 def _local(args: argparse.Namespace) -> int:
     from dynamo_lab.cluster import local
 
     local.check_stack(args.stack)  # a stack name or nothing: it becomes a path the local run removes
     if not args.local:
-        print(f"dynamo-lab {args.command}: only --local is here: it deploys onto the local lab cluster. For "
-              f"your cluster, run Pulumi itself: pulumi {'up' if args.command == 'up' else 'destroy'} "
-              f"--stack {args.stack}", file=sys.stderr)
-        return 2
+        raise UserError(f"only --local is here: it {'deploys onto' if args.command == 'up' else 'removes from'} the "
+                        f"local lab cluster. For your cluster, run Pulumi itself: pulumi "
+                        f"{'up' if args.command == 'up' else 'destroy'} --stack {args.stack}")
     if args.command == "up":
         return local.up(args.stack)
     return local.down(args.stack, keep_cluster=args.keep_cluster)
@@ -210,19 +255,10 @@ def _pr_preview(args: argparse.Namespace) -> int:
     return local.pr_preview(args.base, args.head, args.stacks or None)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, refusing a command line in one line worded as every other refusal (`error: ...`),
-    with where the usage is instead of the usage block: a flag's own message already says what to
-    write (flags.py)."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message} (usage: {self.prog} --help)\n")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="dynamo-lab", description=__doc__,
-                                epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
-                                       "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
+    p = flags.Parser(prog="dynamo-lab", description=__doc__,
+                     epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
+                            "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("render", help="print what a stack declares, from its stack file, under Pulumi mocks")
     r.add_argument("stack", help="stack name: the STACK of Pulumi.STACK.yaml")
@@ -301,8 +337,8 @@ def parser() -> argparse.ArgumentParser:
                     "closed-loop concurrency, for each of its prefix types")
     pd.set_defaults(func=_predict)
     ad = sub.add_parser("advise", help="which layout this cluster should run for a workload: every layout the "
-                        "sizing and preflight accept, ranked by the predictor (estimates); exit 0 recommended, "
-                        "1 none fits or meets the goal, 2 error")
+                        "sizing and preflight accept, ranked by the predictor (estimates); exit 0 one ranks "
+                        "first (recommended, or not: --json's `recommended`), 1 none fits or meets the goal, 2 error")
     ad.add_argument("stack", help="the base stack: its cluster (kubernetes:context), GPU classes, model and settings; "
                     "its benchmark section is the default workload")
     ad.add_argument("--from", dest="source", metavar="FILE",
@@ -319,8 +355,7 @@ def parser() -> argparse.ArgumentParser:
                     help="open loop: requests/s arriving (Poisson) at each point instead of a closed loop's "
                     "concurrency, e.g. 2,6 (a closed loop lets a slower layout send fewer requests); goodput "
                     "counts the requests arriving that meet every objective")
-    ad.add_argument("--goal", choices=["goodput", "goodput-per-gpu", "ttft-p50", "requests-per-s"],
-                    metavar="{goodput,goodput-per-gpu}", default="goodput",  # inputs.GOALS, and the retired two
+    ad.add_argument("--goal", type=_goal, metavar="{goodput,goodput-per-gpu}", default="goodput",  # inputs.GOALS
                     help="rank the layouts that meet every objective by goodput, the requests/s meeting every "
                     "objective (default), or by goodput per GPU, output tokens/s per GPU (docs/advise.md)")
     from dynamo_lab.predict.objectives import DEFAULT_OBJECTIVES
@@ -329,10 +364,11 @@ def parser() -> argparse.ArgumentParser:
                          ("tpot", "a request's mean time per output token after its first")):
         for q in (50, 99):
             default = next((o for o in DEFAULT_OBJECTIVES if (o.metric, o.percentile) == (metric, q)), None)
-            ad.add_argument(f"--{metric}-p{q}-max", type=flags.positive_ms, metavar="MS",
+            ad.add_argument(f"--{metric}-p{q}-max", type=flags.positive_ms, action=flags.ObjectiveBound, metavar="MS",
                             help=f"objective: {what}, p{q}, at most MS at every point"
                             + (f" (default {default.bound_ms:g}, unless a flag bounds {metric.upper()})" if default
                                else ""))
+    ad.unknown_hint = _objective_hint
     ad.add_argument("--top", type=flags.positive_int, default=3, help="layouts shown (default 3)")
     ad.add_argument("--write", metavar="Pulumi.NAME.yaml", help="write the recommended layout as stack NAME's file")
     ad.add_argument("--force", action="store_true", help="with --write: replace the file if it exists")
@@ -366,6 +402,13 @@ def parser() -> argparse.ArgumentParser:
     cr = sub.add_parser("config-reference", help="rewrite docs/configuration.md's tables from the schema "
                         "(infra/config/schema.py)")
     cr.set_defaults(func=_config_reference)
+    ds = sub.add_parser("docs-samples", help="rewrite every sample README.md and docs/ show from the command its "
+                        "marker names (<!-- sample: ... -->; dynamo_lab/docs_samples.py), and the configuration "
+                        "reference; minutes, as the advise and predict samples run the predictor")
+    ds.add_argument("pages", nargs="*", metavar="PAGE", help="only these pages (README.md, docs/advise.md, ...)")
+    ds.add_argument("--fast", action="store_true", help="leave the samples that run the predictor as they are")
+    ds.add_argument("--check", action="store_true", help="write nothing: list the samples that differ (exit 1)")
+    ds.set_defaults(func=_docs_samples)
     return p
 
 
@@ -380,17 +423,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return args.func(args)
     except UserError as exc:
-        # A ConfigError already names the stack file and the key; others get a prefix.
-        from infra.errors import ConfigError
-
-        print(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", file=sys.stderr)
+        # One style for every refusal, as argparse's (flags.Parser): `error: dynamo-lab COMMAND: ` and then
+        # the message, which names the file and the key (a ConfigError: `Pulumi.STACK.yaml: KEY: `),
+        # says why with the numbers and what to write instead; a ConfigError of several problems has
+        # one line each, each a refusal of its own. Lines end at a newline only: a message quotes
+        # what the user wrote, a carriage return or form feed in a key included (str.splitlines would
+        # end a line there too).
+        print("\n".join(f"error: {command_words(args)}: {line}" for line in str(exc).split("\n")), file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] == "infra":
             raise
         # Only the standard library is imported before a command runs: a package missing here means
         # this Python is not the project's environment (the system python3 outside .venv, say).
-        print(f"error: `dynamo-lab {args.command}` needs the Python package `{exc.name}`, which this Python "
+        print(f"error: {command_words(args)}: it needs the Python package `{exc.name}`, which this Python "
               f"({sys.executable}) does not have: it is not the project's environment. Run it as "
               f"`python3 dev.py {shlex.join(argv)}` from the project: dev.py installs what uv.lock pins for "
               "the command into .venv and runs it there", file=sys.stderr)
@@ -403,6 +449,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command that a pipe's reader cut off
+
+
+def command_words(args: argparse.Namespace) -> str:
+    """`dynamo-lab COMMAND` (`dynamo-lab probe local`) as a refusal names it, as argparse's prog does."""
+    return " ".join(["dynamo-lab", args.command, *([args.where] if getattr(args, "where", None) else [])])
 
 
 def entry() -> None:

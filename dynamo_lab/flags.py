@@ -4,8 +4,33 @@ one line that says what to write (cli.py)."""
 from __future__ import annotations
 
 import argparse
+import re
+from typing import Callable, Optional
 
 from infra.units import parse_memory
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, refusing a command line in one line worded as every other refusal of the lab's
+    command line (`error: dynamo-lab COMMAND: ...`), with where the usage is instead of the usage
+    block: a flag's own message already says what to write (this module's types). cli.py's parser
+    and the local cluster's (cluster/__main__.py) are both this."""
+
+    # What an argument this command does not take was likely meant as, worded `argument FLAG: why,
+    # the fix` (None: not one it knows); without one, argparse's `unrecognized arguments`.
+    unknown_hint: Optional[Callable[[str], Optional[str]]] = None
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (usage: {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse's, refusing what this parser does not take itself: a subcommand's parser hands
+        its leftovers to the top-level one, whose refusal named `dynamo-lab`, not the command."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            hints = [hint for arg in extras if self.unknown_hint and (hint := self.unknown_hint(arg))]
+            self.error(hints[0] if hints else f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 def positive_bytes(text: str) -> int:
@@ -36,6 +61,36 @@ def positive_number(unit: str):
 
 positive_seconds = positive_number("seconds")
 positive_ms = positive_number("milliseconds")
+
+
+# advise's objective flags, `--METRIC-pQ-max` (the percentiles the predictor reports: 50 and 99).
+OBJECTIVE_FLAG = re.compile(r"--(?P<metric>[a-z0-9]+)-p(?P<percentile>[0-9.]+)-max(=.*)?")
+
+
+class ObjectiveBound(argparse.Action):
+    """An objective's bound in milliseconds (`--METRIC-pQ-max MS`, its type positive_ms), given
+    once: argparse keeps the last of a repeated flag silently, so a bound earlier on the line would
+    vanish. A p50 bound may not exceed its metric's p99 bound: a p50 is never above its p99, so the
+    p50's would bound nothing."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        given = getattr(namespace, self.dest, None)
+        if given is not None:
+            raise argparse.ArgumentError(self, f"given twice ({given:,g} and {value:,g} ms): give each objective "
+                                         "once")
+        p50 = "_p50_" in self.dest
+        other = self.dest.replace("_p50_", "_p99_") if p50 else self.dest.replace("_p99_", "_p50_")
+        bound, flag = getattr(namespace, other, None), "--" + other.replace("_", "-")
+        if bound is not None and (value > bound if p50 else value < bound):
+            if p50:
+                why = f"{value:,g} ms is above {flag}'s {bound:,g} ms"
+                fix = f"give at most {bound:,g} ms here, or drop this bound"
+            else:
+                why = f"{value:,g} ms is below {flag}'s {bound:,g} ms"
+                fix = f"give at least {bound:,g} ms here, or drop {flag}"
+            raise argparse.ArgumentError(self, f"{why}: a p50 is never above its p99, so the p50's bound would "
+                                         f"bound nothing; {fix}")
+        setattr(namespace, self.dest, value)
 
 
 # The slowest open loop simulated: a run's 128 requests at 0.1/s already span about 21 minutes of

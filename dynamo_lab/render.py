@@ -107,14 +107,21 @@ def cluster(run: Run) -> str:
     return "; ".join(names)
 
 
+def header(run: Run) -> str:
+    """The comment lines `render` starts with: the stack and the cluster it deploys to."""
+    return (f"# dynamo-lab render of stack {run.stack}: what `pulumi up --stack {run.stack}` declares.\n"
+            f"# cluster: {cluster(run)}\n")
+
+
+def documents(run: Run) -> list[tuple[str, dict[str, Any]]]:
+    """Each manifest with the comment line `render` writes above it ("" for none)."""
+    return [("# Helm release, installed by Pulumi's helm.v3.Release (not a Kubernetes object)\n"
+             if "helmRelease" in doc else "", doc) for doc in manifests(run)]
+
+
 def to_yaml(run: Run) -> str:
-    parts = [f"# dynamo-lab render of stack {run.stack}: what `pulumi up --stack {run.stack}` declares.\n"
-             f"# cluster: {cluster(run)}\n"]
-    for doc in manifests(run):
-        head = ("# Helm release, installed by Pulumi's helm.v3.Release (not a Kubernetes object)\n"
-                if "helmRelease" in doc else "")
-        parts.append("---\n" + head + yaml.safe_dump(doc, sort_keys=False, width=200))
-    return "".join(parts)
+    return header(run) + "".join("---\n" + head + yaml.safe_dump(doc, sort_keys=False, width=200)
+                                 for head, doc in documents(run))
 
 
 def to_json(run: Run) -> str:

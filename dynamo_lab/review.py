@@ -49,11 +49,37 @@ def _everything_on(stack: str, root: Optional[Path], cache_mode: str) -> tuple[d
     return stack_files.config_from_doc(config)
 
 
+# Each run and render this process made, by what it was made from: the stack's name and its config as
+# the Pulumi CLI hands it over (rendered). The code is the running code, the same for every entry.
+_RUNS: dict[tuple[str, str, tuple[str, ...]], mockrun.Run] = {}
+_RENDERED: dict[tuple[str, str, tuple[str, ...]], str] = {}
+
+
+def _key(stack: str, root: Optional[Path], variant: Optional[str]) -> tuple[str, str, tuple[str, ...]]:
+    raw, secrets = (stack_files.stack_config(stack, root) if variant is None
+                    else _everything_on(stack, root, VARIANTS[variant]))
+    return stack, json.dumps(raw, sort_keys=True), tuple(sorted(secrets))
+
+
+def rendered(stack: str, root: Optional[Path] = None, variant: Optional[str] = None) -> mockrun.Run:
+    """The program's run of the stack (with a variant's settings) under mocks, by the running code.
+
+    A config run before in this process is not run again: the run is a function of the stack's name
+    and config alone (mockrun.run), so `diff` renders a stack file the base and the working tree
+    have alike once, not twice, and `golden` and the tests reuse what they made (the run is shared:
+    read it, do not change it)."""
+    key = _key(stack, root, variant)
+    if key not in _RUNS:
+        _RUNS[key] = mockrun.run(stack, json.loads(key[1]), list(key[2]))
+    return _RUNS[key]
+
+
 def render_yaml(stack: str, root: Optional[Path] = None, variant: Optional[str] = None) -> str:
-    if variant is None:
-        return render.to_yaml(mockrun.run(stack, root=root))
-    raw, secrets = _everything_on(stack, root, VARIANTS[variant])
-    return render.to_yaml(mockrun.run(stack, raw, secrets, root=root))
+    """The stack's manifests (with a variant's settings) as `render` prints them (rendered)."""
+    key = _key(stack, root, variant)
+    if key not in _RENDERED:
+        _RENDERED[key] = render.to_yaml(rendered(stack, root, variant))
+    return _RENDERED[key]
 
 
 def golden_path(root: Path, stack: str, variant: Optional[str] = None) -> Path:

@@ -33,11 +33,6 @@ def reusable_prefix_tokens(prefix_tokens: int, block: int = BLOCK_TOKENS) -> int
     return prefix_tokens // block * block
 
 
-def pool_blocks(pool_bytes: int, kv_bytes_per_token: int, block: int = BLOCK_TOKENS) -> int:
-    """Blocks of `block` tokens a KV pool of `pool_bytes` holds."""
-    return pool_bytes // (kv_bytes_per_token * block)
-
-
 def steady_state_hit_probability(prefix_types: int, prefix_tokens: int, input_tokens: int, output_tokens: int,
                                  capacity_blocks: int, in_flight_requests: float,
                                  block: int = BLOCK_TOKENS) -> float:

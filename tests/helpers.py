@@ -102,6 +102,18 @@ def run_cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["dynamo-lab", *args], code, out.getvalue(), err.getvalue())
 
 
+def coarse_predictions(monkeypatch) -> None:
+    """`predict`'s cells simulated once each (one graph, one measured run) instead of at its full
+    fidelity (cells.SIMULATED_GRAPHS x RUNS_PER_GRAPH): for a test of what the output holds and says,
+    whatever the figures; the figures at full fidelity are the slow tier's and the tests that compare them."""
+    from dynamo_lab.predict import cells
+
+    def coarse(cfg, sizing, prefix_types, concurrency, lab=cells.LAB, pool_scale=1.0):
+        return cells.simulate(cfg, sizing, prefix_types, concurrency, lab, pool_scale, graphs=1, runs=1)[0]
+
+    monkeypatch.setattr(cells, "predict_cell", coarse)
+
+
 def refused(stack: str, edit=None, secret_keys=()) -> ConfigError:
     """The ConfigError a stack file (edited by `edit`) is refused with; it must register nothing."""
     with pytest.raises(ConfigError) as info:
@@ -171,25 +183,29 @@ class ChecklistStep:
 
     def commands(self) -> list[str]:
         """The step's command lines in order: `\\` continuations joined, comments and heredoc bodies left out."""
-        out: list[str] = []
-        for script in self.scripts:
-            lines, heredoc, pending = script.splitlines(), None, ""
-            for line in lines:
-                if heredoc is not None:
-                    heredoc = None if line.strip() == heredoc else heredoc
-                    continue
-                line = pending + line.strip()
-                if line.endswith("\\"):
-                    pending = line[:-1].rstrip() + " "
-                    continue
-                pending = ""
-                if not line or line.startswith("#"):
-                    continue
-                out.append(line)
-                marker = re.search(r"<<-?\s*'?(\w+)'?", line)
-                if marker:
-                    heredoc = marker.group(1)
-        return out
+        return [line for script in self.scripts for line in script_commands(script)]
+
+
+def script_commands(script: str) -> list[str]:
+    """A shell block's command lines in order: `\\` continuations joined, comments and heredoc bodies left out."""
+    out: list[str] = []
+    heredoc, pending = None, ""
+    for line in script.splitlines():
+        if heredoc is not None:
+            heredoc = None if line.strip() == heredoc else heredoc
+            continue
+        line = pending + line.strip()
+        if line.endswith("\\"):
+            pending = line[:-1].rstrip() + " "
+            continue
+        pending = ""
+        if not line or line.startswith("#"):
+            continue
+        out.append(line)
+        marker = re.search(r"<<-?\s*'?(\w+)'?", line)
+        if marker:
+            heredoc = marker.group(1)
+    return out
 
 
 def pulumi_steps(readme: str) -> list[tuple[int, str]]:

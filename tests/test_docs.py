@@ -7,6 +7,7 @@ import re
 
 import yaml
 
+from infra import catalogue
 from infra.manifests import graph
 from tests.helpers import ROOT, deploy_checklist, everything_on, loaded, pulumi_steps, run_stack
 
@@ -48,6 +49,24 @@ def test_every_relative_link_of_the_readme_and_the_docs_resolves():
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
             if not target.startswith(("http://", "https://")):
                 assert (page.parent / target).exists(), f"{page.name} links {target}, which does not exist"
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", text, flags=re.S), re.M)}
+
+
+def test_every_link_to_a_section_finds_its_heading():
+    links = []
+    for page in [ROOT / "README.md", *PAGES]:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", page.read_text()):
+            if not target.startswith(("http://", "https://")):
+                links.append((page.name, target, anchor))
+                linked = (page.parent / target) if target else page
+                assert anchor in _anchors(linked.read_text()), f"{page.name} links {target}#{anchor}: no such heading"
+    # docs/beyond-the-lab.md sends its reader to the crossover study.
+    assert ("beyond-the-lab.md", "advise.md", "when-separation-pays-an-estimate") in links
 
 
 def test_the_checklist_is_numbered_in_order_and_every_step_is_a_command():
@@ -137,7 +156,9 @@ def test_every_checklist_command_that_reaches_a_cluster_names_its_context():
 def test_every_project_file_the_docs_and_stack_files_name_exists():
     # A stack file's comment once named infra/config.py after it became a package, and the
     # architecture page infra/sizing.py: a reader sent to a file that is not there.
-    texts = [ROOT / "README.md", *PAGES, *ROOT.glob("Pulumi*.yaml")]
+    # The project's own stack files: a user's beside them is theirs to word.
+    texts = [ROOT / "README.md", *PAGES, ROOT / "Pulumi.yaml",
+             *(ROOT / f"Pulumi.{s}.yaml" for s in (*catalogue.SHIPPED_STACKS, *catalogue.EXAMPLE_STACKS))]
     named = {(t.name, m) for t in texts for m in re.findall(r"\b(?:infra|tests|tools)/[\w/.-]*\w", t.read_text())}
     assert len(named) > 20
     assert sorted((where, path) for where, path in named if not (ROOT / path).exists()) == []

@@ -1,7 +1,7 @@
 """How long the fast test tier takes: `python3 dev.py time-tests [--runs N]`.
 
 A benchmark, not a test: it runs `python3 dev.py test`'s pytest (the fast tier, everything
-installed) N times in fresh processes and prints each wall time, the median and the goal (30 s
+installed) N times in fresh processes and prints each wall time, the median and the goal (20 s
 on the 2-core development machine). It judges nothing: the figures are for the reader; it exits
 non-zero only when a run's tests fail.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from dev import FAST_TIER
 
 ROOT = Path(__file__).resolve().parent.parent
-GOAL_SECONDS = 30
+GOAL_SECONDS = 20
 
 
 def _positive_int(text: str) -> int:

@@ -32,6 +32,7 @@ from dynamo_lab.preflight.fit import blocked
 from dynamo_lab.preflight.gpus import GPU_COUNT_LABEL, NodeGpus
 from infra import kv_ranks
 from infra.config.schema import StackConfig
+from infra.validate.topology import tensor_parallel_sizes
 
 # The search's bound per node of a time-sliced class, for its time: a node may advertise more GPU
 # units, but on a 24GB-class card (21.6 GiB after its reserve) a seventh worker leaves each under
@@ -146,15 +147,6 @@ def _gpus(node: Node, resource: str, default: int) -> int:
     return NodeGpus.of(node, resource).count or default
 
 
-def _tensor_parallel(cfg: StackConfig, gpus_per_node: int) -> tuple[int, ...]:
-    """Each size that divides the model's attention and KV heads (vLLM's rule, config/topology.py)
-    and fits one node's GPUs."""
-    m = cfg.model
-    if m.attention_heads is None:
-        return (1,)
-    return tuple(t for t in range(1, gpus_per_node + 1) if m.attention_heads % t == 0 and m.kv_heads % t == 0)
-
-
 def class_nodes(cfg: StackConfig, data: ClusterData) -> tuple[list[ClassNode], list[str]]:
     """Each GPU class of the stack with schedulable nodes advertising its GPU resource, all alike,
     and why each other class is left out (preflight's own selector rules: classes.py). A class's
@@ -194,7 +186,7 @@ def class_nodes(cfg: StackConfig, data: ClusterData) -> tuple[list[ClassNode], l
         # stack says (the lab's classes stay the lab's).
         sharing = "timeSliced" if units > gpus else "whole" if gpus > 1 else cls.sharing
         per_node = min(units, MAX_REPLICAS_PER_CLASS) if sharing == "timeSliced" else units
-        tps = _tensor_parallel(cfg, gpus) if sharing == "whole" else (1,)
+        tps = tuple(tensor_parallel_sizes(cfg.model, gpus)) if sharing == "whole" else (1,)
         found.append(ClassNode(name, ", ".join(n.name for n in usable), units, per_node, len(usable), gpus,
                                sharing, tps))
     return found, left_out

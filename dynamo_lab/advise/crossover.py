@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
 
-from dynamo_lab import stack_files
+from dynamo_lab import flags, stack_files
 from dynamo_lab.advise import command
 from dynamo_lab.advise.candidates import AGGREGATED, ONE_NODE, Group, Layout
 from dynamo_lab.advise.stack_file import candidate_config
 from dynamo_lab.advise.traffic import Traffic
-from dynamo_lab.advise.verdict import PREEMPTING, Separation, Standing, key, separation
+from dynamo_lab.advise.verdict import PREEMPTING, Separation, Standing, key, near_bounds, separation
 from dynamo_lab.paths import ROOT
 from dynamo_lab.predict import cells, pool
 from dynamo_lab.predict.cells import Row
@@ -66,15 +66,20 @@ class Result:
     split: str  # the layout's label
     row: Row
     outside: tuple[str, ...]
+    # The predictor's held-out median error by figure (uncertainty.Uncertainty.errors): a bound met or
+    # broken within it is too close to call (verdict.near_bounds).
+    errors: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def standing(self) -> Standing:
         """What the one verdict compares (verdict.py), at this one point."""
         broken = [o for o in OBJECTIVES if not o.met_by(self.row)]
+        near, beyond = near_bounds([(o, v) for o in OBJECTIVES if (v := o.value(self.row)) is not None], self.errors)
         return Standing(self.split, not broken, self.row.preemptions > PREEMPTING * self.row.requests,
                         max((o.value(self.row) / o.bound_ms for o in broken), default=0.0),
                         self.row.goodput_requests_per_s or 0.0,
-                        tuple(f"{o.label} {o.value(self.row):,.0f} ms over {o.bound_ms:,g}" for o in broken))
+                        tuple(f"{o.label} {o.value(self.row):,.0f} ms over {o.bound_ms:,g}" for o in broken),
+                        near, beyond, self.row.requests_per_s)
 
 
 def config(base: dict, layout: Layout, prompt: int, transport: str = "tcp", link_gbit: int = 100,
@@ -91,7 +96,8 @@ def config(base: dict, layout: Layout, prompt: int, transport: str = "tcp", link
     return doc
 
 
-def sweep(graphs: int, runs: int, workers: Optional[int] = None) -> list[Result]:
+def sweep(graphs: int, runs: int, workers: Optional[int] = None,
+          errors: Optional[Mapping[str, float]] = None) -> list[Result]:
     base = stack_files.stack_doc(BASE)
     data = cluster_data.read_file(str(ROOT / CLUSTER))
     cases = [(p, c, None, None, AGG, config(base, AGG, p, concurrency=c)) for p in PROMPTS for c in CONCURRENCY]
@@ -107,7 +113,7 @@ def sweep(graphs: int, runs: int, workers: Optional[int] = None) -> list[Result]
     jobs = [pool.Job(s.config, s.sizing, 1, c, LAB, graphs, runs, objectives=OBJECTIVES)
             for (_, c, *_), s in zip(cases, stacks, strict=True)]
     rows = pool.simulate(jobs, workers)
-    return [Result(p, c, t, g, x.label, row, envelope(s.resolved, 1, c).outside)
+    return [Result(p, c, t, g, x.label, row, envelope(s.resolved, 1, c).outside, errors or {})
             for (p, c, t, g, x, _), s, (row, _) in zip(cases, stacks, rows, strict=True)]
 
 
@@ -172,13 +178,46 @@ def table(results: list[Result], threshold: float) -> str:
     return "\n".join(lines)
 
 
+def _listed(prompts: list[int]) -> str:
+    words = [f"{p:,}" for p in prompts]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def findings(results: list[Result], threshold: float) -> str:
+    """What the table answers, in words: per transport and load, from which link up separation pays
+    by the one verdict, for which prompts (read off the table by first_win, so the words cannot
+    disagree with it)."""
+    out = []
+    for t in TRANSPORTS:
+        parts = []
+        for c in CONCURRENCY:
+            by_link: dict[Optional[int], list[int]] = {}
+            for prompt in PROMPTS:
+                by_link.setdefault(first_win(results, prompt, c, t, threshold), []).append(prompt)
+            said = [f"from {g} Gbit/s up for {_listed(ps)}" for g, ps in sorted(
+                (g, ps) for g, ps in by_link.items() if g is not None)]
+            if None in by_link:
+                said.append(f"at no link swept for {_listed(by_link[None])}")
+            parts.append(f"at concurrency {c} {', '.join(said)}")
+        out.append(f"- **Over {t.upper()}**, separation pays (tokens a prompt): " + "; ".join(parts) + ".")
+    return "\n".join(out)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--graphs", type=int, default=cells.SIMULATED_GRAPHS, help="simulated graphs per cell")
-    p.add_argument("--runs", type=int, default=cells.RUNS_PER_GRAPH, help="measured runs per graph")
+    p = flags.Parser(prog="python -m dynamo_lab.advise.crossover", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--graphs", type=flags.positive_int, default=cells.SIMULATED_GRAPHS,
+                   help="simulated graphs per cell")
+    p.add_argument("--runs", type=flags.positive_int, default=cells.RUNS_PER_GRAPH, help="measured runs per graph")
+    p.add_argument("--markdown", action="store_true", help="only the table and what it answers, in Markdown "
+                   "(docs/advise.md's sample: no date, so the same on any day)")
     args = p.parse_args(argv)
-    threshold = command.measured_error().metrics["requests_per_s"].holdout_median
-    results = sweep(args.graphs, args.runs)
+    measured = command.measured_error()
+    threshold = measured.metrics["requests_per_s"].holdout_median
+    results = sweep(args.graphs, args.runs, errors=measured.errors)
+    if args.markdown:
+        print(table(results, threshold) + "\n\n" + findings(results, threshold))
+        return 0
     outside = sorted({why for r in results for why in r.outside})
     bounds = "; ".join(o.describe() for o in OBJECTIVES)
     print(f"ESTIMATES, outside the validation (physics only): each cell TTFT p99 ms / ITL p99 ms / goodput "

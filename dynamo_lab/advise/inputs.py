@@ -139,6 +139,16 @@ RETIRED_GOALS = {
                       "default), or lift an objective you do not want with a bound no layout reaches",
 }
 
+
+def goal_refusal(name: str) -> Optional[str]:
+    """Why `name` is no goal a search ranks by (a retired one: what replaces it), or None."""
+    if name in RETIRED_GOALS:
+        return f"{RETIRED_GOALS[name]} (docs/advise.md, Objectives and goodput)"
+    if name not in GOALS:
+        return f"not a goal; choose {' or '.join(GOALS)}"
+    return None
+
+
 def objectives_given(given: dict[str, Optional[float]]) -> tuple[Objective, ...]:
     """The objectives of a search: those the command line gives (`given`: flag field, e.g. `ttft_p99`,
     to milliseconds or None), and each default whose metric none of them bounds."""
@@ -156,10 +166,9 @@ class Goal:
     objectives: tuple[Objective, ...] = DEFAULT_OBJECTIVES
 
     def __post_init__(self) -> None:
-        if self.name in RETIRED_GOALS:
-            raise UserError(f"--goal {self.name}: {RETIRED_GOALS[self.name]} (docs/advise.md, Objectives and goodput)")
-        if self.name not in GOALS:
-            raise UserError(f"--goal {self.name}: not a goal; choose {' or '.join(GOALS)}")
+        why = goal_refusal(self.name)
+        if why is not None:
+            raise UserError(f"--goal {self.name}: {why}")
 
     @property
     def metric(self) -> str:

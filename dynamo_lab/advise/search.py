@@ -27,7 +27,16 @@ from dynamo_lab.advise.inputs import Base, Goal
 from dynamo_lab.advise.stack_file import StackDoc, candidate_config, gpu_classes
 from dynamo_lab.advise.traffic import Point, Traffic
 from dynamo_lab.advise.uncertainty import Uncertainty
-from dynamo_lab.advise.verdict import PREEMPTING, Compared, Separation, Standing, compare, key, separation
+from dynamo_lab.advise.verdict import (
+    PREEMPTING,
+    Compared,
+    Separation,
+    Standing,
+    compare,
+    key,
+    near_bounds,
+    separation,
+)
 from dynamo_lab.predict import cells, placement, pool
 from dynamo_lab.predict.cells import Row, TtftParts, Usage
 from dynamo_lab.predict.envelope import INSIDE, Envelope, envelope
@@ -134,16 +143,19 @@ class Candidate:
         """Every point's inputs: what any of them has outside what the validation covered."""
         return functools.reduce(operator.or_, self.envelopes, INSIDE)
 
-    def value(self, row: Row, metric: str) -> float:
+    def value(self, row: Row, metric: str) -> Optional[float]:
         """A row's figure by name: a Row field, or goodput per GPU (output tokens/s that met every
-        objective, over the GPUs the layout takes)."""
+        objective, over the GPUs the layout takes). Goodput without objectives is 0; ITL and TPOT
+        without a gap between tokens (one output token a request) None."""
         if metric == "goodput_tokens_per_s_per_gpu":
             return (row.goodput_requests_per_s or 0.0) * self.output_tokens / max(self.gpus, 1)
         value = getattr(row, metric)
-        return 0.0 if value is None else value
+        return 0.0 if value is None and metric == "goodput_requests_per_s" else value
 
-    def mean(self, metric: str) -> float:
-        return geomean([self.value(r, metric) for r in self.rows])
+    def mean(self, metric: str) -> Optional[float]:
+        """The geometric mean over the points; None where a point has no such figure."""
+        values = [self.value(r, metric) for r in self.rows]
+        return None if None in values else geomean(values)
 
     @property
     def meets(self) -> bool:
@@ -166,10 +178,19 @@ class Candidate:
         its measured requests."""
         return any(r.requests and r.preemptions > PREEMPTING * r.requests for r in self.rows)
 
-    def standing(self, where: Callable[[int], str]) -> Standing:
-        """What the one verdict (verdict.py) compares; `where` names a point by its index."""
+    def standing(self, where: Callable[[int], str], objectives: tuple[Objective, ...] = (),
+                 errors: Optional[dict[str, float]] = None, metric: str = "goodput_requests_per_s") -> Standing:
+        """What the one verdict (verdict.py) compares; `where` names a point by its index; `objectives`
+        and the predictor's `errors` by figure (Uncertainty.errors) say which bounds its worst figures
+        are within that error of (verdict.near_bounds); `metric`: the goal's figure (its score), whose
+        ceiling is what it would be were every request to meet every objective."""
+        worst = [(o, max(vs)) for o in objectives if (vs := [v for r in self.rows if (v := o.value(r)) is not None])]
+        near, beyond = near_bounds(worst, errors or {})
+        ceiling = self.mean("requests_per_s") if self.rows else None
+        if ceiling is not None and metric == "goodput_tokens_per_s_per_gpu":
+            ceiling *= self.output_tokens / max(self.gpus, 1)
         return Standing(self.layout.label, self.meets, self.preempting, self.worst_over, self.score,
-                        tuple(b.describe(where(b.point)) for b in self.broken))
+                        tuple(b.describe(where(b.point)) for b in self.broken), near, beyond, ceiling)
 
     @property
     def ttft_parts_ms(self) -> TtftParts:
@@ -255,7 +276,8 @@ def broken(rows: list[Row], objectives: tuple[Objective, ...]) -> list[Broken]:
     """Each objective some point's figure is over, with its worst point."""
     out = []
     for o in objectives:
-        worst, i = max((o.value(r), i) for i, r in enumerate(rows))
+        # A point without the figure (no gap between tokens) has nothing to bound.
+        worst, i = max(((v, i) for i, r in enumerate(rows) if (v := o.value(r)) is not None), default=(0.0, 0))
         if worst > o.bound_ms:
             out.append(Broken(o, worst, i))
     return out
@@ -280,7 +302,10 @@ def binding(c: Candidate, traffic: Traffic) -> Binding:
             options.append(Binding("GPU time", gpu[0], f"{gpu[1]} busy {gpu[0]:.0%} of the run, owned by one worker "
                                    f"({where[gpu[2]]})"))
         else:
-            options.append(Binding("GPU time-slices", gpu[0], f"{gpu[1]}'s GPU busy {gpu[0]:.0%} of the run, shared "
+            # The simulation names a class's one GPU by the class ("gpu-24gb's GPU"), any other by itself
+            # ("gpu-24gb[2] GPU 0"), which needs no "'s GPU" after it.
+            gpu_words = f"{gpu[1]}'s GPU" if gpu[1] in c.stack.config.gpu_classes else gpu[1]
+            options.append(Binding("GPU time-slices", gpu[0], f"{gpu_words} busy {gpu[0]:.0%} of the run, shared "
                                    f"by {workers} worker{'s' * (workers > 1)} ({where[gpu[2]]})"))
     path = max(((share, k, i) for i, u in enumerate(c.usage) for k, share in u.path_busy.items()), default=None)
     if path:
@@ -343,7 +368,29 @@ class Advice:
 
     @property
     def winner(self) -> Optional[Candidate]:
+        """The first ranked: what --write writes (a recommendation only as `recommended` says)."""
         return self.ranked[0] if self.ranked else None
+
+    @property
+    def recommended(self) -> Optional[Candidate]:
+        """The winner where it is a recommendation: it runs without preempting (the verdict ranks one that
+        preempts after every one that does not, so here none meeting the objectives does) and leads the
+        runner-up beyond the uncertainty (no `close_call`)."""
+        w = self.winner
+        return w if w is not None and not w.preempting and self.close_call is None else None
+
+    @property
+    def first_is(self) -> str:
+        """What the winner is, in words, for what --write says and writes."""
+        if self.winner is None:
+            return "none: no layout predicted in full meets every objective at every point"
+        if self.winner.preempting:
+            return ("the first, not a recommendation: it runs only by preempting (its KV does not fit the load), as "
+                    "every layout meeting the objectives does")
+        close = self.close_call
+        if close is not None:
+            return f"the first of a tie within the uncertainty with {close.worse.label}, not a recommendation"
+        return "the recommendation"
 
     def where(self, point: int) -> str:
         """A traffic point by its index, in words."""
@@ -357,7 +404,7 @@ class Advice:
         return self.uncertainty.metrics["requests_per_s"].holdout_median
 
     def standing(self, c: Candidate) -> Standing:
-        return c.standing(self.where)
+        return c.standing(self.where, self.goal.objectives, self.uncertainty.errors, self.goal.metric)
 
     def compare(self, a: Candidate, b: Candidate) -> Compared:
         return compare(self.standing(a), self.standing(b), self.threshold, self.goal.label)
@@ -375,6 +422,19 @@ class Advice:
             return None
         c = self.compare(self.ranked[0], self.ranked[1])
         return None if c.decisive else c
+
+    @property
+    def tied(self) -> list[Candidate]:
+        """The ranked layouts after the first that tie with it within the uncertainty (verdict.compare),
+        in rank order: the first ranked decisively behind it ends them (the order is the verdict's)."""
+        if not self.ranked:
+            return []
+        out = []
+        for c in self.ranked[1:]:
+            if self.compare(self.ranked[0], c).decisive:
+                break
+            out.append(c)
+        return out
 
     @property
     def unmet(self) -> list[tuple[Objective, Candidate, Broken]]:

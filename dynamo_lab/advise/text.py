@@ -9,7 +9,18 @@ from typing import Any, Optional
 
 from dynamo_lab.advise import search
 from dynamo_lab.advise.candidates import AGGREGATED, MAX_REPLICAS_PER_CLASS, ClassNode
-from dynamo_lab.advise.search import REFUSED_CONFIG, REFUSED_PREFLIGHT, SCREENED, Advice, Candidate, Family, kv_overflow
+from dynamo_lab.advise.search import (
+    REFINED,
+    REFUSED_CONFIG,
+    REFUSED_PREFLIGHT,
+    SCREENED,
+    SCREENED_HEAVIEST,
+    Advice,
+    Candidate,
+    Family,
+    kv_overflow,
+)
+from dynamo_lab.advise.traffic import Point
 from dynamo_lab.advise.verdict import PREEMPTING, Compared, Separation
 from dynamo_lab.predict.cells import OPEN_LOOP_REQUESTS
 from dynamo_lab.predict.envelope import outside_lines
@@ -43,13 +54,17 @@ def _traffic(a: Advice) -> str:
             f"({'given' if w.given else f'the benchmark section of {a.base}'})")
 
 
+# Where a request has one output token: no gap between tokens, so no ITL or TPOT.
+NO_GAPS = "no ITL or TPOT (one output token a request: no gap between tokens)"
+
+
 def _figures(a: Advice, c: Candidate) -> str:
     per_gpu = c.mean("goodput_tokens_per_s_per_gpu")
+    decode = (f"ITL p50 {decode_ms(c.mean('itl_p50_ms'))} ms, p99 {decode_ms(c.mean('itl_p99_ms'))} ms, TPOT p50 "
+              f"{decode_ms(c.mean('tpot_p50_ms'))} ms" if c.mean("itl_p50_ms") is not None else NO_GAPS)
     return (f"goodput {c.mean('goodput_requests_per_s'):.1f} requests/s ({per_gpu:,.0f} output tokens/s per GPU, "
             f"{c.gpus} GPU{'s' * (c.gpus > 1)}) of {c.mean('requests_per_s'):.1f} completed, TTFT p50 "
-            f"{c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, ITL p50 "
-            f"{decode_ms(c.mean('itl_p50_ms'))} ms, p99 {decode_ms(c.mean('itl_p99_ms'))} ms, TPOT p50 "
-            f"{decode_ms(c.mean('tpot_p50_ms'))} ms")
+            f"{c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, {decode}")
 
 
 # Below this share no resource is said to bind: the layout's own latency (transfers, steps) sets it.
@@ -99,7 +114,8 @@ def _winner_behind(a: Advice) -> str:
     keeping = [(i, c) for i, c in enumerate(a.ranked) if not _behind(a, c)]
     other = (f"{keeping[0][1].layout.label} (rank {keeping[0][0] + 1}) keeps up at every point" if keeping else
              "none of the layouts ranked keeps up at every point: lower the --rate, or add GPUs")
-    return f"The recommendation falls behind the arrivals at {'; '.join(behind)}; {other}."
+    first = "The recommendation" if a.recommended else "The first"
+    return f"{first} falls behind the arrivals at {'; '.join(behind)}; {other}."
 
 
 def _why(c: Candidate, winner: Optional[Candidate], a: Advice) -> str:
@@ -148,13 +164,18 @@ def _percent(x: float) -> str:
     return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
 
 
+def _listed(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def _gap(a: Advice, better: Candidate, worse: Candidate) -> str:
     metric = a.goal.label
     if worse.score <= 0:
         return f"no {metric}: none of its requests meets every objective"
     ratio = better.score / worse.score
-    return f"{metric} {_percent(1 - 1 / ratio)} lower than the recommendation's" if ratio < 2 else (
-        f"{metric} 1/{ratio:.1f} of the recommendation's")
+    first = "the recommendation's" if a.recommended is better else "the first's"
+    return f"{metric} {_percent(1 - 1 / ratio)} lower than {first}" if ratio < 2 else (
+        f"{metric} 1/{ratio:.1f} of {first}")
 
 
 def base_setting(fam: Family) -> Optional[str]:
@@ -184,11 +205,10 @@ def _family(a: Advice, fam: Family) -> str:
     if not best.meets:
         verdict = "dropped, not ranked: it breaks " + "; ".join(b.describe(a.where(b.point)) for b in best.broken)
     elif best is winner:
-        verdict = "kept: the recommendation" if a.close_call is None else "kept: first of the tie"
+        verdict = ("kept: the recommendation" if best is a.recommended else "kept: first of the tie"
+                   if a.close_call is not None and not best.preempting else "kept: first, not recommended")
     else:
-        close = a.close_call
-        within = close is not None and close.worse.label == best.layout.label
-        fate = "kept, tied with the first within the uncertainty" if within else "dropped"
+        fate = "kept, tied with the first within the uncertainty" if best in a.tied else "dropped"
         verdict = f"{fate} (rank {a.ranked.index(best) + 1}): {_gap(a, winner, best)}"
     return (f"{head}. Best: {best.layout.label} ({_figures(a, best)}); {verdict}. Why: "
             f"{_why(best, winner, a)}.")
@@ -241,8 +261,9 @@ def text(a: Advice, top: int = 3) -> str:
               + (f"at the heaviest point ({search.heaviest(a.traffic).where(bool(a.traffic.prefix_tokens))}), the best "
                  f"{search.SHORTLIST} of each family ({a.shortlisted}) " if a.shortlisted else "")
               + f"per point, and the best {a.refined_per_family} of each family predicted in full where the "
-              f"screening could be wrong ({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}. "
-              f"{a.seconds:.0f} s.", ""]
+              f"screening could be wrong ({runs} run{'s' * (runs > 1)} per point): {len(a.ranked) + len(a.over)}.", ""]
+    # No wall time here: stdout is the answer, the same on any machine (docs/advise.md's sample is
+    # this text); the progress on stderr says how long each stage took, and --json has `seconds`.
     if not a.ranked and not a.over:
         lines.append("No layout passes the sizing and preflight on this cluster: the families below say why.")
     else:
@@ -301,11 +322,13 @@ def _over_bound(a: Advice, top: int) -> str:
     """The layouts predicted in full that break an objective: apart from the ranking, each with what
     it breaks and by how much."""
     over = a.over
-    listed = "; ".join(f"{c.layout.label} ({', '.join(b.describe(a.where(b.point)) for b in c.broken)})"
-                       for c in over[:top])
+    listed = "; ".join(f"{c.layout.label} ({', '.join(b.describe(a.where(b.point)) for b in c.broken)}"
+                       + ("; runs only by preempting)" if c.preempting else ")") for c in over[:top])
     more = f"; and {len(over) - top} more (--json lists them)" if len(over) > top else ""
+    order = ("the least over first, those running only by preempting after the rest" if any(c.preempting for c in over)
+             else "the least over first")
     return (f"Breaking an objective, not ranked: {len(over)} of the {len(a.ranked) + len(over)} predicted in full, "
-            f"the least over first: {listed}{more}.")
+            f"{order}: {listed}{more}.")
 
 
 def _unmet(a: Advice) -> list[str]:
@@ -358,9 +381,21 @@ def _verdict(a: Advice) -> str:
     physics = a.compared.extrapolated
     floor = (f" Outside what the validation covered ({'; '.join(a.compared.outside)}), no validated error applies: "
              "that error is a floor, the real one is unknown." if physics else "")
+    near = a.standing(w).near  # objectives it meets only within the predictor's error of their bounds
+    if near:
+        floor += f" It meets {'; '.join(near)}: measure it before relying on it."
+    if w.preempting:
+        load = "--rate" if a.traffic.open_loop else "concurrency"
+        return (f"First, not recommended: {w.layout.label}: {_figures(a, w)}. It runs only by preempting, as every "
+                f"layout meeting the objectives does (more than {PREEMPTING:.0%} of its requests at some point): its "
+                "KV does not fit the load, and its figures rest on requests recomputed from their first token. Lower "
+                f"the {load}, or run it on GPUs with more memory (--write writes it).{floor} Why: {_why(w, None, a)}.")
     close = a.close_call
     if close:
-        return (f"Tied within the uncertainty: {w.layout.label} and {close.worse.label} are {close.why}. No "
+        more = a.tied[1:]
+        also = (f" So {'is' if len(more) == 1 else 'are'} {_listed([c.layout.label for c in more])}, within it of "
+                f"{w.layout.label} too." if more else "")
+        return (f"Tied within the uncertainty: {w.layout.label} and {close.worse.label} are {close.why}.{also} No "
                 f"recommendation between them (--write writes the first). To separate them, {_tie(a, close)}.{floor}")
     runner = a.ranked[1] if len(a.ranked) > 1 else None
     lead = f", ahead of the runner-up ({runner.layout.label}): {a.compare(w, runner).why}" if runner else ""
@@ -382,8 +417,9 @@ def _separation(a: Advice) -> Optional[str]:
 
     def side(label: str) -> str:
         c = a.candidate(label)
-        return (f"{label} (TTFT p99 {c.mean('ttft_p99_ms'):,.0f} ms, ITL p99 {decode_ms(c.mean('itl_p99_ms'))} ms, "
-                f"{a.goal.label} {c.score:,.1f})")
+        itl = c.mean("itl_p99_ms")
+        decode = f"ITL p99 {decode_ms(itl)} ms" if itl is not None else "no ITL"
+        return f"{label} (TTFT p99 {c.mean('ttft_p99_ms'):,.0f} ms, {decode}, {a.goal.label} {c.score:,.1f})"
     return (f"Does separating prefill and decode pay? {ANSWERS[sep.answer]}: best aggregated "
             f"{side(sep.aggregated.label)}, best separated {side(sep.separated.label)}: {sep.compared.why}.")
 
@@ -393,26 +429,33 @@ FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_m
            "goodput_tokens_per_s_per_gpu")
 
 
+# How closely a candidate's figures were simulated, by its status (search.py).
+PRECISION = {SCREENED: "screening", SCREENED_HEAVIEST: "screening at the heaviest point", REFINED: "full"}
+
+
 def _candidate(a: Advice, c: Candidate) -> dict[str, Any]:
     out: dict[str, Any] = {"layout": c.layout.label, "family": c.layout.family, "workers": c.layout.workers(),
                            "status": c.status}
     if c.reason:
         out["reason"] = c.reason
     if c.rows:
-        out.update({"estimate": True, "precision": "screening" if c.status == SCREENED else "full",
+        # Each row's index among the workload's points: a layout screened at the heaviest point alone
+        # has one row, there.
+        at = [a.traffic.points.index(Point(r.prefix_types, r.concurrency, r.rate)) for r in c.rows]
+        out.update({"estimate": True, "precision": PRECISION[c.status],
                     "score": c.score, "meets_objectives": c.meets, "gpus": c.gpus,
                     "breaks": [{"objective": b.objective.label, "bound_ms": b.objective.bound_ms, "worst_ms": b.worst,
-                                "over": b.over, "point": b.point} for b in c.broken],
+                                "over": b.over, "point": at[b.point]} for b in c.broken],
                     "means": {m: c.mean(m) for m in FIGURES},
                     "preemptions": c.preemptions, "preempting": c.preempting,
                     "kv_overflow": None if kv_overflow(c) is None else asdict(kv_overflow(c)),
-                    "points": [{**asdict(r), "preemptions": r.preemptions,
+                    "points": [{"point": i, **asdict(r), "preemptions": r.preemptions,
                                 "goodput_tokens_per_s_per_gpu": c.value(r, "goodput_tokens_per_s_per_gpu"),
                                 "keeps_up": r.keeps_up,  # open loop only (cells.Row.keeps_up)
                                 "gpu_busy": u.gpu_busy,
                                 "path_busy": {f"{a}->{b}": share for (a, b), share in u.path_busy.items()},
                                 "ttft_parts_ms": asdict(u.ttft_parts_ms)}
-                               for r, u in zip(c.rows, c.usage, strict=True)],
+                               for i, r, u in zip(at, c.rows, c.usage, strict=True)],
                     "binds": c.binding.__dict__, **c.envelope.as_dict()})
         for point, env in zip(out["points"], c.envelopes, strict=True):
             point.update(env.as_dict())
@@ -431,9 +474,10 @@ def to_json(a: Advice) -> str:
                  "objectives": [{"metric": o.metric, "percentile": o.percentile, "bound_ms": o.bound_ms,
                                  "flag": o.flag} for o in a.goal.objectives]},
         "uncertainty": {**a.uncertainty.as_dict(), "threshold": a.threshold},
-        "recommended": a.winner.layout.label if a.winner and close is None else None,
+        "recommended": a.recommended.layout.label if a.recommended else None,
         "first": a.winner.layout.label if a.winner else None,
-        "tie": None if close is None else {"with": close.worse.label, "gap": close.gap, "threshold": a.threshold},
+        "tie": None if close is None else {"with": close.worse.label, "gap": close.gap, "threshold": a.threshold,
+                                           "all": [c.layout.label for c in a.ranked[:1] + a.tied]},
         # The best two's inputs (search.Advice.compared): extrapolated, their comparison is physics only.
         "comparison": a.compared.as_dict(),
         "ranked": [c.layout.label for c in a.ranked],
@@ -454,5 +498,11 @@ def written(path: str, a: Advice, source: Optional[str]) -> str:
     """What --write says after writing `path` (the name given), and what to run next."""
     cluster = {None: "", "-": " --from FILE (the cluster data, saved)"}.get(
         source, f" --from {shlex.quote(str(source))}")
-    return (f"\nwrote {path}: {a.winner.layout.label}, stack {a.stack}. Next: `dynamo-lab preflight {a.stack}"
-            f"{cluster}`, then `pulumi preview --stack {a.stack}` and `pulumi up --stack {a.stack}` (README, Deploy)")
+    return (f"\nwrote {path}: {a.winner.layout.label}, {a.first_is}, stack {a.stack}. Next: `dynamo-lab preflight "
+            f"{a.stack}{cluster}`, then `pulumi preview --stack {a.stack}` and `pulumi up --stack {a.stack}` (README, "
+            "Deploy)")
+
+
+def not_written(path: str, a: Advice) -> str:
+    """What --write says when there is no layout to write (exit 1)."""
+    return f"\n--write {path}: nothing written: {a.first_is.split(': ', 1)[1]}."

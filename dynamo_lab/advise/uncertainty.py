@@ -37,6 +37,12 @@ class Uncertainty:
     def as_dict(self) -> dict:
         return {k: asdict(v) for k, v in self.metrics.items()}
 
+    @property
+    def errors(self) -> dict[str, float]:
+        """Each measured figure's held-out median error, by its name (a cells.Row field): what an
+        objective on it must be met or broken by to be a clear call (verdict.near_bounds)."""
+        return {k: v.holdout_median for k, v in self.metrics.items()}
+
 
 def from_errors(errors: list[cells.Error]) -> Uncertainty:
     out = {}

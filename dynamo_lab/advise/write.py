@@ -20,6 +20,7 @@ import yaml
 from dynamo_lab import stack_files
 from dynamo_lab.advise.search import Advice, Candidate
 from dynamo_lab.advise.stack_file import StackDoc, secret_keys
+from dynamo_lab.predict.text import decode_ms
 from dynamo_lab.predict.validate import TABLE_STACKS
 from dynamo_lab.preflight.cluster_data import ClusterData
 from dynamo_lab.preflight.run import check
@@ -69,10 +70,12 @@ def refuse_existing(path: Path, force: bool, base: str) -> None:
 
 def header(a: Advice, c: Candidate, secrets: list[str]) -> str:
     points = len(a.traffic.points)
-    text = (f"Written by `dynamo-lab advise {a.base}` from {a.source}: the layout it predicted best for "
-            f"{a.goal.describe()} over {points} workload point{'s' * (points > 1)}. ESTIMATES, from a simulation "
-            f"fitted to one lab's table (docs/advise.md, docs/predictor.md): TTFT p50 {c.mean('ttft_p50_ms'):,.0f} "
-            f"ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, {c.mean('requests_per_s'):.1f} requests/s"
+    text = (f"Written by `dynamo-lab advise {a.base}` from {a.source}: the layout ranked first for "
+            f"{a.goal.describe()} over {points} workload point{'s' * (points > 1)}, {a.first_is}. ESTIMATES, from a "
+            f"simulation fitted to one lab's table (docs/advise.md, docs/predictor.md): TTFT p50 "
+            f"{c.mean('ttft_p50_ms'):,.0f} ms, p99 {c.mean('ttft_p99_ms'):,.0f} ms, ITL p99 "
+            f"{decode_ms(c.mean('itl_p99_ms'))} ms, goodput {c.mean('goodput_requests_per_s'):.1f} of "
+            f"{c.mean('requests_per_s'):.1f} requests/s"
             + (f" (physics only, outside what the validation covered: {'; '.join(c.envelope.outside)})"
                if c.envelope.extrapolated else "") + ". Measure it "
             f"(docs/benchmark.md). Everything but `workers`{' and the workload' if a.traffic.given else ''} is "

@@ -7,12 +7,12 @@ running until `down`. It prints the kubeconfig to use (KUBECONFIG=...).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
 
+from dynamo_lab import flags
 from dynamo_lab.cluster import harness, root_paths, tools
 
 
@@ -30,7 +30,7 @@ def _bins() -> dict[str, Path]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="dynamo-lab cluster", description=__doc__.split("\n\n")[0])
+    p = flags.Parser(prog="dynamo-lab cluster", description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--state", type=Path, default=default_state(), help="the cluster's directory (default: %(default)s)")
     p.add_argument("--crds", type=Path, help="a directory of CRD YAML files to apply once it is up")
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         try:
             h = harness.up(a.state, _bins(), a.crds, attached=False)
         except harness.ClusterError as e:
-            print(f"cluster: up failed: {e}", file=sys.stderr)
+            print(f"error: dynamo-lab cluster up: {e}", file=sys.stderr)
             return 1
         print(f"export KUBECONFIG={h.kubeconfig}")
         if a.crds is None:
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         try:  # never through a link, as root never under what another user could change (root_paths)
             root_paths.remove_tree(a.state, root_paths.trusted_uid())
         except root_paths.Refused as e:
-            print(f"cluster: down, but not removing {a.state}: {e}", file=sys.stderr)
+            print(f"error: dynamo-lab cluster down: stopped, but not removing {a.state}: {e}", file=sys.stderr)
             return 2
     print("cluster: down; nothing left running")
     return 0

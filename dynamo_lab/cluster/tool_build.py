@@ -36,6 +36,12 @@ def build_command(tool: Tool, out_dir: Path) -> list[str]:
     if tool.pgo_off:
         cmd.append("-pgo=off")
     cmd.append("-v")  # a line per package compiled: the progress run_build reports
+    # No DWARF from the compiler: -ldflags -w drops it from the binary anyway, so only the build pays
+    # for it. Measured on 2 cores (k8s.io/client-go/kubernetes in a scratch GOCACHE, two runs each):
+    # 117.1 and 117.5 s of user CPU without, 103.5 and 98.8 s with, and a fifth less peak memory. The
+    # code is the same: what differs in the binary is the build settings it records (`go version -m`)
+    # and what moves after them.
+    cmd.append("-gcflags=all=-dwarf=false")
     # One package: name the file (a module path ending in /v3 would otherwise name it "server").
     out = str(out_dir / tool.binaries[0]) if len(tool.packages) == 1 else str(out_dir) + os.sep
     cmd += ["-ldflags", " ".join(("-s", "-w", *tool.ldflags)), "-o", out, *tool.packages]

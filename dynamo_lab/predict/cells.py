@@ -8,6 +8,9 @@ interpolation), and the cell reports the median over the runs, as the write-up d
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import pickle
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
@@ -58,10 +61,12 @@ class Row:
     # of the run's percentile: ITL over every gap between two consecutive tokens of a request (all
     # requests' gaps together), TPOT over the requests' means per output token after the first,
     # end-to-end over the requests' sent-to-last-token latencies; output tokens completed per second.
-    itl_p50_ms: float = 0.0
-    itl_p99_ms: float = 0.0
-    tpot_p50_ms: float = 0.0
-    tpot_p99_ms: float = 0.0
+    # ITL and TPOT are None where no request had two output tokens (no gap between tokens: AIPerf
+    # reports no inter-token latency below two).
+    itl_p50_ms: Optional[float] = None
+    itl_p99_ms: Optional[float] = None
+    tpot_p50_ms: Optional[float] = None
+    tpot_p99_ms: Optional[float] = None
     e2e_p50_ms: float = 0.0
     e2e_p99_ms: float = 0.0
     output_tokens_per_s: float = 0.0
@@ -206,10 +211,10 @@ class RunFigures:
     ttft_p50_ms: float
     ttft_p99_ms: float
     requests_per_s: float
-    itl_p50_ms: float
-    itl_p99_ms: float
-    tpot_p50_ms: float
-    tpot_p99_ms: float
+    itl_p50_ms: Optional[float]  # None: no request had a gap between tokens (one output token each)
+    itl_p99_ms: Optional[float]
+    tpot_p50_ms: Optional[float]
+    tpot_p99_ms: Optional[float]
     e2e_p50_ms: float
     e2e_p99_ms: float
     output_tokens_per_s: float
@@ -226,17 +231,37 @@ def run_figures(done: list, objectives: Sequence[Objective] = ()) -> RunFigures:
         times = r.token_times
         first = (r.first_token - r.sent) * 1000
         mine = [(b - a) * 1000 for a, b in pairwise(times)]
-        mean = (times[-1] - times[0]) * 1000 / (len(times) - 1) if len(times) > 1 else 0.0
+        # A request of one output token has no TPOT (no token after its first), as AIPerf leaves it out.
+        mean = (times[-1] - times[0]) * 1000 / (len(times) - 1) if len(times) > 1 else None
         ttft.append(first)
-        tpot.append(mean)
+        if mean is not None:
+            tpot.append(mean)
         e2e.append((r.done - r.sent) * 1000)
         gaps += mine
         met += meets_all(objectives, first, mean, mine)
-    gaps = gaps or [0.0]  # one output token a request: no gap
+
+    def pct(values: list[float], q: float) -> Optional[float]:
+        return percentile(values, q) if values else None
     return RunFigures(percentile(ttft, 50), percentile(ttft, 99), len(done) / span,
-                      percentile(gaps, 50), percentile(gaps, 99), percentile(tpot, 50), percentile(tpot, 99),
+                      pct(gaps, 50), pct(gaps, 99), pct(tpot, 50), pct(tpot, 99),
                       percentile(e2e, 50), percentile(e2e, 99), sum(len(r.token_times) for r in done) / span,
                       met, met / span)
+
+
+# Each cell this process simulated, by everything its simulation reads (the workers, paths, load,
+# timings, cell, fidelity and request count): a simulation is a function of these alone (each graph
+# draws from its own numbered stream), so one met again (advise's candidates shared by several
+# searches, a command's predictions of a cell it already made) is the same figures, not made twice.
+_SIMULATED: dict[bytes, tuple[Row, Usage]] = {}
+_SIMULATED_MAX = 4096
+
+
+def forget() -> None:
+    """Forget every cell simulated so far: the next simulation of each runs again (a test comparing
+    two ways of simulating a cell must not be handed the first way's figures, and one that changes a
+    constant the simulation reads besides its inputs, in params.py or sim.py, must not be handed the
+    figures made before the change)."""
+    _SIMULATED.clear()
 
 
 def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
@@ -249,6 +274,19 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     specs, paths = topology(cfg, sizing, lab, pool_scale)
     load = _load(cfg, sizing, prefix_types)
     n = OPEN_LOOP_REQUESTS if rate else cfg.benchmark.requests_per_concurrency * concurrency
+    key = hashlib.sha256(pickle.dumps((specs, paths, load, timing(lab), prefix_types, concurrency, graphs, runs,
+                                       rate, n, tuple(objectives)))).digest()
+    if key not in _SIMULATED:
+        if len(_SIMULATED) >= _SIMULATED_MAX:
+            _SIMULATED.clear()
+        _SIMULATED[key] = _simulate(specs, paths, load, lab, prefix_types, concurrency, graphs, runs, rate, n,
+                                    tuple(objectives))
+    return copy.deepcopy(_SIMULATED[key])
+
+
+def _simulate(specs: list[WorkerSpec], paths: dict, load: Load, lab: LabParams, prefix_types: int, concurrency: int,
+              graphs: int, runs: int, rate: Optional[float], n: int,
+              objectives: Sequence[Objective]) -> tuple[Row, Usage]:
     figures: list[RunFigures] = []
     ratios = []
     measured = Stats()  # the measured runs of every graph count into one; warm-ups do not
@@ -290,8 +328,10 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
             preempted[w.name] += w.preemptions
     uses = tuple(WorkerUse(s.name, s.cache_blocks, peaks[s.name], preempted[s.name]) for s in specs)
 
-    def median(name: str) -> float:
-        return statistics.median(getattr(f, name) for f in figures)
+    def median(name: str) -> Optional[float]:
+        """Over the runs; None where a run has none (every run has the same output tokens a request)."""
+        values = [getattr(f, name) for f in figures]
+        return None if None in values else statistics.median(values)
 
     p50s = [f.ttft_p50_ms for f in figures]
     row = Row(prefix_types, concurrency, median("ttft_p50_ms"), median("ttft_p99_ms"),

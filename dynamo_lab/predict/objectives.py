@@ -14,7 +14,9 @@ Goodput follows DistServe (Zhong et al., "DistServe: Disaggregating Prefill and 
 Goodput-optimized Large Language Model Serving", OSDI 2024): the rate of completed requests that
 meet every objective. A request meets the TTFT and TPOT objectives by its own value; the ITL
 objective by its own gaps: at least the objective's percentile of them within the bound (p99 with
-fewer than 100 gaps: every one). So goodput is never above the requests/s completed, and the share
+fewer than 100 gaps: every one). A request of one output token has no gap and no TPOT: an ITL or
+TPOT objective bounds nothing of it, and a point where every request has one token has no ITL or
+TPOT figure (None), which meets such an objective. So goodput is never above the requests/s completed, and the share
 of requests meeting a p99 objective is what a p99 within its bound promises. DistServe ranks by
 the highest rate at which such a share holds; `advise` ranks the layouts meeting every objective
 by their goodput at the traffic asked for, and per GPU as AIConfigurator ranks (output tokens/s).
@@ -23,7 +25,7 @@ by their goodput at the traffic asked for, and per GPU as AIConfigurator ranks (
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 METRICS = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT"}
 PERCENTILES = (50, 99)
@@ -58,18 +60,20 @@ class Objective:
     def describe(self) -> str:
         return f"{self.label} <= {self.bound_ms:,g} ms"
 
-    def value(self, row) -> float:
+    def value(self, row) -> Optional[float]:
+        """The row's figure; None where it has none (ITL and TPOT with one output token a request)."""
         return getattr(row, self.field)
 
     def met_by(self, row) -> bool:
-        return self.value(row) <= self.bound_ms
+        value = self.value(row)
+        return value is None or value <= self.bound_ms  # no gap between tokens: nothing to bound
 
-    def request_meets(self, ttft_ms: float, tpot_ms: float, gaps_ms: Sequence[float]) -> bool:
-        """Whether one request meets it (this module's docstring)."""
+    def request_meets(self, ttft_ms: float, tpot_ms: Optional[float], gaps_ms: Sequence[float]) -> bool:
+        """Whether one request meets it (this module's docstring); `tpot_ms` None: one output token."""
         if self.metric == "ttft":
             return ttft_ms <= self.bound_ms
         if self.metric == "tpot":
-            return tpot_ms <= self.bound_ms
+            return tpot_ms is None or tpot_ms <= self.bound_ms
         if not gaps_ms:
             return True  # one output token: no gap to bound
         within = sum(g <= self.bound_ms for g in gaps_ms)
@@ -83,5 +87,6 @@ class Objective:
 DEFAULT_OBJECTIVES = (Objective("ttft", 99, 2000.0), Objective("itl", 99, 200.0))
 
 
-def meets_all(objectives: Sequence[Objective], ttft_ms: float, tpot_ms: float, gaps_ms: Sequence[float]) -> bool:
+def meets_all(objectives: Sequence[Objective], ttft_ms: float, tpot_ms: Optional[float],
+              gaps_ms: Sequence[float]) -> bool:
     return all(o.request_meets(ttft_ms, tpot_ms, gaps_ms) for o in objectives)

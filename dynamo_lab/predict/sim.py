@@ -356,6 +356,14 @@ class Graph:
             scheduled.append((req, req.computed, n))
             budget -= n
         if not scheduled and not pulls:
+            if preempted:
+                # vLLM 0.31.0's scheduler leaves the waiting queue alone in a step that preempted
+                # (scheduler.py, `if not preempted_reqs`), and its engine loop runs the empty batch
+                # and schedules again as soon as the batch queue has room (core.py,
+                # step_with_batch_queue: an empty SchedulerOutput is queued like any other), so
+                # what the preemption freed admits a waiting or pulled request there. Without
+                # this a worker with nothing else in flight would never step again.
+                return Step([], 0.0, 0.0)
             return None
         t = self.timing
         work = [(c, n) for _, c, n in scheduled]

@@ -72,8 +72,11 @@ DECODE_NOTE = ("ITL: the gaps between one request's tokens, all requests' togeth
                "lab's table has no ITL, TPOT or E2E: they are physics only, with no validated error, everywhere.")
 
 
-def decode_ms(value: float) -> str:
-    """A decode figure: a decode step is a few ms, so one decimal below 100 ms."""
+def decode_ms(value: Optional[float]) -> str:
+    """A decode figure: a decode step is a few ms, so one decimal below 100 ms; "-" where there is
+    none (ITL and TPOT with one output token a request: no gap between tokens)."""
+    if value is None:
+        return "-"
     return f"{value:.1f}" if value < 100 else f"{value:,.0f}"
 
 

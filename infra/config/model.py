@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Literal, Optional
 
@@ -94,6 +95,18 @@ class Model(Section):
                   "parameters": self.parameters}
         missing = [k for k, v in needed.items() if v is None]
         if missing:
+            # A built-in name in another letter case, or a character off: the Hub's repository ids are
+            # what vLLM downloads and the frontend serves, so the spelling the catalogue has is the one
+            # to write (infra/catalogue.py), never guessed here.
+            near = [b for b in BUILTIN_MODELS if b.casefold() == self.name.casefold()] or difflib.get_close_matches(
+                self.name, list(BUILTIN_MODELS), n=1, cutoff=0.85)
+            if near:
+                raise ValueError(
+                    f"model {self.name!r} is not built in, but {near[0]!r} is"
+                    + (" (the letter case differs, and it counts: the name is the Hugging Face repository vLLM "
+                       "downloads and the model the frontend serves)" if near[0].casefold() == self.name.casefold()
+                       else "") + f". Write name: {near[0]}, or give this model's geometry: "
+                    f"{', '.join(missing)} from its config.json and its parameter count")
             raise ValueError(
                 f"model {self.name!r} is not built in ({', '.join(BUILTIN_MODELS)}), so its geometry "
                 f"must be given: missing {', '.join(missing)} (copy num_hidden_layers, "

@@ -72,14 +72,21 @@ class KvTransfer(Section):
         return "READ"
 
 
+# The most workers a group, and a stack in all, may run: the sizing and preflight place each on its
+# class's nodes one by one (at 4,096 over 1,024 nodes, seconds; 16 groups of 4,096, over a minute).
+MAX_WORKERS = 4096
+
+
 class WorkerGroup(Section):
     name: str = Field(max_length=40, description="names the graph component", json_schema_extra={
         "accepts": "a DNS label of at most 40 characters, unique, not `frontend`; `<graph>-<name>` must fit 63"})
     role: Literal["agg", "prefill", "decode"] = Field(
         description="`agg` is component type `worker`; a graph is either all `agg` or has both `prefill` and "
         "`decode`, and each side needs at least one replica in all")
-    # A bound far beyond any cluster this project sizes; the sizing and preflight count per replica.
-    replicas: int = Field(ge=0, le=4096, description="workers in this group")
+    # A bound far beyond any cluster this project sizes; the sizing and preflight count per replica
+    # (and refuse a stack of more workers in all: infra.validate).
+    replicas: int = Field(ge=0, le=MAX_WORKERS, description=f"workers in this group; {MAX_WORKERS} at "
+                          "most in all the stack's groups")
     gpu_class: str = Field(description="where the workers run", json_schema_extra={"accepts": "a key of `gpuClasses`"})
     tensor_parallel: int = Field(1, ge=1, description="GPUs per replica: vLLM `--tensor-parallel-size`, and as "
                                  "many whole GPUs (the class's resource) per pod", json_schema_extra={

@@ -136,12 +136,21 @@ class Placement:
 
     def whole_gpus_fit(self, gpu_class: str) -> bool:
         """Whether a `whole` class's nominal nodes hold its workers' pods: each pod needs its
-        tensorParallel GPUs on one node, placed as the decision places them, spread and all."""
-        return not self.unplaced(gpu_class)
+        tensorParallel GPUs on one node, placed as the decision places them, spread and all, in the
+        order the decision takes them and, where they ask different GPUs, smaller first too (the
+        operator creates each group's pods in no fixed order: decide.py's docstring)."""
+        return not self.unplaced(gpu_class) and not self.unplaced_smaller_first(gpu_class)
 
     def unplaced(self, gpu_class: str) -> list[str]:
         """The pods of one class that no nominal node takes (the decision's pending), by name."""
         return [p for p in self.decision.pending if self._pods[p].gpu_class == gpu_class]
+
+    def unplaced_smaller_first(self, gpu_class: str) -> list[str]:
+        """The pods of one class that no nominal node takes where the smaller pods reach the scheduler
+        first; none where the class's pods all ask the same GPUs (then the order changes nothing)."""
+        if len({self.gpus_per_pod(g) for g in self.active_on(gpu_class)}) < 2:
+            return []
+        return [p for p in self._smaller_first.pending if self._pods[p].gpu_class == gpu_class]
 
     def node_name(self, gpu_class: str, k: int) -> str:
         """The words for node `k` (from 0) of a class's planned nodes: the class's own name where it
@@ -177,13 +186,26 @@ class Placement:
     def decision(self) -> Decision:
         """The decision (decide.py) for every running replica on its class's nominal nodes: each pod
         asks its devices (`devices`) of what a nominal node states it has."""
+        return self._decided(smaller_first=False)
+
+    @cached_property
+    def _smaller_first(self) -> Decision:
+        """The decision with the smaller pods first (`unplaced_smaller_first`)."""
+        return self._decided(smaller_first=True)
+
+    def _decided(self, smaller_first: bool) -> Decision:
+        """The decision in the order it takes the pods (`decision`), or smaller first."""
         hosts = [self._host(name) for name in self._nodes]
+        by_class: dict[str, list[Host]] = {}
+        for h in hosts:
+            by_class.setdefault(self._nodes[h.name][0], []).append(h)
+        names = {c: frozenset(h.name for h in mine) for c, mine in by_class.items()}
         pods = []
         for name, r in self._pods.items():
-            mine = [h for h in hosts if self._nodes[h.name][0] == r.gpu_class]
-            asks = {res: Fraction(n) for res, n in self.devices(r.group).items() if res in mine[0].allocatable}
-            pods.append(Pod(name, r.group.name, asks, frozenset(h.name for h in mine), r.group.spread))
-        return place(hosts, pods)
+            offers = by_class[r.gpu_class][0].allocatable
+            asks = {res: Fraction(n) for res, n in self.devices(r.group).items() if res in offers}
+            pods.append(Pod(name, r.group.name, asks, names[r.gpu_class], r.group.spread))
+        return place(hosts, pods, smaller_first)
 
     @cached_property
     def replicas(self) -> tuple[Replica, ...]:

@@ -12,7 +12,10 @@ Order: the scheduler takes pods as they are created (its queue is FIFO at one pr
 takes them largest ask first (the devices: every resource but cpu, memory and ephemeral storage;
 then memory, then cpu; the given order among equals, so a group's pods stay together), and the
 cluster tier creates them so. A nominal pod asks only what the stack states of a node (its GPUs),
-so nominal pods of equal GPUs keep the stack's order.
+so nominal pods of equal GPUs keep the stack's order. A deploy does not fix the order: the Dynamo
+operator creates each group's pods (a Deployment each) in no fixed order, so where pods of several
+sizes share a class, the sizing asks also what the smallest first leaves Pending (`smaller_first`):
+the scheduler spreads them (least allocated) and may leave no node a larger pod's GPUs.
 
 Filters, for each pod against each host, in the default profile's order
 (apis/config/v1/default_plugins.go); the first that fails is the host's reason (`Why`):
@@ -115,9 +118,12 @@ def _devices(asks: Mapping[str, Fraction]) -> Fraction:
     return sum((q for r, q in asks.items() if r not in BASIC), Fraction(0))
 
 
-def in_order(pods: list[Pod]) -> list[Pod]:
-    """The pods in the order the model places them: largest ask first (this module's docstring)."""
-    return sorted(pods, key=lambda p: (-_devices(p.asks), -p.asks.get("memory", 0), -p.asks.get("cpu", 0)))
+def in_order(pods: list[Pod], smaller_first: bool = False) -> list[Pod]:
+    """The pods in the order the model places them: largest ask first (this module's docstring), or
+    with `smaller_first` the smallest first (the given order among equals either way)."""
+    sign = 1 if smaller_first else -1
+    return sorted(pods, key=lambda p: (sign * _devices(p.asks), sign * p.asks.get("memory", 0),
+                                       sign * p.asks.get("cpu", 0)))
 
 
 def _exact(q: Fraction | int) -> Fraction | int:
@@ -139,6 +145,14 @@ class _Cluster:
         self.on_host: dict[tuple[str, str], int] = {}  # (group, host) -> its pods there
         self.in_domain: dict[tuple[str, str], int] = {}  # (group, domain) -> its pods there
         self._domains: dict[frozenset[str], list[str]] = {}  # a pod's hosts -> their domains
+        self._selected: dict[frozenset[str], list[Host]] = {}  # a pod's hosts, as Hosts in the given order
+        self._index = {h.name: i for i, h in enumerate(hosts)}
+        # Per host, for the last pod like it tried there: whether it has room, and its score (`_kept`).
+        self._room: dict[str, tuple[tuple, bool]] = {}
+        self._load: dict[str, tuple[tuple, tuple]] = {}
+        # The last pod that landed nowhere, as what its reasons depend on, and its reasons: the same
+        # pod after it (its group's next) lands nowhere for the same reasons until a pod lands.
+        self._nowhere: Optional[tuple[tuple, dict[str, tuple[Why, ...]]]] = None
 
     def _short(self, pod: Pod, host: Host) -> list[Why]:
         short = []
@@ -151,23 +165,37 @@ class _Cluster:
                 short.append(Why("short", r))
         return short
 
-    def _fits(self, pod: Pod, host: Host, asks: list[tuple[str, Fraction | int]], fewest: int) -> bool:
-        """Whether `host` takes `pod` now: `reasons` is empty, checked cheapest first (a pod is tried
-        on every host, and the order of the checks changes only which reason is the first)."""
-        if host.closed is not None or host.name not in pod.hosts or self._spread(pod, host, fewest):
+    def _fits(self, pod: Pod, host: Host, asks: tuple[tuple[str, Fraction | int], ...], fewest: int) -> bool:
+        """Whether `host`, one of the pod's hosts (`_mine`), takes `pod` now: `reasons` is empty,
+        checked cheapest first (the order of the checks changes only which reason is the first)."""
+        if host.closed is not None or self._spread(pod, host, fewest):
             return False
+        return self._kept(self._room, host, asks, lambda: self._has_room(host, asks))
+
+    def _has_room(self, host: Host, asks: tuple[tuple[str, Fraction | int], ...]) -> bool:
+        """Whether `host` has a pod's count and each resource it asks left (NodeResourcesFit)."""
         allowed = host.allocatable.get(POD_COUNT)
         if allowed is not None and len(self.decision.placed[host.name]) + 1 > allowed:
             return False
         free = self.free[host.name]
         return not any(want > free.get(r, 0) and want > 0 for r, want in asks)
 
+    @staticmethod
+    def _kept(kept: dict, host: Host, key: tuple, work):
+        """What `work` says of `host` for a pod like `key`, kept until a pod lands on the host: what a
+        host has left (and its group's pods there, and its load) changes only then, and pods come
+        in runs of a group's alike, so each host is worked out once a run, not once a pod."""
+        got = kept.get(host.name)
+        if got is None or got[0] != key:
+            got = kept[host.name] = (key, work())
+        return got[1]
+
     def _fewest(self, pod: Pod) -> int:
         """The fewest of the pod's peers in any domain of its hosts (0 where none has a domain)."""
         domains = self._domains.get(pod.hosts)
         if domains is None:
             domains = self._domains[pod.hosts] = list(dict.fromkeys(
-                h.domain for h in self.hosts if h.name in pod.hosts and h.domain is not None))
+                h.domain for h in self._mine(pod) if h.domain is not None))
         return min((self.in_domain.get((pod.group, d), 0) for d in domains), default=0)
 
     def _spread(self, pod: Pod, host: Host, fewest: int) -> Optional[Why]:
@@ -201,15 +229,36 @@ class _Cluster:
         load = sum(shares) / len(shares) if shares else len(self.decision.placed[host.name])
         return (peers, load)
 
+    def _mine(self, pod: Pod) -> list[Host]:
+        """The hosts the pod may land on (its selector's), in the hosts' order: the only ones it is
+        tried on, as a stack's classes are disjoint sets of nodes (the others are "not selected")."""
+        mine = self._selected.get(pod.hosts)
+        if mine is None:
+            mine = self._selected[pod.hosts] = [self.hosts[i] for i in sorted(
+                self._index[n] for n in pod.hosts if n in self._index)]
+        return mine
+
     def place(self, pod: Pod) -> None:
         self.decision.order.append(pod)
-        fewest = self._fewest(pod) if pod.spread == "even" else 0
         asks = [(r, _exact(q)) for r, q in pod.asks.items()]
-        feasible = [h for h in self.hosts if self._fits(pod, h, asks, fewest)]
-        if not feasible:
-            self.decision.pending[pod.name] = {h.name: self.reasons(pod, h, fewest) for h in self.hosts}
+        shape = tuple(asks)  # as whole ints where whole: compared fast (`_exact`)
+        alike = (pod.group, shape, pod.hosts, pod.spread, pod.max_skew)
+        if self._nowhere is not None and self._nowhere[0] == alike:  # nothing landed since its like
+            self.decision.pending[pod.name] = self._nowhere[1]
             return
-        best = min(feasible, key=lambda h: self._score(pod, h))  # min keeps the first of equals
+        fewest = self._fewest(pod) if pod.spread == "even" else 0
+        feasible = [h for h in self._mine(pod) if self._fits(pod, h, shape, fewest)]
+        if not feasible:
+            reasons = {h.name: self.reasons(pod, h, fewest) for h in self.hosts}
+            self.decision.pending[pod.name] = reasons
+            self._nowhere = (alike, reasons)
+            return
+        self._nowhere = None
+        key = (pod.group, pod.spread, shape)
+        # min keeps the first of equals
+        best = min(feasible, key=lambda h: self._kept(self._load, h, key, lambda: self._score(pod, h)))
+        self._room.pop(best.name, None)
+        self._load.pop(best.name, None)
         self.decision.placed[best.name].append(pod)
         used, free = self.used[best.name], self.free[best.name]
         for r, q in asks:
@@ -220,10 +269,11 @@ class _Cluster:
             self.in_domain[(pod.group, best.domain)] = self.in_domain.get((pod.group, best.domain), 0) + 1
 
 
-def place(hosts: list[Host], pods: list[Pod]) -> Decision:
+def place(hosts: list[Host], pods: list[Pod], smaller_first: bool = False) -> Decision:
     """Place every pod on `hosts`, one at a time in the model's order (`in_order`), each against the
-    pods placed before it (this module's docstring)."""
+    pods placed before it (this module's docstring); `smaller_first`: the smallest asks first, the
+    order that leaves the larger pods the fewest whole nodes' worth (the scheduler's spreading)."""
     cluster = _Cluster(hosts)
-    for pod in in_order(pods):
+    for pod in in_order(pods, smaller_first):
         cluster.place(pod)
     return cluster.decision

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from infra import prefix_cache, units
-from infra.config.schema import StackConfig, WorkerGroup
+from infra.config.schema import WorkerGroup
 from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack, kv_bytes_per_token
 from infra.sizing.formulas import (
@@ -102,13 +102,15 @@ def _mi_floor(nbytes: float) -> int:
     return max(0, math.floor(nbytes / units.MI) * units.MI)
 
 
-def _decode_hit_probability(cfg: StackConfig, decode_pool: int, per_token: int) -> float:
-    """The chance a decode worker holds a request's prefix, requests spread evenly over all decode workers."""
+def _decode_hit_probability(r: ResolvedStack, decode: WorkerGroup, decode_pool: int) -> float:
+    """The chance a decode worker holds a request's prefix, requests spread evenly over all decode
+    workers; it holds as many blocks as each rank's pool (a rank holds its share of every block)."""
+    cfg = r.config
     w = cfg.workload
     decoders = sum(g.replicas for g in cfg.workers if g.role == "decode")
     return prefix_cache.steady_state_hit_probability(
         w.prefix_types, w.prefix_tokens, w.input_tokens, w.output_tokens,
-        prefix_cache.pool_blocks(decode_pool, per_token), w.concurrency / max(decoders, 1))
+        r.ranks(decode).pool_blocks(decode_pool), w.concurrency / max(decoders, 1))
 
 
 def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[TransferSizing]:
@@ -122,7 +124,7 @@ def _transfers(r: ResolvedStack, per_token: int, pools: dict[str, int]) -> list[
     # on that group alone, whichever prefill group sends.
     decodes = []
     for d in (g for g in active if g.role == "decode"):
-        hit = _decode_hit_probability(cfg, pools[d.name], per_token)
+        hit = _decode_hit_probability(r, d, pools[d.name])
         # Its ranks share the prefill's matrix math: tensorParallel GPUs at the class's rate.
         saved = prefill_seconds_estimate(cfg.model, w.input_tokens,
                                          r.ranks(d).together(prefill_flops_per_second(cfg.gpu_classes[d.gpu_class])))

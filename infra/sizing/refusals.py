@@ -18,6 +18,8 @@ from infra.sizing.formulas import (
 )
 from infra.sizing.report import GroupSizing
 
+NAMED = 3  # the pods a refusal names of those that would stay Pending
+
 
 def below_floor(cfg: StackConfig, g: WorkerGroup, rank: Ranks, pool: int, per_request: int, limit: int, floor: int,
                 context: int) -> str:
@@ -172,11 +174,27 @@ def whole_gpus_short(r: ResolvedStack, gpu_class: str) -> Optional[str]:
                      for g in r.placement.active_on(gpu_class))
     needed = r.placement.gpus_needed(gpu_class)
     stuck = r.placement.unplaced(gpu_class)
-    return (f"its workers need {needed} whole GPUs ({want}), and each pod's GPUs must be on one node: "
-            f"{cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPUs (nodes, gpusPerNode) "
-            f"cannot hold them as the scheduler places them, so {', '.join(stuck)} would stay Pending. Run fewer "
-            "replicas, or give the class more nodes" + (", or loosen a spread" if any(
+    nodes = f"{cls.nodes} node{'s' * (cls.nodes > 1)} x {cls.gpus_per_node} GPUs (nodes, gpusPerNode)"
+    head = f"its workers need {needed} whole GPUs ({want}), and each pod's GPUs must be on one node: {nodes}"
+    if not stuck:  # they fit only in the decision's order: the larger first
+        later = _pods(r, r.placement.unplaced_smaller_first(gpu_class), gpu_class)
+        return (f"{head} hold them only if the larger pods reach the scheduler first, and the operator creates "
+                "each group's pods in no fixed order: where the smaller come first, the scheduler spreads them "
+                f"over the nodes (the least allocated first) and {later} would stay Pending. Give the groups of "
+                "different tensorParallel classes of their own nodes (a nodeSelector each), or one tensorParallel, "
+                "or run fewer replicas")
+    return (f"{head} cannot hold them as the scheduler places them, so {_pods(r, stuck, gpu_class)} would stay "
+            "Pending. Run fewer replicas, or give the class more nodes" + (", or loosen a spread" if any(
                 g.spread != "none" for g in r.placement.active_on(gpu_class)) else ""))
+
+
+def _pods(r: ResolvedStack, stuck: list[str], gpu_class: str) -> str:
+    """Pods that would stay Pending: a few by name; of many (thousands at the schema's bounds), the
+    first few and how many."""
+    if len(stuck) <= NAMED:
+        return ", ".join(stuck)
+    return (f"{len(stuck)} of the {r.placement.workers_on(gpu_class)} pods ({', '.join(stuck[:NAMED])} and "
+            f"{len(stuck) - NAMED} more)")
 
 
 def small_claim(m: Model, claim: int, weights: int, need: int) -> str:

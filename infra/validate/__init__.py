@@ -17,6 +17,7 @@ from infra.config.fields import (
     dns_label,
     node_path,
 )
+from infra.config.workers import MAX_WORKERS
 from infra.resolved import derived_context
 from infra.validate.topology import spread, tensor_parallel, transfer
 
@@ -96,6 +97,22 @@ def _shape(r: ResolvedStack) -> Problems:
             found.append((f"workers.{groups[0].name}.replicas",
                           f"the {side} side ({names}) has 0 replicas in all, so {what}. Give it at least 1"))
     return found
+
+
+def _workers(r: ResolvedStack) -> Problems:
+    """No more workers in all than one group may run (MAX_WORKERS): each group within its bound, many
+    groups could still ask the sizing to place hundreds of thousands."""
+    groups = [g for g in r.config.workers if g.replicas]
+    total = sum(g.replicas for g in groups)
+    if total <= MAX_WORKERS:
+        return []
+    more = len(groups) - 3
+    each = ", ".join(f"{g.name} {g.replicas:,}" for g in groups[:3]) + (
+        f" and {more} more group{'s' * (more > 1)}" if more > 0 else "")
+    return [("workers", f"the groups run {total:,} workers in all ({each}), more than the {MAX_WORKERS:,} a stack "
+             "may run (as one group may): the sizing and preflight place each worker on its class's nodes one by "
+             f"one, and {MAX_WORKERS:,} is far beyond the clusters dynamo-lab sizes. Lower replicas to "
+             f"{MAX_WORKERS:,} in all, or deploy the groups as several stacks")]
 
 
 def _context(r: ResolvedStack) -> Problems:
@@ -323,5 +340,5 @@ def _model_cache(r: ResolvedStack) -> Problems:
 
 def problems(r: ResolvedStack) -> Problems:
     """Every cross-key problem of the resolved stack; empty when the graph is one Dynamo can serve."""
-    return (_names(r) + _gpu_classes(r) + _shape(r) + transfer(r) + tensor_parallel(r) + spread(r) + _context(r)
-            + _group_refs(r) + _namespaces(r) + _model_cache(r) + _benchmark(r))
+    return (_names(r) + _gpu_classes(r) + _shape(r) + _workers(r) + transfer(r) + tensor_parallel(r) + spread(r)
+            + _context(r) + _group_refs(r) + _namespaces(r) + _model_cache(r) + _benchmark(r))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 from infra import kv_ranks
 from infra.config.fields import GPU_CAPABLE_TLS, NETWORK_TLS, expand_tls
-from infra.config.schema import StackConfig, WorkerGroup
+from infra.config.schema import Model, StackConfig, WorkerGroup
 
 if TYPE_CHECKING:
     from infra.resolved import ResolvedStack
@@ -93,12 +93,20 @@ def transfer(r: ResolvedStack) -> Problems:
     return found
 
 
+def tensor_parallel_sizes(m: Model, gpus_per_node: int) -> list[int]:
+    """The tensorParallel sizes `tensor_parallel` takes on a node of `gpus_per_node` whole GPUs: 1,
+    and each above it that divides the model's attention heads and its KV heads, both known (the
+    sizes a refusal offers, and advise searches)."""
+    if m.attention_heads is None or m.kv_heads is None:
+        return [1]
+    return [t for t in range(1, gpus_per_node + 1) if m.attention_heads % t == 0 and m.kv_heads % t == 0]
+
+
 def _sizes(cfg: StackConfig, g: WorkerGroup) -> list[int]:
-    """The tensorParallel sizes a group may run on its class: each that divides the model's
-    attention and KV heads and fits one node's GPUs (tensor_parallel below)."""
-    m, cls = cfg.model, cfg.gpu_classes[g.gpu_class]
-    heads = [h for h in (m.attention_heads, m.kv_heads) if h is not None]
-    return [t for t in range(1, cls.gpus_per_node + 1) if all(h % t == 0 for h in heads)]
+    """The tensorParallel sizes a group may run on its class (tensor_parallel_sizes; 1 where its
+    GPUs are time-sliced)."""
+    cls = cfg.gpu_classes[g.gpu_class]
+    return tensor_parallel_sizes(cfg.model, cls.gpus_per_node) if cls.sharing == "whole" else [1]
 
 
 def _rank_pairing(cfg: StackConfig, p: WorkerGroup, d: WorkerGroup) -> Optional[str]:
@@ -140,9 +148,17 @@ def tensor_parallel(r: ResolvedStack) -> Problems:
                               f"{m.name}'s count is not known. Write model.attentionHeads (config.json "
                               "num_attention_heads)"))
             elif count % n:
-                fits = [d for d in range(1, count + 1) if count % d == 0 and d <= cls.gpus_per_node]
-                found.append((key, f"tensorParallel {n} does not divide {m.name}'s {count} {what}: each GPU must "
-                              f"hold whole heads (vLLM refuses the split). Write one of {fits}"))
+                fits = tensor_parallel_sizes(m, cls.gpus_per_node)
+                if count == m.kv_heads and n % count == 0:
+                    # vLLM 0.31.0 takes it: QKVParallelLinear gives each rank one KV head, each head
+                    # num_kv_head_replicas = tp / kv heads ranks (model_executor/layers/linear.py).
+                    found.append((key, f"tensorParallel {n} is above {m.name}'s {count} {what}: vLLM would hold "
+                                  f"each KV head on {n // count} ranks, which the sizing does not model (it splits "
+                                  f"a token's KV over the ranks, and would count each rank's KV and the transfers "
+                                  f"short). Write one of {fits}"))
+                else:
+                    found.append((key, f"tensorParallel {n} does not divide {m.name}'s {count} {what}: each GPU "
+                                  f"must hold whole heads (vLLM refuses the split). Write one of {fits}"))
         if n > cls.gpus_per_node:
             found.append((key, f"tensorParallel {n} needs {n} GPUs on one node, and a {g.gpu_class} node has "
                           f"{cls.gpus_per_node} (gpuClasses.{g.gpu_class}.gpusPerNode); the pod would stay Pending. "

@@ -96,9 +96,11 @@ def config_verdict(m: Model, prefill_tp: int, decode_tp: int) -> list[tuple[str,
 
 
 # Mixed layouts of the example beyond the lab (Qwen3-32B on two 8-GPU nodes), as (prefill TP,
-# replicas, decode TP, replicas): several TP1 prefill workers into one TP4 decode worker, and others.
+# replicas, decode TP, replicas): several TP1 prefill workers into one TP4 decode worker, and others,
+# each a count the sizing places (its groups spread even: a TP 8 decode pod beside one TP 2 prefill
+# pod, as two would take GPUs of both nodes).
 EXAMPLE = "two-node-rdma"
-MIXED = [(1, 4, 4, 1), (2, 2, 4, 1), (4, 1, 2, 2), (2, 4, 8, 1)]
+MIXED = [(1, 4, 4, 1), (2, 2, 4, 1), (4, 1, 2, 2), (2, 1, 8, 1)]
 
 
 def _example(prefill_tp: int, prefill_n: int, decode_tp: int, decode_n: int) -> Callable[[dict[str, Any]], None]:

@@ -81,3 +81,102 @@ def test_the_sizing_refuses_pods_their_spread_leaves_without_a_node_though_the_g
     msg = str(info.value)
     assert "its workers need 6 whole GPUs (1 x big (2 GPUs each), 4 x small (1 GPU each, spread even))" in msg
     assert "so small-3 would stay Pending" in msg and "or loosen a spread" in msg
+
+
+class CountedReads(dict):
+    """A host's allocatable that counts the look-ups the decision makes of it."""
+
+    reads = 0
+
+    def get(self, key, default=None):
+        CountedReads.reads += 1
+        return super().get(key, default)
+
+
+class CountedHosts(frozenset):
+    """A pod's hosts that count the questions the decision asks of them (is this host one?)."""
+
+    asked = 0
+
+    def __contains__(self, name):
+        CountedHosts.asked += 1
+        return super().__contains__(name)
+
+
+def counted_hosts(prefix: str, n: int, gpus: int) -> list[Host]:
+    return [Host(f"{prefix}{k}", CountedReads({GPU: Fraction(gpus)}), domain=f"{prefix}{k}") for k in range(n)]
+
+
+def test_a_pod_is_tried_only_on_the_hosts_its_selector_picks():
+    # A stack's classes are disjoint sets of nodes: a pod of one class is never a candidate on
+    # another's, so trying it there is work alone (the sizing places every replica of every class:
+    # at the schema's bounds, 4,096 pods beside other classes' 1,024 nodes each).
+    mine, theirs = counted_hosts("a", 2, 25), counted_hosts("b", 500, 8)
+    on = CountedHosts({"a0", "a1"})
+    CountedHosts.asked = 0
+    d = place(mine + theirs, [Pod(f"a-{i}", "a", {GPU: Fraction(1)}, on, "even") for i in range(50)])
+    assert not d.pending and [len(ps) for ps in d.placed.values()][:2] == [25, 25]
+    assert CountedHosts.asked <= 502 + 50 * 2 * 2  # each host asked once, then a few per pod of its own two
+
+
+def test_pods_of_a_group_that_land_nowhere_cost_one_look_at_the_hosts_not_one_each():
+    # Once a group's pod finds no host, the next of that group finds none either until a pod lands:
+    # the decision says so without trying every host again.
+    hosts_ = counted_hosts("n", 100, 1)
+    group = pods("a", 1000, on=tuple(h.name for h in hosts_))
+    CountedReads.reads = 0
+    d = place(hosts_, group)
+    assert len(d.pending) == 900
+    assert d.pending["a-999"] == {h.name: (Why("short", GPU),) for h in hosts_}
+    assert CountedReads.reads < 100 * 100 * 3  # not the 900 x 100 a look per pending pod would take
+
+
+def test_the_sizing_names_a_few_of_many_pods_that_would_stay_pending_and_counts_the_rest():
+    # 40 pods of 8 GPUs on 2 nodes x 8 GPUs: 38 stay Pending, and one refusal naming all 38 (at the
+    # schema's bounds, thousands) would bury the fix.
+    def edit(c):
+        c["workers"] = [{"name": "big", "role": "agg", "replicas": 40, "gpuClass": "gpu-80gb", "tensorParallel": 8}]
+    with pytest.raises(ConfigError) as info:
+        loaded("two-node-rdma", edit)
+    msg = str(info.value)
+    assert "so 38 of the 40 pods (big-2, big-3, big-4 and 35 more) would stay Pending" in msg
+    assert "big-5" not in msg
+
+
+def test_the_sizing_refuses_pods_that_fit_only_if_the_larger_are_created_first():
+    # 4 TP 2 prefill pods and a TP 8 decode pod on 2 nodes x 8 GPUs fit when the decode pod comes
+    # first (8 + 4 x 2). The operator creates each group's pods in no fixed order, and where the
+    # prefill's reach the scheduler first the least allocated node takes each in turn, 2 + 2: no node
+    # is left with 8 GPUs, and the decode pod stays Pending.
+    def edit(c):
+        c["workers"][0].update(replicas=4, tensorParallel=2, spread="none")
+        c["workers"][1].update(replicas=1, tensorParallel=8, spread="none")
+    with pytest.raises(ConfigError) as info:
+        loaded("two-node-rdma", edit)
+    msg = str(info.value)
+    assert ("gpuClasses.gpu-80gb: its workers need 16 whole GPUs (4 x prefill (2 GPUs each), 1 x decode (8 GPUs "
+            "each)), and each pod's GPUs must be on one node: 2 nodes x 8 GPUs (nodes, gpusPerNode) hold them only "
+            "if the larger pods reach the scheduler first, and the operator creates each group's pods in no fixed "
+            "order: where the smaller come first, the scheduler spreads them over the nodes (the least allocated "
+            "first) and decode-0 would stay Pending.") in msg
+    assert "classes of their own nodes" in msg
+    # Spread evenly, 2 TP 1 prefill pods a node leave each node 6 GPUs whichever comes first: the TP 4
+    # decode pod fits either way.
+    def even(c):
+        c["workers"][0].update(replicas=4, tensorParallel=1)
+        c["workers"][1].update(replicas=1, tensorParallel=4)
+    assert loaded("two-node-rdma", even).resolved.placement.whole_gpus_fit("gpu-80gb")
+
+
+def test_a_hosts_room_and_score_are_worked_out_once_a_run_of_alike_pods_not_once_a_pod():
+    # What a host has left and its load change only when a pod lands there: 1,000 alike pods over 100
+    # hosts look at each host about once, then again only at the one each pod took (preflight on a
+    # 1,024-node saved cluster took 49 s of Fraction arithmetic for 4,096 pods).
+    hosts_ = [Host(f"n{k}", CountedReads({"cpu": Fraction(64), "memory": Fraction(2**40), GPU: Fraction(16)}),
+                   domain=f"n{k}") for k in range(100)]
+    group = [Pod(f"a-{i}", "a", {"cpu": Fraction(1), "memory": Fraction(2**30), GPU: Fraction(1)},
+                 frozenset(h.name for h in hosts_)) for i in range(1000)]
+    CountedReads.reads = 0
+    d = place(hosts_, group)
+    assert not d.pending and {len(ps) for ps in d.placed.values()} == {10}  # least allocated: 10 a host
+    assert CountedReads.reads < 20 * 1000  # not the 100 x 1,000 x 3 a look at each host a pod would take

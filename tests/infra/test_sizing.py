@@ -58,6 +58,18 @@ def test_fewer_prefix_types_warm_the_decode_cache():
 
 
 
+def test_a_tensor_parallel_decode_worker_holds_prefixes_by_its_ranks_blocks():
+    # A rank's pool holds its share of each block's KV heads: a TP 2 decode worker of 2Gi a rank holds
+    # as many blocks as a TP 1 worker of 4Gi (1,024 of Qwen3-32B's), so a request finds its prefix there
+    # as often, and moves as many bytes.
+    def decode(tp, pool):
+        return sized("two-node-rdma", lambda c: c["workers"][1].update(tensorParallel=tp, kvCacheBytes=pool))[1]
+    two, one = decode(2, "2Gi"), decode(1, "4Gi")
+    assert two.group("decode").pool_blocks == one.group("decode").pool_blocks == 1024
+    assert two.transfers[0].decode_prefix_hit_probability == one.transfers[0].decode_prefix_hit_probability
+    assert two.transfers[0].expected_bytes == one.transfers[0].expected_bytes
+
+
 def test_same_server_transfer_takes_the_measured_same_node_read():
     (pull,) = _report("same-server").transfers
     assert (pull.path, pull.op, pull.link_max_requests_per_s) == ("same-node", "READ", None)

@@ -68,14 +68,29 @@ def test_tp1_renders_no_tensor_parallel_flag_and_one_gpu():
     assert main["resources"]["requests"]["nvidia.com/gpu"] == "1"
 
 
-@pytest.mark.parametrize("tp, heads", [(3, "32 attention heads"), (16, "8 KV heads")])
+@pytest.mark.parametrize("tp, heads", [(3, "32 attention heads")])
 def test_a_tp_that_does_not_divide_the_heads_is_refused_with_the_sizes_that_do(tp, heads):
     def edit(c):
         _big(tp)(c)
         c["gpuClasses"]["h100"]["gpusPerNode"] = 16
     msg = str(refused("cross-server", edit))
     assert f"workers.prefill.tensorParallel: tensorParallel {tp} does not divide Qwen/Qwen3-8B's {heads}" in msg
-    assert "Write one of [1, 2, 4, 8" in msg
+    # The sizes that fit both head counts and the node: 16 divides the 32 attention heads, not the 8 KV
+    # heads, and would be refused in turn.
+    assert "Write one of [1, 2, 4, 8]" in msg and "16]" not in msg
+
+
+def test_a_tp_that_would_replicate_kv_heads_is_refused_as_the_sizings_limit_not_vllms():
+    # 16 ranks over Qwen3-8B's 8 KV heads: vLLM 0.31.0 runs it, each KV head on 2 ranks
+    # (QKVParallelLinear: num_kv_head_replicas = tp / kv heads), and the sizing, which splits a
+    # token's KV over the ranks, does not model that. The refusal must not blame vLLM.
+    def edit(c):
+        _big(16)(c)
+        c["gpuClasses"]["h100"]["gpusPerNode"] = 16
+    msg = dict(refused("cross-server", edit).problems)["workers.prefill.tensorParallel"]
+    assert msg.startswith("tensorParallel 16 is above Qwen/Qwen3-8B's 8 KV heads (model.kvHeads): vLLM would hold "
+                          "each KV head on 2 ranks, which the sizing does not model")
+    assert "vLLM refuses" not in msg and "Write one of [1, 2, 4, 8]" in msg
 
 
 def test_a_tp_above_the_gpus_of_one_node_is_refused():
@@ -118,8 +133,10 @@ def _sixteen_gpus(edit):
     return wrapped
 
 
+# Counts that fit the two 8-GPU nodes whichever group's pods the scheduler gets first (a TP 8 decode
+# pod beside one TP 2 prefill pod: two would take a GPU of each node where they came first).
 @pytest.mark.parametrize("prefill_tp, prefill_replicas, decode_tp, decode_replicas",
-                         [(1, 4, 4, 2), (1, 6, 2, 5), (4, 2, 2, 4), (4, 2, 1, 8), (2, 3, 8, 1)])
+                         [(1, 4, 4, 2), (1, 6, 2, 4), (4, 2, 2, 4), (4, 2, 1, 8), (2, 1, 8, 1)])
 def test_prefill_and_decode_of_different_tp_are_taken_where_nixl_pairs_them(prefill_tp, prefill_replicas,
                                                                               decode_tp, decode_replicas):
     # Any replica ratio, and each side's own --tensor-parallel-size and GPUs per pod.

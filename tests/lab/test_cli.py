@@ -42,8 +42,8 @@ def test_render_of_a_bad_stack_file_prints_only_the_error(tmp_path):
     proc = run_cli("render", "cross-server", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.startswith(
-        "Pulumi.cross-server.yaml: workers.decode.replica: unknown key `replica`; did you mean `replicas`?")
+    assert proc.stderr.startswith("error: dynamo-lab render: Pulumi.cross-server.yaml: workers.decode.replica: "
+                                  "unknown key `replica`; did you mean `replicas`?")
 
 
 def test_unknown_stack_is_a_clear_error():
@@ -124,8 +124,8 @@ def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_p
     elsewhere.mkdir()
     proc = run_cli("sizing", "cross-server", cwd=elsewhere)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.startswith(f"error: no Pulumi.yaml of dynamo-lab in {elsewhere} or any directory above it: "
-                                  "run dynamo-lab in the project's checkout")
+    assert proc.stderr.startswith(f"error: dynamo-lab sizing: no Pulumi.yaml of dynamo-lab in {elsewhere} or any "
+                                  "directory above it: run dynamo-lab in the project's checkout")
     assert "site-packages" not in proc.stderr
     # Below the project, the project is found, as the Pulumi CLI finds it.
     assert run_cli("sizing", "cross-server", cwd=ROOT / "infra").returncode == 0

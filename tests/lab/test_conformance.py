@@ -23,6 +23,15 @@ from dynamo_lab.preflight import versions
 from tests.helpers import DGD, RELEASE, STACKS, everything_on, run_stack
 
 REMOVED = ["grove.enabled", "nats.enabled", "etcd.enabled", "kai-scheduler.enabled"]
+
+# kubernetes_validate reads and parses its schema files on every call, the 1.5 MB _definitions.json
+# among them, for each object: read once per process here (the same files, the same judgement).
+_SCHEMA_CONTENTS = functools.cache(kubernetes_validate.utils.schema_contents)
+
+
+@pytest.fixture(autouse=True)
+def _schemas_read_once(monkeypatch):
+    monkeypatch.setattr(kubernetes_validate.utils, "schema_contents", _SCHEMA_CONTENTS)
 CRD = "crds/nvidia.com_dynamographdeployments.yaml"
 VALUES = "helm/platform/values.yaml"
 CHART = "helm/platform/Chart.yaml"

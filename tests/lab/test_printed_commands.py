@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -17,8 +18,10 @@ from tests.helpers import everything_on, run_stack, sized
 
 STACK = "cross-server"
 LOG = ["Collecting aiperf==0.13.0", '{"run": 1, "ttft_p50_ms": 90}', "run 1 done", '{"run": 2, "ttft_p50_ms": 95}']
-FAKE_KUBECTL = textwrap.dedent("""\
-    #!/usr/bin/env python3
+# The stand-ins run with this test's Python, without site (-S): `#!/usr/bin/env python3` found a pyenv
+# shim on the development machine, a bash script that took half a second to start each one.
+SHEBANG = f"#!{sys.executable} -S\n"
+FAKE_KUBECTL = SHEBANG + textwrap.dedent("""\
     # kubectl logs: records its arguments, prints the Job's log (--tail=N: its last N lines).
     import json, os, sys
     with open(os.environ["FAKE_CALLS"], "a") as f:
@@ -27,8 +30,7 @@ FAKE_KUBECTL = textwrap.dedent("""\
     tail = [a for a in sys.argv[1:] if a.startswith("--tail=")]
     print("\\n".join(lines[-int(tail[0].split("=")[1]):] if tail else lines))
     """)
-FAKE_PULUMI = textwrap.dedent("""\
-    #!/usr/bin/env python3
+FAKE_PULUMI = SHEBANG + textwrap.dedent("""\
     # pulumi stack output NAME --stack STACK: the value the stack's program outputs.
     import json, os, sys
     args = sys.argv[1:]

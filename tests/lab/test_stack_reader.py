@@ -31,11 +31,11 @@ def _bomb(levels: int) -> str:
 NOT_STACK_FILES = {
     # A stray binary: byte 24 is the first that is not UTF-8.
     "binary": (b"config:\n  dynamo-lab:x: \xff\xfe\x00\x01binary\n",
-               "error: Pulumi.bad.yaml: not UTF-8 text (byte 24, 0xff), as Pulumi writes a stack file; is it the "
+               "Pulumi.bad.yaml: not UTF-8 text (byte 24, 0xff), as Pulumi writes a stack file; is it the "
                "right file?"),
     # PyYAML's composer recurses once a level: this was a RecursionError traceback.
     "deep": (("config:\n  dynamo-lab:x: " + "{a: " * 5000 + "}" * 5000 + "\n").encode(),
-             "error: Pulumi.bad.yaml: refused at line 2, column 262: nested more than 64 levels deep; is it the "
+             "Pulumi.bad.yaml: refused at line 2, column 262: nested more than 64 levels deep; is it the "
              "right file?"),
     # A value is JSON text as Pulumi hands structured settings over; json.loads recurses too.
     "deep-json": (("config:\n  dynamo-lab:workers: '" + "[" * 5000 + "]" * 5000 + "'\n").encode(),
@@ -43,7 +43,7 @@ NOT_STACK_FILES = {
                   "setting has a few; is it the right value?"),
     # 9**8 = 43 million strings from 600 bytes: a command took 13 s to get to its first error.
     "alias-bomb": (_bomb(7).encode(),
-                   "error: Pulumi.bad.yaml: refused at line 5, column 7: its aliases (*name) expand to more than "
+                   "Pulumi.bad.yaml: refused at line 5, column 7: its aliases (*name) expand to more than "
                    "5,000 values, where a stack file has a few hundred; is it the right file?"),
 }
 COMMANDS = {
@@ -70,7 +70,8 @@ def test_every_command_refuses_what_is_not_a_stack_file_in_one_line(project, com
     start = time.perf_counter()
     proc = run_cli(*COMMANDS[command], cwd=project)
     took = time.perf_counter() - start
-    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", line + "\n")
+    # Worded as every refusal of the command line: the command, then the file and why (cli.main).
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"error: dynamo-lab {command}: {line}\n")
     assert took < 5, f"{command} took {took:.1f} s to refuse {kind}"  # loose: the bound is structural (below)
 
 
@@ -137,8 +138,9 @@ def test_what_yaml_refuses_is_one_line_naming_the_file(project, text, line):
 def test_a_file_of_megabytes_is_refused_unread(project):
     (project / "Pulumi.bad.yaml").write_text("config: {}\n" + "#" * stack_files.MAX_YAML_BYTES)
     proc = run_cli("render", "bad", cwd=project)
-    assert (proc.returncode, proc.stderr) == (2, "error: Pulumi.bad.yaml: more than 256 KiB, where a stack file is a "
-                                                 "few kilobytes; is it the right file?\n")
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: dynamo-lab render: Pulumi.bad.yaml: more than 256 KiB, where a stack file is a few "
+                           "kilobytes; is it the right file?\n")
 
 
 def test_a_file_of_many_values_is_refused_while_composing():
@@ -151,8 +153,9 @@ def test_a_file_of_many_values_is_refused_while_composing():
 def test_a_binary_pulumi_yaml_above_names_that_file(tmp_path):
     (tmp_path / "Pulumi.yaml").write_bytes(b"name: \xc3\x28\n")
     proc = run_cli("render", "cross-server", cwd=tmp_path)
-    assert (proc.returncode, proc.stderr) == (2, f"error: {tmp_path / 'Pulumi.yaml'}: not UTF-8 text (byte 6, "
-                                                 "0xc3), as Pulumi writes a stack file; is it the right file?\n")
+    assert proc.returncode == 2
+    assert proc.stderr == (f"error: dynamo-lab render: {tmp_path / 'Pulumi.yaml'}: not UTF-8 text (byte 6, 0xc3), as "
+                           "Pulumi writes a stack file; is it the right file?\n")
 
 
 def test_a_kubeconfig_that_is_not_yaml_text_only_loses_the_contexts_hint(tmp_path):
@@ -172,5 +175,5 @@ def test_up_local_reads_the_stack_file_with_the_same_reader(tmp_path, kind):
     (tmp_path / "Pulumi.bad.yaml").write_bytes(NOT_STACK_FILES[kind][0])
     with pytest.raises(local.LocalError) as caught:
         local.read_stack_file(tmp_path / "Pulumi.bad.yaml")
-    why = NOT_STACK_FILES[kind][1].removeprefix("error: Pulumi.bad.yaml: ")
+    why = NOT_STACK_FILES[kind][1].removeprefix("Pulumi.bad.yaml: ")
     assert str(caught.value) == f"Pulumi.bad.yaml cannot be read as a stack file ({why})"

@@ -37,7 +37,8 @@ def mirror(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
     server.requests = requests  # type: ignore[attr-defined]
     server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the loop's next look, half a second at serve_forever's default.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield server
     server.shutdown()

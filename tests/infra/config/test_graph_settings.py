@@ -101,3 +101,16 @@ def test_a_flag_and_its_value_in_one_element_is_refused():
                    "('--max-model-len', '100'), or as --max-model-len=100")
     # ... and split that way, it is checked like any other: too short for the sized requests.
     assert "--max-model-len 100 (100 tokens) is shorter" in refused_text(decode(extraArgs=["--max-model-len", "100"]))
+
+
+def test_more_workers_in_all_than_one_group_may_run_is_refused_before_the_sizing_places_them():
+    # Each group within its 4,096 replicas, 5 of them 20,480 workers: the sizing places every one on
+    # its class's nodes (a minute and more at this scale), which a stack file must not be able to ask.
+    def edit(c):
+        c["gpuClasses"]["gpu-80gb"].update(nodes=1024, gpusPerNode=64)
+        c["workers"] = [{"name": f"g{i}", "role": "agg", "replicas": 4096, "gpuClass": "gpu-80gb"} for i in range(5)]
+    assert refused_text(edit, stack="two-node-rdma") == (
+        "Pulumi.two-node-rdma.yaml: workers: the groups run 20,480 workers in all (g0 4,096, g1 4,096, g2 4,096 "
+        "and 2 more groups), more than the 4,096 a stack may run (as one group may): the sizing and preflight "
+        "place each worker on its class's nodes one by one, and 4,096 is far beyond the clusters dynamo-lab "
+        "sizes. Lower replicas to 4,096 in all, or deploy the groups as several stacks")

@@ -156,6 +156,6 @@ def test_render_of_a_mutated_stack_prints_manifests_or_only_the_error(case):
         assert "kind: DynamoGraphDeployment" in proc.stdout
     else:
         assert proc.returncode == 2 and proc.stdout == ""
-        lines = proc.stderr.splitlines()  # the reader's refusal is one line, after `error: `
-        assert lines and all(line.startswith(f"Pulumi.{stack}.yaml: ") for line in lines) or (
-            len(lines) == 1 and lines[0].startswith(f"error: Pulumi.{stack}.yaml: ")), proc.stderr
+        lines = proc.stderr.splitlines()  # the reader's refusal, or one line a problem the schema finds
+        assert lines and all(line.startswith(f"error: dynamo-lab render: Pulumi.{stack}.yaml: ") for line in lines), (
+            proc.stderr)

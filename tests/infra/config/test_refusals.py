@@ -142,6 +142,17 @@ def test_unknown_model_needs_its_geometry():
     assert "missing layers, kvHeads, headDim, parameters" in str(err)
 
 
+def test_a_built_in_model_in_another_letter_case_is_named_as_the_catalogue_spells_it():
+    err = refusal(lambda c: c.update(model={"name": "qwen/qwen3-0.6b"}))
+    assert str(err) == (
+        "Pulumi.cross-server.yaml: model: model 'qwen/qwen3-0.6b' is not built in, but 'Qwen/Qwen3-0.6B' is (the "
+        "letter case differs, and it counts: the name is the Hugging Face repository vLLM downloads and the model "
+        "the frontend serves). Write name: Qwen/Qwen3-0.6B, or give this model's geometry: layers, kvHeads, "
+        "headDim, parameters from its config.json and its parameter count")
+    assert "but 'Qwen/Qwen3-8B' is. Write name: Qwen/Qwen3-8B" in str(
+        refusal(lambda c: c.update(model={"name": "Qwen/Qwen3-8b-"})))
+
+
 def test_removed_top_level_chart_keys_are_refused():
     err = refusal(lambda c: c.update(platform={"values": {"grove": {"enabled": False}}}))
     assert ("platform.values: `grove.enabled` was removed from the dynamo-platform chart and makes it "

@@ -263,7 +263,7 @@ def test_write_refuses_a_directory_it_cannot_write_in_with_one_line_and_writes_n
     # With --rate the concurrency is only what layouts are sized for, and the refusal says so.
     (["--rate", "2", "--concurrency", "100"], "with --rate, --concurrency is what each layout is sized for"),
     # The goals that meant something else are refused, naming what replaces them.
-    (["--goal", "requests-per-s"], "--goal requests-per-s: advise ranks by goodput now"),
+    (["--goal", "requests-per-s"], "--goal: 'requests-per-s': advise ranks by goodput now"),
     (["--goal", "ttft-p50"], "bound it with --ttft-p50-max MS"),
     (["--itl-p99-max", "0"], "--itl-p99-max"),
     (["--prefix-tokens", "3000"], "the shared prefix (3,000 tokens"),
@@ -285,8 +285,9 @@ def test_the_goal_choices_are_the_searchs_and_each_objective_has_its_flag():
 
     advise_parser = parser()._subparsers._group_actions[0].choices["advise"]
     goal = next(a for a in advise_parser._actions if a.dest == "goal")
-    assert sorted(goal.choices) == sorted([*inputs.GOALS, *inputs.RETIRED_GOALS])
     assert goal.metavar == "{" + ",".join(inputs.GOALS) + "}"  # the retired two are not offered
+    for name in inputs.GOALS:
+        assert advise_parser.parse_args(["kv-routing", "--goal", name]).goal == name
     flags = {o for a in advise_parser._actions for o in a.option_strings}
     assert {Objective(m, q, 1.0).flag for m in METRICS for q in PERCENTILES} <= flags
 
@@ -418,6 +419,23 @@ def test_a_search_whose_screening_would_simulate_too_many_requests_screens_the_h
     words = text.text(a)
     assert "at the heaviest point (prefix types 24, concurrency 8), the best 4 of each family" in words
     assert "over 400 layouts" not in words
+    # --json says which precision each figure has and which workload point each is at: a layout screened
+    # at the heaviest point alone was labelled "full" and its one point (and what it breaks there) given
+    # index 0, the workload's first point.
+    as_json = yaml.safe_load(text.to_json(a))
+    heaviest = as_json["workload"]["points"].index({"prefix_types": 24, "concurrency": 8, "rate": None})
+    by_label = {c["layout"]: c for c in as_json["candidates"]}
+    precision = {search.SCREENED_HEAVIEST: "screening at the heaviest point", search.SCREENED: "screening",
+                 search.REFINED: "full"}
+    for c in a.candidates:
+        mine = by_label[c.layout.label]
+        if not c.rows:
+            assert "precision" not in mine
+            continue
+        assert mine["precision"] == precision[c.status]
+        at = [p["point"] for p in mine["points"]]
+        assert at == ([heaviest] if c.status == search.SCREENED_HEAVIEST else list(range(len(a.traffic.points))))
+        assert {b["point"] for b in mine["breaks"]} <= set(at)
 
 
 def test_the_labs_default_search_screens_every_layout_at_every_point():
@@ -521,7 +539,8 @@ def test_a_layout_that_runs_only_by_preempting_is_marked_and_ranks_after_those_t
 def test_the_p99_bound_is_taken_with_the_default_goal(tmp_path):
     # Past the arguments to reading the cluster: --ttft-p99-max is an objective of the default goal.
     result = run_cli("advise", "kv-routing", "--from", str(tmp_path / "none.json"), "--ttft-p99-max", "300")
-    assert result.returncode == 2 and result.stderr.startswith(f"error: cannot read {tmp_path / 'none.json'}")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: dynamo-lab advise: cannot read {tmp_path / 'none.json'}")
 
 
 def test_the_search_says_what_it_does_as_it_goes(monkeypatch):
@@ -562,6 +581,37 @@ def test_a_list_value_the_search_cannot_use_is_refused_by_the_parser(flag, value
         parser().parse_args(["advise", "kv-routing", flag, value])
     assert refused.value.code == 2
     assert f"argument {flag}: " in (err := capsys.readouterr().err) and says in err
+
+
+@pytest.mark.parametrize(("args", "flag", "says"), [
+    # The same objective twice: argparse kept the last silently, so a script's earlier bound vanished.
+    (["--ttft-p99-max", "100", "--ttft-p99-max", "200"], "--ttft-p99-max",
+     "given twice (100 and 200 ms): give each objective once"),
+    (["--itl-p50-max=20", "--itl-p50-max=20"], "--itl-p50-max", "given twice"),
+    # A p50 bound above the same metric's p99 bound can never bind (a p50 is never above its p99).
+    (["--ttft-p50-max", "3000", "--ttft-p99-max", "1000"], "--ttft-p99-max",
+     "1,000 ms is below --ttft-p50-max's 3,000 ms"),
+    (["--tpot-p99-max", "40", "--tpot-p50-max", "50"], "--tpot-p50-max", "50 ms is above --tpot-p99-max's 40 ms"),
+    # A percentile the predictor does not report: was `error: dynamo-lab: unrecognized arguments`.
+    (["--itl-p90-max", "5"], "--itl-p90-max", "write --itl-p50-max MS or --itl-p99-max MS"),
+    (["--ttft-p95-max=500"], "--ttft-p95-max", "write --ttft-p50-max MS or --ttft-p99-max MS"),
+    # A goal that does not exist lists only the goals there are, and a retired one says what replaces it.
+    (["--goal", "bogus"], "--goal", "'bogus': not a goal; choose goodput or goodput-per-gpu"),
+    (["--goal", "ttft-p50"], "--goal", "bound it with --ttft-p50-max MS"),
+    (["--goal", "requests-per-s"], "--goal", "advise ranks by goodput now"),
+])
+def test_an_objective_or_goal_the_search_cannot_use_is_one_line_naming_its_flag_and_the_fix(args, flag, says):
+    result = run_cli("advise", "kv-routing", "--from", "/nonexistent", *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"error: dynamo-lab advise: argument {flag}: "), result.stderr
+    assert says in result.stderr and result.stderr.count("\n") == 1
+    assert "choose from" not in result.stderr  # argparse's choices offered the retired goals among the rest
+
+
+def test_an_argument_no_command_takes_is_refused_by_the_command_it_was_given_to():
+    result = run_cli("advise", "kv-routing", "--from", "/nonexistent", "--frobnicate")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: dynamo-lab advise: unrecognized arguments: --frobnicate")
 
 
 def test_an_open_loop_ranks_by_goodput_at_each_rate_and_says_who_falls_behind():
@@ -635,3 +685,125 @@ def test_a_recommendation_that_falls_behind_says_so_and_whether_another_keeps_up
     assert all(c.rows[1].keeps_up is False for c in a.ranked)
     assert ("The recommendation falls behind the arrivals at prefix types 2, 50 requests/s open loop; none of the "
             "layouts ranked keeps up at every point: lower the --rate, or add GPUs.") in text.text(a)
+
+
+def _verdict_line(a: search.Advice) -> str:
+    return next(ln for ln in text.text(a).splitlines()
+                if ln.startswith(("Recommended", "Tied within", "No recommendation", "First, not recommended")))
+
+
+def test_a_layout_that_runs_only_by_preempting_is_never_recommended_nor_written_as_if_it_were(monkeypatch, tmp_path):
+    # Every layout preempting (as where no layout's KV fits the load): the first meeting the objectives
+    # was printed "Recommended" and written as "the layout it predicted best", its figures resting on
+    # requests recomputed from their first token.
+    monkeypatch.setattr(search.Candidate, "preempting", property(lambda c: True))
+    a = advise(data=small_lab(), traffic=point(2, 4))
+    assert a.winner is not None and a.recommended is None
+    line = _verdict_line(a)
+    assert line.startswith(f"First, not recommended: {a.winner.layout.label}: ") and "Recommended" not in line
+    assert "runs only by preempting" in line and "--write writes it" in line
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["recommended"] is None and as_json["first"] == a.winner.layout.label
+    assert "not a recommendation: it runs only by preempting" in text.written("Pulumi.advised.yaml", a, None)
+    path = tmp_path / "Pulumi.advised.yaml"
+    write.write(path, a, a.winner, base(), small_lab())
+    assert "not a recommendation: it runs only by preempting" in " ".join(
+        ln.lstrip("# ") for ln in path.read_text().splitlines() if ln.startswith("#"))
+
+
+def test_a_tie_written_says_it_is_the_first_of_a_tie_and_what_it_ties_with(tmp_path):
+    a = advise(data=small_lab(), traffic=point(2, 4))
+    a.uncertainty = uncertainty.Uncertainty({**FIXED.metrics, "requests_per_s": uncertainty.MetricError(
+        1.0, 1.0, 100.0, 100.0, 16)})  # every lead within it
+    close = a.close_call
+    assert close is not None and a.recommended is None
+    assert _verdict_line(a).startswith("Tied within the uncertainty: ")
+    said = text.written("Pulumi.advised.yaml", a, None)
+    assert f"the first of a tie within the uncertainty with {close.worse.label}, not a recommendation" in said
+    path = tmp_path / "Pulumi.advised.yaml"
+    write.write(path, a, a.winner, base(), small_lab())
+    header = " ".join(ln.lstrip("# ") for ln in path.read_text().splitlines() if ln.startswith("#"))
+    assert f"the first of a tie within the uncertainty with {close.worse.label}" in header
+    # The header carries the decode side and goodput, as every figure printed does.
+    assert "ITL p99" in header and "goodput" in header
+
+
+def test_every_layout_within_the_uncertainty_of_the_first_is_said_to_tie_with_it_wherever_it_is_named():
+    # The separation line said "They tie here" of the best separated layout, ranked third, while its
+    # family's line called it "dropped (rank 3): goodput 46% lower than the recommendation's", with
+    # no recommendation made: two ways of asking, two answers.
+    a = advise(data=small_lab(), traffic=point(2, 4))
+    a.uncertainty = uncertainty.Uncertainty({**FIXED.metrics, "requests_per_s": uncertainty.MetricError(
+        1.0, 1.0, 100.0, 100.0, 16)})  # every lead within it
+    assert len(a.ranked) > 2 and a.tied == a.ranked[1:]
+    words = text.text(a)
+    assert "recommendation's" not in words and "dropped (rank" not in words
+    verdict = _verdict_line(a)
+    assert all(c.layout.label in verdict for c in a.ranked)
+    assert a.separation.answer == "ties"
+    for fam in a.families:
+        if fam.best in a.ranked[1:]:
+            line = next(ln for ln in words.splitlines() if ln.startswith(f"- {fam.name}:"))
+            assert f"kept, tied with the first within the uncertainty (rank {a.ranked.index(fam.best) + 1})" in line
+    as_json = yaml.safe_load(text.to_json(a))
+    assert as_json["tie"]["all"] == [c.layout.label for c in a.ranked]
+
+
+def test_write_with_no_layout_meeting_the_objectives_says_nothing_was_written(monkeypatch):
+    from dynamo_lab.advise import command
+
+    none = advise(data=small_lab(), traffic=point(2, 4), goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
+    assert none.winner is None
+    monkeypatch.setattr(command, "advise", lambda req, progress: (none, small_lab()))
+    result = run_cli("advise", "kv-routing", "--from", "/nonexistent", "--write", "Pulumi.never-written.yaml")
+    assert result.returncode == 1 and not (ROOT / "Pulumi.never-written.yaml").exists()
+    assert result.stdout.rstrip().endswith("--write Pulumi.never-written.yaml: nothing written: no layout predicted "
+                                           "in full meets every objective at every point.")
+
+
+def test_one_output_token_a_request_ranks_without_decode_figures_and_says_none():
+    # --output-tokens 1: no gap between tokens, so no ITL or TPOT anywhere (not 0 ms, and not the
+    # geometric mean's floor of 1e-9 ms in --json); the ITL objective bounds nothing.
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=1))
+    assert a.winner is not None and all(c.meets for c in a.ranked)
+    for c in a.ranked + a.over:
+        assert c.mean("itl_p99_ms") is None and c.mean("tpot_p50_ms") is None
+    words = text.text(a)
+    assert "ms, no ITL or TPOT (one output token a request: no gap between tokens)" in words
+    assert " 0.0 " not in words and " - ms" not in words
+    as_json = yaml.safe_load(text.to_json(a))
+    best = next(c for c in as_json["candidates"] if c["layout"] == a.winner.layout.label)
+    assert best["means"]["itl_p99_ms"] is None and best["means"]["tpot_p50_ms"] is None
+    assert all(p["itl_p99_ms"] is None for p in best["points"])
+
+
+def test_the_layouts_breaking_an_objective_are_listed_in_the_order_the_words_say(monkeypatch):
+    # Those running only by preempting come after the rest (the verdict's order), which the list called
+    # "the least over first": the lab's default search listed 91%, 831%, then 57% (that one preempting).
+    from dynamo_lab.advise.candidates import AGGREGATED
+
+    monkeypatch.setattr(search.Candidate, "preempting", property(lambda c: c.layout.kind == AGGREGATED))
+    a = advise(data=small_lab(), traffic=point(2, 4), goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
+    assert any(c.preempting for c in a.over) and any(not c.preempting for c in a.over)
+    apart = next(ln for ln in text.text(a, top=len(a.over)).splitlines() if ln.startswith("Breaking an objective"))
+    assert "the least over first, those running only by preempting after the rest:" in apart
+    for c in a.over:
+        at = apart.index(c.layout.label + " (")
+        entry = apart[at:apart.index(")", at)]  # LABEL (what it breaks[; runs only by preempting])
+        assert entry.endswith("; runs only by preempting") == c.preempting, entry
+
+
+def test_a_layouts_standing_says_which_objectives_it_meets_only_within_the_predictors_error():
+    a = advise(data=small_lab(), traffic=point(2, 4))
+    w = a.winner
+    worst = max(r.ttft_p99_ms for r in w.rows)
+    held_out = a.uncertainty.metrics["ttft_p99_ms"].holdout_median  # FIXED: 20%
+    a.goal = inputs.Goal("goodput", (Objective("ttft", 99, worst * (1 + held_out / 2)),))
+    (near,) = a.standing(w).near
+    assert near.startswith(f"TTFT p99 {worst:,.0f} ms against its") and f"{held_out:.0%} error" in near
+    assert f"It meets {near}: measure it before relying on it." in _verdict_line(a)
+    a.goal = inputs.Goal("goodput", (Objective("ttft", 99, worst * (1 + 2 * held_out)),))
+    assert a.standing(w).near == ()
+    # ITL was never measured: its bound is taken as exact, however close.
+    a.goal = inputs.Goal("goodput", (Objective("itl", 99, max(r.itl_p99_ms for r in w.rows) * 1.01),))
+    assert a.standing(w).near == ()

@@ -92,7 +92,8 @@ def test_16k_prompts_with_no_shared_prefix_widen_the_gap_as_every_transfer_carri
         return family(a, ONE_NODE[0]).best
 
     def gap(a):
-        return separated(a).mean("ttft_p50_ms") / a.winner.mean("ttft_p50_ms")
+        # What separation adds to the first token, ms: the transfer it waits for grows with the KV bytes.
+        return separated(a).mean("ttft_p50_ms") - a.winner.mean("ttft_p50_ms")
 
     # With no shared prefix there is nothing for a decode worker to hold already: each transfer moves
     # all 16,384 tokens' KV (1.75 GiB), never faster than one TCP path carries it (0.94 GB/s: 2.0 s).
@@ -199,16 +200,5 @@ def test_no_room_anywhere_exits_1_and_writes_nothing(tmp_path):
     assert not (tmp_path / "Pulumi.advised.yaml").exists()
 
 
-def test_the_advise_pages_lab_sample_is_whole_lines_of_what_the_command_prints_in_order():
-    # docs/advise.md, "On the lab's cluster": its sample names its command; each of its lines is a
-    # whole line of that command's output, in the same order (others left out).
-    page = (ROOT / "docs" / "advise.md").read_text()
-    marker = "<!-- sample: python3 dev.py advise kv-routing --from tests/data/preflight/lab.json (whole lines) -->"
-    block = page.split(marker, 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0]
-    out = run_cli("advise", "kv-routing", "--from", str(ROOT / "tests" / "data" / "preflight" / "lab.json"))
-    assert out.returncode == 0, out.stderr
-    printed = out.stdout.splitlines()
-    at = 0
-    for line in block.splitlines():
-        assert line in printed[at:], f"docs/advise.md's lab sample is stale: {line[:120]!r}"
-        at = printed.index(line, at) + 1
+# docs/advise.md's samples are marked with their commands: tests/test_docs_samples.py (slow tier) holds each
+# to what the command prints now.

@@ -36,6 +36,10 @@ def test_on_the_lab_with_a_second_24gb_server_no_class_is_left_out_and_layouts_u
     workers = both[0].stack.config.workers
     assert both[0].stack.config.gpu_classes["gpu-24gb"].nodes == 2
     assert all(g.spread == "even" for g in workers if g.gpu_class == "gpu-24gb")
+    # A GPU of a class of several nodes is named by itself ("gpu-24gb[2] GPU 0 busy"), never "GPU 0's GPU".
+    sliced = [c.binding.detail for c in a.ranked if c.binding and c.binding.resource == "GPU time-slices"]
+    on_two = [d for d in sliced if d.startswith("gpu-24gb")]
+    assert on_two and all(" GPU 0 busy " in d and "'s GPU" not in d for d in on_two), sliced
     # Pruned before prediction: what the sizing refused was never simulated.
     refused = [c for c in a.candidates if c.status == search.REFUSED_CONFIG]
     assert refused and all(not c.rows for c in refused)

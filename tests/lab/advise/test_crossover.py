@@ -76,3 +76,52 @@ def test_a_faster_link_or_a_longer_prompt_moves_the_figures_the_way_physics_says
                     assert fast.requests_per_s >= 0.95 * slow.requests_per_s, (prompt, transport, split.label)
                     assert fast.ttft_p99_ms <= 1.25 * slow.ttft_p99_ms, (prompt, transport, split.label)
                 assert rows[-1].ttft_p99_ms < rows[0].ttft_p99_ms / 3  # 100x the link: far from noise
+
+
+def test_what_the_table_answers_is_said_in_words_read_off_it():
+    rows = []
+    for prompt in x.PROMPTS:
+        for c in x.CONCURRENCY:
+            rows.append(x.Result(prompt, c, None, None, "agg", _row(1500, 330, 2.5), ()))  # breaks ITL p99
+            for t in x.TRANSPORTS:
+                for g in x.LINKS_GBIT:
+                    # RDMA pays from 100 Gbit/s at the shortest prompt; nothing else ever meets TTFT p99.
+                    pays = t == "rdma" and prompt == x.PROMPTS[0] and g >= 100
+                    rows.append(x.Result(prompt, c, t, g, SPLIT, _row(1200 if pays else 90_000, 18, 4.0), ()))
+    said = x.findings(rows, 0.05)
+    shortest, rest = f"{x.PROMPTS[0]:,}", x.PROMPTS[1:]
+    assert said.startswith("- **Over TCP**, separation pays (tokens a prompt): at concurrency ")
+    assert "from 100 Gbit/s up for " + shortest in said.splitlines()[1]
+    assert "from" not in said.splitlines()[0]  # over TCP, at no link swept
+    assert all(f"{p:,}" in said.splitlines()[1] for p in rest)
+
+
+@pytest.mark.parametrize("args", [["--graphs", "0"], ["--runs", "-1"], ["--runs", "x"]])
+def test_a_count_of_graphs_or_runs_below_one_is_refused_in_one_line_before_the_sweep(args, capsys):
+    # --graphs 0 simulated no run and ended in statistics.median's traceback after loading every layout.
+    with pytest.raises(SystemExit) as refused:
+        x.main(args)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: python -m dynamo_lab.advise.crossover: argument {args[0]}: ")
+    assert err.count("\n") == 1
+    assert "write a positive integer" in err
+
+
+def test_a_split_meeting_ttft_p99_inside_its_uncertainty_does_not_win_the_cell():
+    # At 8k tokens, concurrency 16, RDMA at 400 Gbit/s the table said **pays**: aggregated breaks ITL p99,
+    # the split met TTFT p99 at 1,956 ms of 2,000, inside the predictor's 31% held-out TTFT p99 error.
+    errors = {"ttft_p99_ms": 0.31}
+    agg = x.Result(8192, 16, None, None, "agg", _row(1484, 338, 2.39), (), errors)
+    close = x.Result(8192, 16, "rdma", 400, SPLIT, _row(1956, 25, 4.46), (), errors)
+    assert x.answer([agg, close], 8192, 16, "rdma", 400, 0.06).answer == "ties"
+    clear = x.Result(8192, 16, "rdma", 400, SPLIT, _row(1200, 25, 4.46), (), errors)
+    assert x.answer([agg, clear], 8192, 16, "rdma", 400, 0.06).answer == "pays"
+
+
+def test_a_split_breaking_ttft_p99_inside_its_uncertainty_still_loses_to_more_goodput_than_it_completes():
+    errors = {"ttft_p99_ms": 0.31}
+    agg = x.Result(2048, 16, None, None, "agg", _row(369, 16, 7.14), (), errors)
+    near = _row(2551, 18, 4.30)  # completes 4.30 requests/s: below aggregated's goodput by far
+    split = x.Result(2048, 16, "rdma", 10, SPLIT, near, (), errors)
+    assert x.answer([agg, split], 2048, 16, "rdma", 10, 0.06).answer == "does not pay"

@@ -308,6 +308,8 @@ def test_tools_the_proxy_does_not_serve_are_unavailable_not_substituted(tmp_path
 def test_build_command():
     cmd = tool_build.build_command(BY_NAME["kubernetes"], Path("/o"))
     assert cmd[:4] == ["go", "build", "-trimpath", "-pgo=off"] and cmd[-4] == "/o" + os.sep
+    # No debug information is made only to be stripped: -w at the link, none from the compiler.
+    assert "-gcflags=all=-dwarf=false" in cmd and cmd[cmd.index("-ldflags") + 1].startswith("-s -w")
     assert tool_build.build_command(BY_NAME["etcd"], Path("/o"))[-2:] == ["/o/etcd", "go.etcd.io/etcd/server/v3"]
     env = tool_build.build_env({"GOFLAGS": "-mod=mod -buildvcs=false", "PATH": "/bin"})
     assert env["CGO_ENABLED"] == "0" and "-mod=readonly" in env["GOFLAGS"] and "-mod=mod" not in env["GOFLAGS"]

@@ -91,4 +91,4 @@ def test_a_mode_with_what_it_ignores_is_refused_before_anything_runs(args, says,
     monkeypatch.setattr(cells, "simulate", never)
     result = run_cli("predict", *args)
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: dynamo-lab predict: {says}") and result.stderr.count("\n") == 1

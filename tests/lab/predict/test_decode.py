@@ -5,13 +5,15 @@ and a separated decode worker's steps hold no prompt."""
 
 from __future__ import annotations
 
+import json
+import re
 from itertools import pairwise
 
 import pytest
 
 from dynamo_lab import stack_files
 from dynamo_lab.advise import crossover
-from dynamo_lab.predict import cells
+from dynamo_lab.predict import cells, text
 from dynamo_lab.predict.costs import Card, Efficiency, HostCost, Limits, ModelCost
 from dynamo_lab.predict.objectives import Objective
 from dynamo_lab.predict.sim import Graph, Load, Timing, WorkerSpec
@@ -80,6 +82,32 @@ def test_goodput_is_never_above_throughput_and_counts_only_requests_meeting_ever
     ttfts = sorted((r.first_token - r.sent) * 1000 for r in done)
     half = cells.run_figures(done, (Objective("ttft", 50, (ttfts[0] + ttfts[1]) / 2),))
     assert half.met == 1 and 0 < half.goodput_requests_per_s < f.requests_per_s
+
+
+def test_a_run_of_one_output_token_a_request_has_no_gaps_and_says_so_rather_than_zero():
+    # With one output token there is no gap between tokens: ITL and TPOT are undefined (AIPerf reports
+    # no inter_token_latency below two output tokens), not 0 ms, which read as an infinitely fast decode.
+    done = _aggregated(2371, output=1)
+    f = cells.run_figures(done, (Objective("itl", 99, 1.0), Objective("tpot", 50, 1.0)))
+    assert (f.itl_p50_ms, f.itl_p99_ms, f.tpot_p50_ms, f.tpot_p99_ms) == (None, None, None, None)
+    assert f.e2e_p50_ms == pytest.approx(f.ttft_p50_ms)
+    # An objective on gaps bounds nothing there: every request meets it.
+    assert f.met == len(done) and f.goodput_requests_per_s == pytest.approx(f.requests_per_s)
+
+
+def test_a_row_without_gaps_prints_no_decode_figure_and_its_json_holds_null():
+    stack = load_stack("kv-routing", *stack_files.config_from_doc(stack_files.stack_doc("kv-routing")))
+    cfg = stack.config.model_copy(update={"benchmark": stack.config.benchmark.model_copy(
+        update={"output_tokens": 1})})
+    row = cells.simulate(cfg, stack.sizing, 2, 4, graphs=1, runs=1,
+                         objectives=(Objective("itl", 99, 1.0),))[0]
+    assert row.itl_p50_ms is None and row.itl_p99_ms is None and row.tpot_p50_ms is None
+    assert Objective("itl", 99, 1.0).met_by(row) and row.goodput_requests_per_s == pytest.approx(row.requests_per_s)
+    _, head, _, line, *_ = text.matrix("kv-routing", [row], {}).splitlines()
+    cols = dict(zip(re.split(r"\s{2,}", head.strip()), re.split(r"\s{2,}", line.strip()), strict=True))
+    assert cols["ITL p50 ms"] == cols["ITL p99 ms"] == cols["TPOT p50 ms"] == "-"
+    rows = json.loads(text.to_json("kv-routing", [row], {}))["rows"]
+    assert rows[0]["itl_p99_ms"] is None and rows[0]["tpot_p50_ms"] is None
 
 
 def test_an_objective_is_one_metric_one_percentile_and_a_positive_bound():

@@ -11,7 +11,7 @@ from dynamo_lab import published
 from dynamo_lab.predict import cells
 from dynamo_lab.predict import envelope as env
 from infra.catalogue import DEFAULT_GPU_CLASSES
-from tests.helpers import ROOT, loaded, run_cli
+from tests.helpers import ROOT, coarse_predictions, loaded, run_cli
 
 
 @pytest.mark.parametrize("stack", sorted(published.TABLE))
@@ -113,7 +113,9 @@ def test_a_gpu_class_not_the_labs_is_named_by_what_differs_and_a_renamed_lab_cla
 
 
 def test_predict_json_and_text_carry_each_rows_envelope(tmp_path, monkeypatch):
-    # One stack file of two cells, one inside and one outside, predicted once for both outputs.
+    # One stack file of two cells, one inside and one outside, predicted once for both outputs (each
+    # cell simulated once: what the outputs say of the envelope, not the figures).
+    coarse_predictions(monkeypatch)
     doc = yaml.safe_load((ROOT / "Pulumi.kv-routing.yaml").read_text())
     doc["config"]["dynamo-lab:benchmark"] = {"prefixTypes": [2], "concurrency": [4, 16]}
     (tmp_path / "Pulumi.yaml").write_bytes((ROOT / "Pulumi.yaml").read_bytes())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dynamo_lab.predict import pool
+from dynamo_lab.predict import cells, pool
 from dynamo_lab.predict.params import LAB
 from tests.helpers import sized
 
@@ -18,7 +18,10 @@ def test_two_processes_give_each_cell_the_figures_one_gives_in_the_jobs_order():
     jobs = _jobs()
     assert len(jobs) >= pool.MIN_CELLS
     told: list[int] = []
+    # Each way simulates every cell itself: none is handed the figures the other made (cells.forget).
+    cells.forget()
     alone = pool.simulate(jobs, workers=1)
+    cells.forget()
     shared = pool.simulate(jobs, workers=2, done=told.append)
     assert shared == alone
     # Rows are told apart by their cell, so a result out of order would not compare equal above
@@ -34,3 +37,16 @@ def test_a_handful_of_cells_is_simulated_in_this_process(monkeypatch):
     told: list[int] = []
     out = pool.simulate(_jobs()[:pool.MIN_CELLS - 1], workers=8, done=told.append)
     assert len(out) == pool.MIN_CELLS - 1 and told == list(range(1, pool.MIN_CELLS))
+
+
+def test_a_cell_simulated_again_is_the_same_figures_and_not_shared_with_the_caller(monkeypatch):
+    # The second simulation of a cell comes from what the first made: the same Row and Usage, no
+    # graph built again, and the caller's copy is its own.
+    (job,) = _jobs()[:1]
+    cells.forget()
+    first = pool.simulate([job], workers=1)
+    monkeypatch.setattr(cells, "Graph", lambda *a, **k: (_ for _ in ()).throw(AssertionError("simulated twice")))
+    again = pool.simulate([job], workers=1)
+    assert again == first
+    again[0][1].gpu_busy.clear()
+    assert pool.simulate([job], workers=1) == first

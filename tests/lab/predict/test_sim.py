@@ -157,6 +157,20 @@ def test_each_rank_copies_its_share_of_the_kv_to_host_buffers():
     assert times[4] == pytest.approx(times[1] / 4, rel=0.02)
 
 
+def test_a_request_that_preempts_itself_lets_the_next_step_admit_what_waits():
+    # vLLM 0.31.0's scheduler skips the waiting queue in a step that preempted (scheduler.py,
+    # `if not preempted_reqs`), and its engine loop schedules again at once. Here the decode
+    # worker runs one request at a time (max_num_seqs 1) and a second one's pulled KV holds the
+    # rest of its pool: the running request's next block preempts itself, and the next step must
+    # admit the pulled one rather than leave both waiting forever.
+    one_at_a_time = Limits(max_num_batched_tokens=8192, max_num_seqs=1)
+    blocks = prefix_cache.blocks(2371)  # one prompt's: 149, the 150th is a 2,385th token's
+    specs = [spec("p", "prefill", "a"), spec("d", "decode", "b", blocks=2 * blocks, limits=one_at_a_time)]
+    g = graph(specs, {("a", "b"): PathSpec(1e9, 1e9)}, ld=Load(1, 0, 2371, 40, MODEL))
+    done = g.run(concurrency=2, requests=2)
+    assert len(done) == 2 and g.workers[1].preemptions >= 1
+
+
 def test_a_warm_decode_worker_pulls_only_what_its_prefix_cache_lacks():
     specs = [spec("p", "prefill"), spec("d", "decode")]
     g = graph(specs, {("n", "n"): PathSpec(115e6, 115e6)}, ld=load(prefix_types=1))

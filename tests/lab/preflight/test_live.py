@@ -132,7 +132,7 @@ def test_an_unreachable_cluster_is_exit_2_in_one_line(servers, tmp_path, monkeyp
     code = main(["preflight", "cross-server"])
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
-    assert err.startswith("error: could not read the cluster (context 'dynamo-lab' of ")
+    assert err.startswith("error: dynamo-lab preflight: could not read the cluster (context 'dynamo-lab' of ")
     assert "Connection refused" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -153,7 +153,8 @@ def test_a_kubeconfig_without_the_stacks_context_is_exit_2(tmp_path, monkeypatch
     monkeypatch.setenv("KUBECONFIG", str(path))
     assert main(["preflight", "cross-server"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: cannot use context 'dynamo-lab' of {path}: ") and err.count("\n") == 1
+    assert err.startswith(f"error: dynamo-lab preflight: cannot use context 'dynamo-lab' of {path}: ")
+    assert err.count("\n") == 1
     assert err.rstrip().endswith("its contexts: other (pulumi config set kubernetes:context <context> --stack "
                                  "<stack>)")
 
@@ -161,5 +162,5 @@ def test_a_kubeconfig_without_the_stacks_context_is_exit_2(tmp_path, monkeypatch
 def test_no_kubeconfig_at_all_is_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     assert main(["preflight", "cross-server"]) == 2
-    assert capsys.readouterr().err.startswith(f"error: no kubeconfig at {tmp_path / 'absent'}: set "
-                                              "kubernetes:kubeconfig in the stack file")
+    assert capsys.readouterr().err.startswith(f"error: dynamo-lab preflight: no kubeconfig at {tmp_path / 'absent'}: "
+                                              "set kubernetes:kubeconfig in the stack file")

@@ -47,6 +47,10 @@ def _first(items, kind):
                                     "spec": {"conversion": {"webhook": {"clientConfig": "x"}}}}),
      "CustomResourceDefinition c: spec.conversion.webhook.clientConfig is a string"),
     (lambda v, items: v.update(serverVersion="v1.34.1"), "serverVersion is a string, not an object"),
+    # A key with a carriage return in it, quoted in the message: still one line, one prefix (hypothesis
+    # found it below, once the command line split messages into lines at every line boundary).
+    (lambda v, items: _first(items, "Node")["metadata"]["labels"].update({"\r": None}),
+     "metadata.labels.\r is null, not a string"),
 ])
 def test_a_malformed_object_is_one_line_and_exit_2(capsys, tmp_path, edit, where):
     code, out, err = preflight(capsys, "cross-server", saved(tmp_path, edit))

@@ -51,9 +51,10 @@ def test_a_file_that_is_not_saved_cluster_data_is_exit_2(capsys, tmp_path, conte
     path.write_text(content)
     code, out, err = preflight(capsys, "cross-server", str(path))
     assert (code, out) == (2, "")
-    assert err.startswith(f"error: {path}: {message}") and err.count("\n") == 1
+    assert err.startswith(f"error: dynamo-lab preflight: {path}: {message}") and err.count("\n") == 1
 
 
 def test_a_missing_file_is_exit_2(capsys, tmp_path):
     code, out, err = preflight(capsys, "cross-server", str(tmp_path / "nope.json"))
-    assert (code, out) == (2, "") and err.startswith(f"error: cannot read {tmp_path / 'nope.json'}:")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: dynamo-lab preflight: cannot read {tmp_path / 'nope.json'}:")
