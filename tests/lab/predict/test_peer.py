@@ -76,12 +76,12 @@ def test_the_static_prefill_agrees_with_the_peer(rows):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    "measured 2026-12-06 with vLLM's async scheduling modelled (branch i46-async): a decode step of 64 requests at "
-    "4,096 tokens comes every 47.7 ms, 1.77-3.94x the peer's (12 of 12 outside 25%; batch 1: 0.82-1.09, all "
-    "within): its GPU time (10.4-28.6 ms, 0.83-1.14x the peer's whole step) and the engine core's host time "
-    "(5.2 ms) overlap, but the worker process's output handling, fitted on the lab's desktop at 0.75 ms a "
-    "request (params.LAB.output_per_request_s), takes 64 x 0.75 ms a step and binds. Remove this marker when "
-    "the comparison passes"))
+    "measured 2026-12-06 with vLLM's async scheduling modelled (issue 46, after merging main): a decode step of 64 "
+    "requests at 4,096 tokens comes every 47.7 ms, 1.77-3.94x the peer's (12 of 12 outside 25%; batch 1: 0.82-1.09, "
+    "all within): its GPU time (10.4-28.6 ms, 0.83-1.14x the peer's whole step) and the engine core's host time (5.2 "
+    "ms) overlap, but the worker process's output handling, fitted on the lab's desktop at 0.75 ms a request "
+    "(params.LAB.output_per_request_s), takes 64 x 0.75 ms a step and binds. Remove this marker when the comparison "
+    "passes"))
 def test_the_decode_step_agrees_with_the_peer(rows):
     ratios = _ratios(rows, "decode")
     assert len(ratios) == len(peer.SYSTEMS) * len(peer.CASES) * len(peer.DECODE_BATCHES)
