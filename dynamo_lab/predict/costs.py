@@ -19,9 +19,14 @@ more than the rest. A decode step of a few requests is memory-bound: 1.19 GB of 
 tokens x 114,688 bytes = 275 MB) another 0.29 ms. No step is faster than its floor
 (`step_floor_seconds`: its bytes at the full bandwidth, its FLOPs at the dense peak).
 
-A step's host time is split by mechanism (`host_seconds`, HostCost): the scheduler's pass, kernel
-launches (none to speak of where a CUDA graph replays the step), each sampled request's output
-handling, and the copies between GPU blocks and host KV buffers.
+A step's host time is split by mechanism (HostCost) and by where it runs, for that decides what it
+delays (vLLM 0.31.0 with its default async scheduling, `pipelined`):
+- the engine core's thread: the scheduler's pass and kernel launches (none to speak of where a CUDA
+  graph replays the step; `host_seconds`), which overlap the previous step's GPU time;
+- the worker's own process beside the engine core: each sampled request's output handling
+  (`output_seconds`), which delays that token's delivery, not the next step;
+- copies between GPU blocks and host KV buffers (`copy_seconds`): synchronous after the step's
+  forward, so the engine core waits for that step's GPU time and then the copy.
 """
 
 from __future__ import annotations
@@ -121,13 +126,14 @@ class HostCost:
       by one (`launch_per_layer_s`, so they grow with the model's layers); piecewise graphs launch
       only attention between captured pieces (`piecewise_per_layer_s`); a full graph is one replay
       (`graph_replay_s`) whatever the layers (ESTIMATES);
-    - `output_per_request_s`: each request that samples a token this step: its output processing,
-      detokenizing and Dynamo's handler streaming it (FITTED on the lab's desktop CPU);
+    - `output_per_request_s`: each request that samples a token this step: its output processing in
+      the worker's process (vLLM's AsyncLLM output handler and Dynamo's Python handler streaming the
+      token; Dynamo detokenizes in its Rust frontend) (FITTED on the lab's desktop CPU);
     - copies between GPU blocks and host KV buffers (kv_buffer_device cpu) at
       `host_copy_bytes_per_s` (FITTED).
     The fitted ones describe the lab's desktop CPU running Qwen3-0.6B: beyond it (another CPU, a
     larger model) their values are extrapolated; what scales with the model (launches with its
-    layers) scales."""
+    layers) scales. Where each runs, and so what it delays: `pipelined`."""
 
     schedule_s: float
     schedule_per_request_s: float
@@ -197,20 +203,71 @@ def step_floor_seconds(card: Card, m: ModelCost, scheduled: list[tuple[int, int]
     return max(flops / card.peak_flops, nbytes / card.bandwidth) + _allreduces(card, m, tokens)
 
 
-def host_seconds(h: HostCost, m: ModelCost, limits: Limits, scheduled: list[tuple[int, int]], sampled: int,
-                 copied_bytes: float = 0.0) -> float:
-    """Host seconds of one step (HostCost's mechanisms): `scheduled` as for step_seconds, `sampled`
-    the requests that sample a token this step, `copied_bytes` what moves between GPU blocks and
-    host KV buffers."""
+def host_seconds(h: HostCost, m: ModelCost, limits: Limits, scheduled: list[tuple[int, int]]) -> float:
+    """The engine core's host seconds of one step (`scheduled` as for step_seconds): the scheduler's
+    pass, each scheduled request's share of it (its input preparation and its update after the
+    step), and the kernel launches. A step that schedules no token (vLLM's engine loop passing only
+    a KV connector's work, `kv_connector_no_forward`) prepares and launches nothing: none."""
     tokens = sum(n for _, n in scheduled)
+    if tokens == 0:
+        return 0.0
     if tokens <= limits.cudagraph_tokens and all(n == 1 for _, n in scheduled):
         launches = h.graph_replay_s  # a decode-only batch: one full CUDA graph
     elif tokens <= limits.cudagraph_tokens:
         launches = m.layers * h.piecewise_per_layer_s  # piecewise graphs, attention launched per layer
     else:
         launches = m.layers * h.launch_per_layer_s  # beyond the captured sizes: every kernel launched
-    return (h.schedule_s + h.schedule_per_request_s * len(scheduled) + launches + h.output_per_request_s * sampled
-            + copied_bytes / h.host_copy_bytes_per_s)
+    return h.schedule_s + h.schedule_per_request_s * len(scheduled) + launches
+
+
+def output_seconds(h: HostCost, sampled: int) -> float:
+    """The worker process's seconds for one step's outputs: `sampled` requests' tokens (or a
+    prefill's answer) handled and streamed, after the engine core hands them over."""
+    return h.output_per_request_s * sampled
+
+
+def copy_seconds(h: HostCost, copied_bytes: float) -> float:
+    """Seconds to copy `copied_bytes` between GPU blocks and host KV buffers (one rank's share)."""
+    return copied_bytes / h.host_copy_bytes_per_s
+
+
+# vLLM 0.31.0 turns async scheduling on by default (vllm/config/vllm.py, VllmConfig.__post_init__:
+# `async_scheduling` None becomes True unless the model is a pooling one, a speculative method other
+# than EAGLE/MTP/draft model/n-gram is set, or the executor or pipeline parallelism cannot have it;
+# the uniproc and multiproc executors both can), and Dynamo 1.6's vLLM worker leaves it so (it sets
+# no async_scheduling; its optional InstrumentedScheduler subclasses AsyncScheduler). Its engine
+# core then keeps a batch queue of 2 steps (VllmConfig.max_concurrent_batches):
+# vllm/v1/engine/core.py `step_with_batch_queue`.
+BATCH_QUEUE = 2
+
+
+def pipelined(steps: list[tuple[float, float, float]]) -> list[float]:
+    """When each of `steps` (engine host, GPU and output seconds, none copying to or from host
+    buffers), run back to back on one worker from an idle engine, is delivered by its worker's
+    process: the engine core's loop with async scheduling (EngineCore.step_with_batch_queue):
+    - it schedules and launches step i+1 (its host seconds) while step i runs on the GPU: the
+      scheduler counts step i's tokens as computed when it schedules them, and a request's next
+      token is a placeholder the GPU fills from the token step i samples (AsyncScheduler's
+      `num_output_placeholders`; the model runner reads the previous step's sampled tokens on the
+      GPU), so a decode never waits for its last token to come back to the host;
+    - with 2 steps queued it waits for the older one's GPU time and then processes its outputs:
+      step i's outputs come out once step i+1 is launched, and step i+2 is not scheduled before;
+    - the GPU runs a worker's steps in order (one CUDA stream), each once launched;
+    - the worker's process handles each step's outputs after the engine core, one step after another.
+    So steps come at max(host, GPU, output) apart, not host + GPU. The simulation (sim.Graph) runs
+    these rules under load; this is the idle engine's case of them, in closed form."""
+    launched, gpu_end, delivered = 0.0, [0.0, 0.0], 0.0  # gpu_end: of every step so far, two zeros before
+    out = []
+    for i, (host, gpu, output) in enumerate(steps):
+        launched = max(launched, gpu_end[-2]) + host  # once the step two before is off the GPU
+        gpu_end.append(max(gpu_end[-1], launched) + gpu)
+        # Its outputs: once off the GPU, and once the next step is launched where one follows.
+        processed = gpu_end[-1]
+        if i + 1 < len(steps):
+            processed = max(processed, max(launched, gpu_end[-2]) + steps[i + 1][0])
+        delivered = max(delivered, processed) + output
+        out.append(delivered)
+    return out
 
 
 def limits(group: WorkerGroup, cls: GpuClass) -> Limits:

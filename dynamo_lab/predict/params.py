@@ -20,14 +20,18 @@ from infra.catalogue import LAB_PREFILL_EFFICIENCY
 @dataclass(frozen=True)
 class LabParams:
     # Frontend + router per request (HTTP, tokenization, routing), seconds. FITTED.
-    frontend_s: float = 0.013445885084303647
+    frontend_s: float = 0.009013046308700333
     # The host side of one vLLM engine step, by mechanism (costs.HostCost). FITTED on the lab's
     # desktop CPU running Qwen3-0.6B, so extrapolated on any other host or model:
-    # - the scheduler's pass and input preparation, once per step, seconds;
-    schedule_s: float = 0.002201711924174385
-    # - each request that samples a token: its output processing and detokenizing, and Dynamo's
-    #   Python handler streaming the token (per request, not per token of the batch), seconds.
-    output_per_request_s: float = 0.0005000000000000001
+    # - the scheduler's pass and input preparation, once per step, seconds: the engine core's
+    #   thread, which with vLLM 0.31.0's async scheduling does it while the GPU runs the last step
+    #   (costs.pipelined);
+    schedule_s: float = 0.0032845682255746326
+    # - each request that samples a token: its output processing in the worker's process beside the
+    #   engine core (vLLM's AsyncLLM output handler, Dynamo's Python handler streaming the token;
+    #   Dynamo detokenizes in its Rust frontend), per request, not per token of the batch, seconds:
+    #   it delays the token, not the next step.
+    output_per_request_s: float = 0.0007459123488206355
     # ESTIMATES (no published cell separates them from the fitted ones; each with its range below):
     # - the scheduler's and input preparation's share per scheduled request (block tables,
     #   positions, its update after the step): tens of microseconds of Python; 30 us (10-100 us);
@@ -44,7 +48,7 @@ class LabParams:
     #   whatever the layers.
     graph_replay_s: float = 30e-6
     # The fraction of the card's DRAM bandwidth a step's memory traffic reaches. FITTED, within (0, 1].
-    bandwidth_efficiency: float = 1.0
+    bandwidth_efficiency: float = 0.7408182206817179
     # A step's math runs at the stack's effectiveTflops, the one prefill efficiency the sizing reads
     # too (infra/sizing/formulas.py, prefill_flops_per_second). The lab's default classes carry it as
     # this fraction of each card's peak (infra/catalogue.py, LAB_PREFILL_EFFICIENCY, where the fit's
@@ -53,18 +57,18 @@ class LabParams:
     prefill_efficiency: float = LAB_PREFILL_EFFICIENCY
     # Disaggregated only: the prefill's answer back to the router and the decode request out
     # (Dynamo's request plane), seconds. FITTED.
-    handoff_s: float = 0.037040911034085904
+    handoff_s: float = 0.030326532985631677
     # Copies between GPU blocks and the host KV buffers (kv_buffer_device cpu): the prefill worker's
     # after its forward, the decode worker's at the step that notices the pull; bytes/s of a
     # block-scattered copy over PCIe. FITTED.
-    host_copy_bytes_per_s: float = 2979511822.748466
+    host_copy_bytes_per_s: float = 3132274660.566108
     # How many KV flows one host's TCP software path moves at once, each at its rate (the sizing's
     # same-node figure): every same-node flow of a host, whichever prefill/decode pair it joins, goes
     # through the host's CPU-bound TCP stack, in the order posted. FITTED, within 1 (what the probe
     # measured on 2 cores: several flows moved no more than one, finishing in order;
     # docs/measurements.md, "Several flows at once") and 4 (one per prefill/decode pair of the lab's
     # same-server stack, each pair's agents on cores of their own).
-    host_transfer_parallelism: float = 1.2047768476488083
+    host_transfer_parallelism: float = 1.6262786389623964
     # A NIXL agent pair's first transfer waits for their metadata exchange (vLLM's NixlConnector
     # handshake, once per prefill/decode pair), seconds. ESTIMATE: no published cell isolates it.
     handshake_s: float = 0.05
@@ -86,7 +90,7 @@ class LabParams:
 BOUNDS: dict[str, tuple[float, float]] = {
     "frontend_s": (0.002, 0.06),          # an HTTP hop, tokenizing 2.4k tokens, a routing decision
     "schedule_s": (0.0005, 0.015),         # vLLM's scheduler pass and input preparation on a desktop CPU
-    "output_per_request_s": (2e-5, 3e-3),  # detokenizing one token and streaming it, in Python
+    "output_per_request_s": (2e-5, 3e-3),  # handling one request's token and streaming it, in Python
     "bandwidth_efficiency": (0.2, 1.0),    # achieved/peak DRAM bandwidth cannot exceed 1
     # Prefill's model FLOPs utilisation: AIConfigurator 0.12.0's measured kernels imply 0.51-0.65 for
     # Qwen3-32B on H100 SXM; a small model's narrow matrices reach less, none reaches the peak.

@@ -5,16 +5,20 @@
 
 Both price one engine step of one worker on a card from its datasheet: the predictor from its own
 physics (costs.py: the roofline of the step's FLOPs and bytes at its efficiencies, tensor
-parallelism's all-reduces; the host side of a step, costs.host_seconds; params.py's
-constants), AIConfigurator from kernels measured per GPU and vLLM version (its wheel ships the
-model configs and the per-GPU data; nothing is downloaded). Compared, for a few models, GPUs and
-tensor-parallel degrees AIConfigurator has vLLM data for (CASES):
+parallelism's all-reduces; the host side of a step, costs.host_seconds and output_seconds, and
+what of it overlaps the GPU's time, costs.pipelined; params.py's constants), AIConfigurator from
+kernels measured per GPU and vLLM version (its wheel ships the model configs and the per-GPU data;
+nothing is downloaded). Compared, for a few models, GPUs and tensor-parallel degrees AIConfigurator
+has vLLM data for (CASES):
 - the static prefill: one request's PREFILL_TOKENS-token prompt alone on an aggregated worker, to
   its first token (AIConfigurator's `static_ctx` estimate; the predictor's chunks of the scheduler's
-  batched-token budget, each a step with its host cost). No queueing and no KV transfer on either
-  side: what a loaded graph adds is the simulation's (sim.py), which AIConfigurator does not model.
+  batched-token budget, each a step with its host cost, each launched while the last runs on the
+  GPU). No queueing and no KV transfer on either side: what a loaded graph adds is the
+  simulation's (sim.py), which AIConfigurator does not model.
 - the decode step: B requests each at DECODE_CONTEXT tokens of context, one token each
-  (AIConfigurator's `static_gen` TPOT; the predictor's step of those B requests).
+  (AIConfigurator's `static_gen` TPOT; the predictor's time between two steps of those B requests
+  decoding steadily: the slowest of the engine core's host time, the GPU's and the worker process's
+  output handling, which run side by side).
 
 Both price the same card: the predictor's GPU class is the shipped example's 80GB class
 (Pulumi.two-node-rdma.yaml) with the peer's datasheet figures for the system (memory, DRAM
@@ -90,13 +94,17 @@ class PeerError(UserError):
 
 @dataclass(frozen=True)
 class Step:
-    """One step's cost on one side, seconds: in all, of it the host's side (the predictor's only)
-    and tensor parallelism's all-reduces; `share`: the step's work (the predictor's count of FLOPs
-    for a prefill, of bytes for a decode step) over the rest of its time, as a fraction of the
+    """One step's cost on one side, seconds: in all; the predictor's host side (the peer has none),
+    its engine core's (`host`: scheduling and launches, which overlap the GPU's time) and its worker
+    process's output handling (`output`); the GPU's (`gpu`, all-reduces included) and of it tensor
+    parallelism's all-reduces; `share`: the step's work (the predictor's count of FLOPs for a
+    prefill, of bytes for a decode step) over its GPU time less the all-reduces, as a fraction of the
     worker's peak FLOP/s or DRAM bandwidth."""
 
     seconds: float
     host: float
+    output: float
+    gpu: float
     allreduce: float
     share: float
 
@@ -167,16 +175,25 @@ def _count(w: Worker, scheduled: list[tuple[int, int]], what: str) -> float:
 
 
 def _priced(w: Worker, steps: list[tuple[list[tuple[int, int]], int]], what: str) -> Step:
-    """Steps run one after another, each its host side then its GPU time (sim.py), as one Step;
-    each step its scheduled requests and how many of them sample a token."""
+    """Steps run back to back from an idle engine (costs.pipelined: vLLM 0.31.0's async scheduling
+    launches each step while the last runs on the GPU), each step its scheduled requests and how
+    many of them sample a token; `seconds` is when the last one's outputs are handled, the first
+    decode step after it launched first (a request goes on decoding). A decode step's cost is the
+    steady state's, the time between two of them (`predictor_decode`)."""
     eff = w.timing.efficiency
     alone = dataclasses.replace(w.card, ranks=1)  # the same worker without its all-reduces
-    host = sum(costs.host_seconds(w.timing.host, w.model, w.limits, s, sampled) for s, sampled in steps)
-    gpu = sum(costs.step_seconds(w.card, eff, w.model, s) for s, _ in steps)
+    host = [costs.host_seconds(w.timing.host, w.model, w.limits, s) for s, _ in steps]
+    gpu = [costs.step_seconds(w.card, eff, w.model, s) for s, _ in steps]
+    output = [costs.output_seconds(w.timing.host, sampled) for _, sampled in steps]
     roofline = sum(costs.step_seconds(alone, eff, w.model, s) for s, _ in steps)
+    last = steps[-1][0]
+    following = [(c + n, 1) for c, n in last]  # each request's first decode after its last chunk
+    handled = costs.pipelined(list(zip(host, gpu, output, strict=True))
+                              + [(costs.host_seconds(w.timing.host, w.model, w.limits, following), 0.0, 0.0)])
     work = sum(_count(w, s, what) for s, _ in steps)
     peak = w.peak_flops if what == "flops" else w.bandwidth
-    return Step(host + gpu, host, gpu - roofline, work / roofline / peak)
+    return Step(handled[len(steps) - 1], sum(host), sum(output), sum(gpu), sum(gpu) - roofline,
+                work / roofline / peak)
 
 
 def predictor_prefill(w: Worker, tokens: int) -> Step:
@@ -188,7 +205,11 @@ def predictor_prefill(w: Worker, tokens: int) -> Step:
 
 
 def predictor_decode(w: Worker, batch: int, context: int) -> Step:
-    return _priced(w, [([(context, 1)] * batch, batch)], "bytes")
+    """One step of a batch decoding steadily: steps come max(host, GPU, output handling) apart
+    (costs.pipelined), whichever binds."""
+    one = _priced(w, [([(context, 1)] * batch, batch)], "bytes")
+    steady = costs.pipelined([(one.host, one.gpu, one.output)] * 4)
+    return dataclasses.replace(one, seconds=steady[2] - steady[1])
 
 
 # --- The peer's side --------------------------------------------------------------------------------
@@ -247,7 +268,7 @@ def peer_step(estimate, model: str, system: str, tp: int, mode: str, batch: int,
     else:
         ms, latency = r.tpot, r.summary.get_generation_latency_dict()
     allreduce = _allreduce_ms(latency) / 1e3
-    return Step(ms / 1e3, 0.0, allreduce, work / (ms / 1e3 - allreduce) / peak)
+    return Step(ms / 1e3, 0.0, 0.0, ms / 1e3, allreduce, work / (ms / 1e3 - allreduce) / peak)
 
 
 # --- Both, and the table ------------------------------------------------------------------------------
@@ -290,12 +311,12 @@ def _ms(seconds: float) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    head = ["model", "GPU", "TP", "step", "predictor ms", "host", "all-reduce", "peer ms", "all-reduce",
-            "share of peak", "ratio", "within"]
+    head = ["model", "GPU", "TP", "step", "predictor ms", "host", "output", "GPU", "all-reduce", "peer ms",
+            "all-reduce", "share of peak", "ratio", "within"]
     body = [[r.model.split("/")[1], r.system, str(r.tp),
              f"prefill {r.tokens:,}" if r.quantity == "prefill" else f"decode {r.batch} x {r.tokens:,}",
-             _ms(r.predictor.seconds), _ms(r.predictor.host), _ms(r.predictor.allreduce), _ms(r.peer.seconds),
-             _ms(r.peer.allreduce),
+             _ms(r.predictor.seconds), _ms(r.predictor.host), _ms(r.predictor.output), _ms(r.predictor.gpu),
+             _ms(r.predictor.allreduce), _ms(r.peer.seconds), _ms(r.peer.allreduce),
              f"{'FLOP/s' if r.quantity == 'prefill' else 'DRAM'} {r.predictor.share:.0%} / {r.peer.share:.0%}",
              f"{r.ratio:.2f}", "yes" if r.within else "no"] for r in rows]
     tolerance = ", ".join(f"{q} {t:.0%}" for q, t in TOLERANCE.items())
@@ -303,8 +324,10 @@ def table(rows: list[Row]) -> str:
         f"The predictor's step costs beside {PEER} {PEER_VERSION}'s ({PEER_BACKEND} {PEER_BACKEND_VERSION} kernel "
         f"data), ms; ratio = predictor / peer, within: |ratio - 1| <= {tolerance}.",
         "prefill N: one N-token prompt alone, to its first token; decode B x C: one step of B requests at C tokens "
-        "of context. share of peak: the step's FLOPs (prefill) or bytes (decode), as the predictor counts them, "
-        "over its time less host and all-reduce, of the worker's peak (predictor / peer).",
+        "of context. The predictor's host (its engine core's scheduling and launches), output (its worker "
+        "process's output handling) and GPU run side by side, each step's host while the last is on the GPU: its "
+        "step is not their sum. share of peak: the step's FLOPs (prefill) or bytes (decode), as the predictor "
+        "counts them, over its GPU time less all-reduce, of the worker's peak (predictor / peer).",
         text_table(head, body),
         "Cases where every step agrees (envelope.PEER_AGREES: their figures rest on the lab and the peer): "
         + (", ".join(f"{m.split('/')[1]} at TP {tp} on {bw / 1e12:g} TB/s, {peak:g} TFLOP/s"

@@ -24,9 +24,21 @@ What it models, because the lab's table shows it growing with load (docs/predict
   for its whole prompt, pulls only what its own prefix cache lacks, notices the pull at its next
   step, and recomputes the prompt's last token to produce the first one.
 - GPUs shared by time-slicing: each GPU is a processor-sharing server of the steps in flight on it;
-  a step's GPU time is its roofline on the card (costs.step_seconds). The host side of a step
-  (scheduling, launches, per-request output handling, KV copies between GPU and host buffers) is
+  a step's GPU time is its roofline on the card (costs.step_seconds). The host side of a step is
   each worker's own and is not shared.
+- vLLM 0.31.0's engine core with async scheduling, its default (costs.BATCH_QUEUE, costs.pipelined):
+  a worker schedules and launches its next step (the engine core's host time: scheduling, input
+  preparation, launches) while the GPU runs the last, up to 2 steps queued; a step's outputs are
+  processed once the next step is launched, then handled by the worker's own process (each
+  sampled request's output cost, costs.output_seconds), which delays the token, not the next
+  step. What it cannot overlap: NixlConnector's copies between GPU blocks and host buffers are
+  synchronous after the forward (nixl/base_worker.py, save_kv_to_host and sync_recved_kv_to_device:
+  "intentionally synchronous"), so a step that copies holds the engine core until its GPU time and
+  the copy are done: on a prefill worker with CPU buffers every step, so a finished prefill's
+  answer waits for the next step's forward and copy; on a decode worker the step that notices a
+  landed pull. A decode worker learns that a pull landed in the next step it launches (the
+  connector's get_finished after the forward's launch) and schedules the request once that step's
+  outputs are processed.
 - Prefix caches and routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV
   router's cost (blocks to compute + active blocks), a decode worker by load (fewest active blocks).
 - Transfers as flows on a shared path (events.Sharing): each flow at most the TCP software path's
@@ -49,7 +61,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from dynamo_lab.predict.costs import Card, Limits, host_seconds, step_seconds
+from dynamo_lab.predict.costs import (
+    BATCH_QUEUE,
+    Card,
+    Limits,
+    copy_seconds,
+    host_seconds,
+    output_seconds,
+    step_seconds,
+)
 from dynamo_lab.predict.events import EPS, Sharing, Sim
 from dynamo_lab.predict.kvcache import Cache
 from dynamo_lab.predict.specs import Load, PathSpec, Stats, Timing, WorkerSpec
@@ -77,8 +97,10 @@ class Request:
     token_times: list = field(default_factory=list)
     prefilled: Optional[float] = None  # its prompt's prefill finished (the first worker's last chunk)
     joined: Optional[float] = None  # its KV arrived on the decode worker (disaggregated only)
-    generated: int = 0
-    computed: int = 0  # tokens whose KV its current worker holds
+    generated: int = 0  # tokens sampled or scheduled to be (vLLM's output placeholders count)
+    emitted: int = 0  # of them, those whose step's outputs its current worker has processed
+    computed: int = 0  # tokens whose KV its current worker holds or has scheduled (vLLM counts them at scheduling)
+    preemptions: int = 0  # a step scheduled before the last preemption is stale for it
     pinned: int = 0  # blocks it holds privately on its current worker
     shares_prefix: bool = False  # holds a reference on its current worker's cached prefix
     remote: bool = False  # on a decode worker, its prompt's KV comes from the prefill worker
@@ -104,10 +126,34 @@ class Worker:
     waiting: deque = field(default_factory=deque)
     ready: deque = field(default_factory=deque)  # pulled KV landed; admitted before `waiting`
     running: list = field(default_factory=list)
-    busy: bool = False
+    # The engine core (costs.pipelined): busy scheduling and launching, in a synchronous copy, or
+    # waiting for its oldest step; the steps launched whose outputs it has not processed (at most
+    # costs.BATCH_QUEUE); those queued for or on the GPU, in order; pulls landed it has not noticed.
+    engine_busy: bool = False
+    inflight: deque = field(default_factory=deque)
+    stream: deque = field(default_factory=deque)
+    landed: list = field(default_factory=list)
+    handler_free: float = 0.0  # when the worker process's output handler is free
     active_blocks: int = 0  # the router's view: blocks of the requests it sent here, not yet done
     preemptions: int = 0
     group: str = ""  # the worker group it is a replica of
+
+
+@dataclass(eq=False)
+class Step:
+    """One engine step of one worker, from its scheduling to its outputs."""
+
+    # (request, tokens computed before, tokens now, whether it samples a token, the request's
+    # preemptions when scheduled)
+    scheduled: list
+    host_s: float  # the engine core's (costs.host_seconds)
+    gpu_s: float
+    saved_tokens: int = 0  # copied from GPU blocks to the host buffer after its forward (prefill worker)
+    pulls: list = field(default_factory=list)  # requests whose KV pull it starts (decode worker)
+    noticed: list = field(default_factory=list)  # landed pulls its connector noticed
+    gpu_done: bool = False
+    waiter: Optional[Callable] = None  # the engine core waiting for its GPU time
+    copy_s: float = 0.0  # its copies where its worker's processes make them after its forward (_launched)
 
 
 class Graph:
@@ -230,18 +276,51 @@ class Graph:
         w.running.remove(victim)
         self._drop(w, victim)
         victim.remote = False  # its pulled KV is gone: this worker recomputes it (vLLM's RECOMPUTE)
+        # Its tokens in flight come back stale (below, _outputs); what it recomputes is what it has.
+        victim.preemptions += 1
+        victim.generated = victim.emitted
         w.preemptions += 1
         w.waiting.appendleft(victim)
 
+    def _scheduled_out(self, w: Worker, req: Request) -> bool:
+        """Its last token is already scheduled (a prefill worker's request samples one): vLLM's
+        AsyncScheduler does not schedule a step past max_tokens (scheduler.py, the check on
+        num_output_placeholders); it stays running, holding its blocks, until its outputs come back."""
+        return req.generated >= (1 if w.role == "prefill" else req.output_tokens)
+
+    # -- the engine core's loop (vLLM 0.31.0, EngineCore.step_with_batch_queue; costs.pipelined) -----
+
     def _step(self, w: Worker) -> None:
-        if w.busy:
+        """The engine core's next move, when it is free: schedule and launch a step while fewer than
+        BATCH_QUEUE are queued; else wait for the oldest one's GPU time and process its outputs."""
+        if w.engine_busy:
             return
+        step = self._schedule(w) if len(w.inflight) < BATCH_QUEUE else None
+        if step is None and w.landed and len(w.inflight) < BATCH_QUEUE:
+            # Nothing to compute, but a pull landed: vLLM's loop keeps stepping while a request waits
+            # for its KV, and the connector's work runs in an empty step (kv_connector_no_forward).
+            step = Step([], 0.0, 0.0)
+        if step is not None:
+            w.engine_busy = True
+            self.sim.at(self.sim.now + step.host_s, self._launched, w, step)
+        elif w.inflight:
+            w.engine_busy = True
+            self._after_gpu(w.inflight[0], lambda: self._outputs(w))
+
+    def _schedule(self, w: Worker) -> Optional[Step]:
+        """vLLM's scheduler: the running requests first, in order, then waiting ones; None if it
+        schedules nothing. It counts the scheduled tokens computed at once, and a request whose last
+        known token is scheduled as having sampled the next (a placeholder), so the next step can
+        schedule that request's next token before this one's outputs are back."""
         budget = w.limits.max_num_batched_tokens
         scheduled: list[tuple[Request, int, int]] = []  # (request, tokens computed before, tokens now)
         preempted = False
         i = 0
         while i < len(w.running) and budget > 0:
             req = w.running[i]
+            if self._scheduled_out(w, req):
+                i += 1
+                continue
             n = min(req.known - req.computed, budget)
             while not self._grow(w, req, req.computed + n):
                 preempted = True
@@ -255,8 +334,8 @@ class Graph:
                 i += 1
                 continue
             break
-        copied = 0  # tokens whose KV moves between GPU blocks and host buffers in this step
         admitted = len(scheduled)  # the requests scheduled from here on are new to the running set
+        pulls = []
         while not preempted and budget > 0 and len(w.running) < w.limits.max_num_seqs and (w.ready or w.waiting):
             queue = w.ready or w.waiting
             req = queue[0]
@@ -264,6 +343,7 @@ class Graph:
                 if not self._admit_pull(w, req):
                     break
                 queue.popleft()
+                pulls.append(req)
                 continue
             took = not req.remote and self._take_prefix(w, req)
             n = min(req.known - req.computed, budget)
@@ -271,30 +351,157 @@ class Graph:
                 if took:
                     self._untake_prefix(w, req)
                 break
-            if req.remote and self.cpu_buffers[w.name]:
-                copied += req.pull_tokens  # host buffer -> GPU blocks, at this step (sync_recved_kv_to_device)
             queue.popleft()
             w.running.append(req)
             scheduled.append((req, req.computed, n))
             budget -= n
-        if not scheduled:
+        if not scheduled and not pulls:
             if preempted:
-                # vLLM's scheduler leaves the waiting queue alone in a step that preempted
-                # (scheduler.py, `if not preempted_reqs`), and its engine loop schedules again at
-                # once: what the preemption freed may now admit a waiting or pulled request.
-                self._step(w)
-            return
+                # vLLM 0.31.0's scheduler leaves the waiting queue alone in a step that preempted
+                # (scheduler.py, `if not preempted_reqs`), and its engine loop runs the empty batch
+                # and schedules again as soon as the batch queue has room (core.py,
+                # step_with_batch_queue: an empty SchedulerOutput is queued like any other), so
+                # what the preemption freed admits a waiting or pulled request there. Without
+                # this a worker with nothing else in flight would never step again.
+                return Step([], 0.0, 0.0)
+            return None
         t = self.timing
-        if w.role == "prefill" and self.cpu_buffers[w.name]:
-            copied += self._saved_to_host(scheduled, admitted)
-        # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
         work = [(c, n) for _, c, n in scheduled]
-        sampled = sum(1 for req, c, n in scheduled if c + n >= req.known)  # the step computes its last known token
-        host = host_seconds(t.host, self.load.model, w.limits, work, sampled,
-                            copied * self.load.model.kv_bytes_per_token / w.card.ranks)
-        gpu = step_seconds(w.card, t.efficiency, self.load.model, work) * self._slowdown(t.step_noise)
-        w.busy = True
-        self.sim.at(self.sim.now + host, w.gpu.submit, gpu, lambda: self._stepped(w, scheduled))
+        saved = self._saved_to_host(scheduled, admitted) if w.role == "prefill" and self.cpu_buffers[w.name] else 0
+        gpu = step_seconds(w.card, t.efficiency, self.load.model, work) * self._slowdown(t.step_noise) if work else 0.0
+        entries = []
+        for req, c, n in scheduled:
+            samples = c + n >= req.known  # it computes its last known token: it samples the next
+            req.computed = c + n
+            req.generated += samples
+            entries.append((req, c, n, samples, req.preemptions))
+        return Step(entries, host_seconds(t.host, self.load.model, w.limits, work), gpu, saved_tokens=saved,
+                    pulls=pulls)
+
+    def _launched(self, w: Worker, step: Step) -> None:
+        """The step is launched: onto the worker's GPU after its earlier steps, its pulls started
+        (NixlConnector's start_load_kv after the forward's launch), the pulls landed since noticed
+        (its get_finished). A copy between GPU blocks and host buffers is synchronous after the
+        forward in the process that runs the model: at tensorParallel 1 that is the engine core
+        itself (vLLM 0.31.0's UniProcExecutor, its default for one GPU: execute_model runs in the
+        engine core's thread), so the copy holds it until the step's GPU time and the copy are done;
+        at tensorParallel above 1 each rank's worker process (MultiprocExecutor, the default for
+        several GPUs: the engine core only enqueues the step), so the copy holds that worker's next
+        step, not the engine core. Without a copy the engine core goes on at once."""
+        step.noticed, w.landed = w.landed, []
+        w.inflight.append(step)
+        for req in step.pulls:
+            self._start_pull(w, req)
+        copied = step.saved_tokens
+        if self.cpu_buffers[w.name]:
+            copied += sum(r.pull_tokens for r in step.noticed)  # host buffer -> GPU blocks (sync_recved_kv_to_device)
+        # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
+        seconds = copy_seconds(self.timing.host, copied * self.load.model.kv_bytes_per_token / w.card.ranks)
+        if w.card.ranks > 1:
+            step.copy_s = seconds
+        w.stream.append(step)
+        if len(w.stream) == 1:
+            self._to_gpu(w)
+        if seconds and w.card.ranks == 1:
+            self._after_gpu(step, lambda: self.sim.at(self.sim.now + seconds, self._engine_free, w))
+        else:
+            self._engine_free(w)
+
+    def _engine_free(self, w: Worker) -> None:
+        w.engine_busy = False
+        self._step(w)
+
+    def _to_gpu(self, w: Worker) -> None:
+        """The worker's first queued step onto its GPU (a CUDA stream runs its work in order), then
+        its worker processes' copy, if they make one."""
+        step = w.stream[0]
+        ran = (lambda: self.sim.at(self.sim.now + step.copy_s, self._gpu_done, w, step)) if step.copy_s else (
+            lambda: self._gpu_done(w, step))
+        if step.gpu_s > 0:
+            w.gpu.submit(step.gpu_s, ran)
+        else:
+            ran()
+
+    def _gpu_done(self, w: Worker, step: Step) -> None:
+        w.stream.popleft()
+        step.gpu_done = True
+        if w.stream:
+            self._to_gpu(w)
+        if step.waiter is not None:
+            waiter, step.waiter = step.waiter, None
+            waiter()
+
+    def _after_gpu(self, step: Step, then: Callable[[], None]) -> None:
+        if step.gpu_done:
+            then()
+        else:
+            step.waiter = then
+
+    def _outputs(self, w: Worker) -> None:
+        """The engine core processes its oldest step's outputs (Scheduler.update_from_output; its cost
+        is the per-request share of the scheduler's): each finished prefill or sampled token is
+        handed to the worker's process, which handles them a step at a time (costs.output_seconds)."""
+        step = w.inflight.popleft()
+        now = self.sim.now
+        w.ready.extend(step.noticed)  # their KV is in: schedulable from the next step
+        handed: list[tuple[Request, bool]] = []  # (request, its last token)
+        for req, c, n, samples, preemptions in step.scheduled:
+            if preemptions != req.preemptions:
+                # Preempted since: vLLM 0.31.0 still delivers the token it sampled (scheduler.py,
+                # _preempt_request: in-flight output marked stale, delivered on return); a prefill
+                # worker's is recomputed with the request.
+                if samples and w.role != "prefill":
+                    req.generated += 1
+                    req.emitted += 1
+                    last = req.emitted >= req.output_tokens
+                    if last:
+                        self._stop(w, req)
+                    handed.append((req, last))
+                continue
+            if c + n >= self.prefix_tokens and not req.shares_prefix:
+                self._cache_prefix(w, req)
+            if not samples:
+                continue
+            if req.prefilled is None:
+                req.prefilled = now
+            if w.role == "prefill":
+                w.running.remove(req)
+                self._prefill_done(w, req)
+                handed.append((req, True))
+                continue
+            req.emitted += 1
+            last = req.emitted >= req.output_tokens
+            if last:
+                w.running.remove(req)
+                self._drop(w, req)
+            handed.append((req, last))
+        if handed:
+            w.handler_free = max(now, w.handler_free) + output_seconds(self.timing.host, len(handed))
+            self.sim.at(w.handler_free, self._handled, w, handed)
+        w.engine_busy = False
+        self._step(w)
+
+    def _stop(self, w: Worker, req: Request) -> None:
+        """A preempted request whose stale token was its last: finished where it waits or runs."""
+        if req in w.running:
+            w.running.remove(req)
+        elif req in w.waiting:
+            w.waiting.remove(req)
+        self._drop(w, req)
+
+    def _handled(self, w: Worker, handed: list[tuple[Request, bool]]) -> None:
+        """The worker's process has handled a step's outputs: tokens stream to their clients (the
+        token's time), a finished prefill's answer goes back to the router."""
+        now = self.sim.now
+        for req, last in handed:
+            if w.role == "prefill":
+                self._hand_off(w, req)
+                continue
+            if req.first_token is None:
+                req.first_token = now
+            req.token_times.append(now)
+            if last:
+                self._finish(w, req)
 
     def _saved_to_host(self, scheduled: list[tuple[Request, int, int]], admitted: int) -> int:
         """Tokens a prefill worker copies from its GPU blocks to its host buffer after a step's forward
@@ -307,32 +514,6 @@ class Graph:
         return sum(self.blocks(c + n) * bt if k >= admitted else (self.blocks(c + n) - self.blocks(c)) * bt
                    for k, (_, c, n) in enumerate(scheduled))
 
-    def _stepped(self, w: Worker, scheduled: list[tuple[Request, int, int]]) -> None:
-        now = self.sim.now
-        w.busy = False
-        for req, _, n in scheduled:
-            if req not in w.running:
-                continue  # preempted since (it is recomputed from its first token)
-            req.computed += n
-            if req.computed >= self.prefix_tokens and not req.shares_prefix:
-                self._cache_prefix(w, req)
-            if req.computed < req.known:
-                continue
-            req.generated += 1  # the step that computes the last known token samples the next
-            if req.prefilled is None:
-                req.prefilled = now
-            if w.role == "prefill":
-                w.running.remove(req)
-                self._hand_off(w, req)
-                continue
-            if req.first_token is None:
-                req.first_token = now
-            req.token_times.append(now)
-            if req.generated >= req.output_tokens:
-                w.running.remove(req)
-                self._finish(w, req)
-        self._step(w)
-
     def _cache_prefix(self, w: Worker, req: Request) -> None:
         """The prefix's blocks are complete on this worker: they become its cached, shared prefix (or,
         if another request cached it meanwhile, the request shares that one and frees its own)."""
@@ -343,12 +524,15 @@ class Graph:
         else:
             w.cache.pinned += self.prefix_blocks  # no room to cache it: the request keeps them privately
 
-    def _hand_off(self, prefill: Worker, req: Request) -> None:
+    def _prefill_done(self, prefill: Worker, req: Request) -> None:
         """The prefill is done: its blocks stay held on the prefill worker until pulled (NIXL's
-        delayed free); the router sends the request on to a decode worker."""
+        delayed free)."""
         req.source = (prefill, req.pinned, req.shares_prefix)
-        req.pinned, req.shares_prefix, req.computed, req.generated = 0, False, 0, 0
+        req.pinned, req.shares_prefix, req.computed, req.generated, req.emitted = 0, False, 0, 0, 0
         req.remote = True
+
+    def _hand_off(self, prefill: Worker, req: Request) -> None:
+        """The prefill's answer is back: the router sends the request on to a decode worker."""
         prefill.active_blocks -= self.request_blocks  # the router's prefill request has returned
         decode = self._pick_by_load([w for w in self.workers if w.role == "decode"])
         decode.active_blocks += self.request_blocks
@@ -359,7 +543,8 @@ class Graph:
         self._step(decode)
 
     def _admit_pull(self, decode: Worker, req: Request) -> bool:
-        """Blocks for the whole prompt, or it waits; then the pull of what the prefix cache lacks."""
+        """Blocks for the whole prompt, or it waits; then the pull of what the prefix cache lacks,
+        which the step starts once launched (_start_pull)."""
         took = self._take_prefix(decode, req)
         if not self._grow(decode, req, req.input_tokens):
             if took:
@@ -368,6 +553,9 @@ class Graph:
         req.pull_tokens = req.input_tokens - req.computed
         self.stats.transfers += 1
         self.stats.warm_transfers += req.shares_prefix
+        return True
+
+    def _start_pull(self, decode: Worker, req: Request) -> None:
         prefill = req.source[0]
         path = self.paths[(prefill.node, decode.node)]
         pair = (prefill.name, decode.name)
@@ -380,11 +568,10 @@ class Graph:
             req.computed = req.input_tokens - 1  # vLLM recomputes the last prompt token for its logits
             if not req.shares_prefix and req.computed >= self.prefix_tokens:
                 self._cache_prefix(decode, req)
-            decode.ready.append(req)
+            decode.landed.append(req)  # the decode worker's next launched step notices it
             self._step(decode)
         self.sim.at(self.sim.now + delay, path.submit, req.pull_tokens * self.load.model.kv_bytes_per_token, pulled,
                     self.flows.get((prefill.group, decode.group), 1))
-        return True
 
     def _release_source(self, req: Request) -> None:
         prefill, pinned, shares = req.source
@@ -397,9 +584,9 @@ class Graph:
         self._step(prefill)
 
     def _finish(self, w: Worker, req: Request) -> None:
+        """Its last token reached the client (its blocks were freed when the engine core processed it)."""
         req.done = self.sim.now
         w.active_blocks -= self.request_blocks
-        self._drop(w, req)
         self.completed.append(req)
         req.client(req)
 

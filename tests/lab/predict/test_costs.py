@@ -93,16 +93,17 @@ def test_host_cost_launches_grow_with_the_layers_only_where_no_cuda_graph_replay
     h, limits = _host(), costs.Limits(2048, 256)
     assert limits.cudagraph_tokens == 512  # vLLM 0.31.0: min(2 x max_num_seqs, 512)
     decode = [(2400, 1)] * 64  # a decode batch within the captured sizes: one graph replay
-    assert costs.host_seconds(h, deep, limits, decode, 64) == costs.host_seconds(h, small, limits, decode, 64)
-    assert costs.host_seconds(h, small, limits, decode, 64) == pytest.approx(1e-3 + 64 * (30e-6 + 0.3e-3) + 30e-6)
+    assert costs.host_seconds(h, deep, limits, decode) == costs.host_seconds(h, small, limits, decode)
+    assert costs.host_seconds(h, small, limits, decode) == pytest.approx(1e-3 + 64 * 30e-6 + 30e-6)
     chunk = [(0, 2048)]  # beyond the captured sizes: every layer's kernels launched
-    grown = costs.host_seconds(h, deep, limits, chunk, 0) - costs.host_seconds(h, small, limits, chunk, 0)
+    grown = costs.host_seconds(h, deep, limits, chunk) - costs.host_seconds(h, small, limits, chunk)
     assert grown == pytest.approx((64 - 28) * 40e-6)
     tail = [(1984, 387)]  # a prefill within the captured sizes: piecewise graphs, attention launched per layer
-    assert costs.host_seconds(h, small, limits, tail, 1) == pytest.approx(1e-3 + 30e-6 + 28 * 10e-6 + 0.3e-3)
-    # copies between GPU blocks and host buffers at their rate
-    assert costs.host_seconds(h, small, limits, tail, 1, copied_bytes=3e6) == pytest.approx(
-        costs.host_seconds(h, small, limits, tail, 1) + 1e-3)
+    assert costs.host_seconds(h, small, limits, tail) == pytest.approx(1e-3 + 30e-6 + 28 * 10e-6)
+    assert costs.host_seconds(h, small, limits, []) == 0  # no token: nothing prepared, nothing launched
+    # the worker process's output handling per sampled request; copies at their rate
+    assert costs.output_seconds(h, 64) == pytest.approx(64 * 0.3e-3)
+    assert costs.copy_seconds(h, 3e6) == pytest.approx(1e-3)
     # the estimates sit inside their stated ranges
     for name, (low, high) in params.ESTIMATE_RANGES.items():
         assert low <= getattr(params.LAB, name) <= high, name

@@ -4,9 +4,11 @@ prefix cache, routing, and transfers bounded by the link and the transport's sof
 from __future__ import annotations
 
 import dataclasses
+from itertools import pairwise
 
 import pytest
 
+from dynamo_lab.predict import costs
 from dynamo_lab.predict import sim as sim_module
 from dynamo_lab.predict.costs import (
     Card,
@@ -260,11 +262,14 @@ def test_max_num_seqs_caps_the_requests_running_at_once():
 
 def test_a_prompt_longer_than_the_token_budget_takes_a_step_per_chunk():
     # Dynamo's vLLM on a 24GB card gets max_num_batched_tokens 2,048: a 2,371-token prompt is two steps.
+    # Host-bound steps (0.1 s each, the GPU's time nothing): with async scheduling a step's outputs
+    # come back once the next step is launched, the first decode's here, so the prompt's first
+    # token takes its chunks' steps and one more.
     t = timing(schedule_s=0.1)
     narrow = graph([spec("w", "agg", limits=Limits(2048, 256))], t=t).run(1, 1)[0]
     wide = graph([spec("w", "agg")], t=t).run(1, 1)[0]
-    assert narrow.first_token - narrow.sent == pytest.approx(0.2)
-    assert wide.first_token - wide.sent == pytest.approx(0.1)
+    assert narrow.first_token - narrow.sent == pytest.approx(0.3)
+    assert wide.first_token - wide.sent == pytest.approx(0.2)
 
 
 def test_a_card_twice_as_fast_halves_the_gpu_time():
@@ -369,3 +374,45 @@ def test_a_prefill_worker_copies_every_block_of_the_prompt_to_its_host_buffer_ev
     assert g.workers[0].cache.items  # the second found the prefix cached
     whole = prefix_cache.blocks(2371) * prefix_cache.BLOCK_TOKENS * KV / rate
     assert cold == pytest.approx(whole) and hit == pytest.approx(whole)
+
+
+# A model whose every step reads 1 GB of weights and nothing else worth counting: 10 ms a step on a
+# card of 100 GB/s, whatever it schedules.
+WEIGHTS_ONLY = ModelCost(weight_bytes=1e9, flops_per_token=1.0, attention_flops_per_pair=0.0, kv_bytes_per_token=1)
+TEN_MS = Card(bandwidth=1e11, peak_flops=1e24, sustained_flops=1e24)
+
+
+def _host_only(schedule_s: float, output_s: float = 0.0) -> Timing:
+    return timing(host=dataclasses.replace(timing().host, schedule_s=schedule_s, output_per_request_s=output_s))
+
+
+@pytest.mark.parametrize("schedule_s", [0.004, 0.015])
+def test_the_engine_schedules_the_next_step_while_the_gpu_runs_this_one(schedule_s):
+    # vLLM 0.31.0's async scheduling (its default): a worker's decode steps come max(host, GPU) apart,
+    # not host + GPU; the worker process's output handling (1 ms a token here) delays each token
+    # without holding the next step back.
+    t = _host_only(schedule_s, output_s=0.001)
+    r = graph([spec("w", "agg", card=TEN_MS)], t=t, ld=Load(1, 0, 100, 16, WEIGHTS_ONLY)).run(1, 1)[0]
+    gaps = [b - a for a, b in pairwise(r.token_times)]
+    # (The last token's step has no step after it to launch: it comes back once off the GPU.)
+    assert gaps == pytest.approx([max(schedule_s, 0.010)] * 14 + [0.010], rel=1e-6)
+    # From an idle engine the first step's host time overlaps nothing, and its outputs come back once
+    # the first decode is launched: as the closed form the peer comparison prices a prefill with.
+    steps = [(schedule_s, 0.010, 0.001)] * 2
+    assert r.first_token - r.sent == pytest.approx(costs.pipelined(steps)[0], rel=1e-6)
+    assert r.first_token - r.sent == pytest.approx(schedule_s + 0.010 + 0.001 + max(0.0, schedule_s - 0.010), rel=1e-6)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_prefill_workers_copy_to_host_buffers_holds_the_process_that_runs_its_model(ranks):
+    # NixlConnector's save to host buffers is synchronous after the forward, in the process that runs
+    # the model. On one GPU that is the engine core (vLLM's UniProcExecutor): it cannot run ahead of
+    # the GPU, and a finished prefill's outputs come back only after the next step, forward and copy,
+    # is done. Two prompts, a step each, each copy 0.1 s: the first prompt's answer leaves with the
+    # second's, at 0.2 s. On two GPUs each rank's worker process (MultiprocExecutor), each copying
+    # half the KV: the first answer leaves after its own copy, 0.05 s; the second step waits for it.
+    rate = prefix_cache.blocks(2371) * prefix_cache.BLOCK_TOKENS * KV / 0.1
+    t = timing(host=dataclasses.replace(timing().host, host_copy_bytes_per_s=rate))
+    specs = [_ranked(spec("p", "prefill", limits=Limits(2371, 256)), ranks), spec("d", "decode", cpu_buffers=False)]
+    done = graph(specs, {("n", "n"): PathSpec(1e18, 1e18)}, t, load(prefix_types=100_000)).run(2, 2)
+    assert sorted(r.prefilled - r.sent for r in done) == pytest.approx([0.2, 0.2] if ranks == 1 else [0.05, 0.1])
