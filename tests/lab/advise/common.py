@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import yaml
 
-from dynamo_lab.advise import inputs, search
+from dynamo_lab.advise import candidates, inputs, search, text
 from dynamo_lab.advise.traffic import Traffic
 from dynamo_lab.advise.uncertainty import MetricError, Uncertainty
 from dynamo_lab.preflight import cluster_data
@@ -63,3 +63,14 @@ def small_lab() -> ClusterData:
     """The lab's nodes with 2 GPU units each instead of 4: 18 layouts instead of 68, for the tests
     that check what advise says rather than how far it searches."""
     return with_nodes(gpu_node("gpu-server", 24576, 2, 62.6), gpu_node("gpu-laptop", 8192, 2, 15.4))
+
+
+def fake_candidate(label: str, score: float) -> search.Candidate:
+    c = search.Candidate(candidates.Layout(candidates.AGGREGATED, (candidates.Group(label, "agg", "gpu-24gb", 1),)), {})
+    c.score = score
+    return c
+
+
+def verdict_line(a: search.Advice) -> str:
+    return next(ln for ln in text.text(a).splitlines()
+                if ln.startswith(("Recommended", "Tied within", "No recommendation", "First, not recommended")))
