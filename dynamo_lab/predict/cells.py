@@ -22,7 +22,7 @@ from dynamo_lab.predict import costs, placement
 from dynamo_lab.predict.kvcache import Cache
 from dynamo_lab.predict.objectives import Objective, meets_all
 from dynamo_lab.predict.params import LAB, LabParams
-from dynamo_lab.predict.sim import Graph, Load, Stats, Timing, WorkerSpec
+from dynamo_lab.predict.sim import Load, ServingGraph, Stats, Timing, WorkerSpec
 from infra.config.schema import StackConfig
 from infra.sizing import StackSizing
 
@@ -126,7 +126,7 @@ def timing(lab: LabParams) -> Timing:
 SIMULATED_GRAPHS = 3
 RUNS_PER_GRAPH = 5
 
-# The first of the numbered random streams (sim.Graph's `stream`): every simulated graph draws from
+# The first of the numbered random streams (sim.ServingGraph's `stream`): every simulated graph draws from
 # its own, numbered from here by cell and graph, so a prediction comes out the same on every run.
 STREAM = 2371
 
@@ -299,7 +299,7 @@ def _simulate(specs: list[WorkerSpec], paths: dict, load: Load, lab: LabParams, 
     preempted: dict[str, int] = defaultdict(int)
     for g in range(graphs):
         stream = STREAM + 1000 * prefix_types + 10 * concurrency + g + (round(rate * 1000) * 100 if rate else 0)
-        graph = Graph(specs, paths, timing(lab), load, stream=stream)
+        graph = ServingGraph(specs, paths, timing(lab), load, stream=stream)
         run = (lambda: graph.run_open(rate, n)) if rate else (lambda: graph.run(concurrency, n))  # noqa: B023
         run()  # warm-up: caches as a long-running lab has them
         graph.stats = measured
@@ -361,7 +361,7 @@ def first_requests(cfg: StackConfig, sizing: StackSizing, prefix_types: int, con
     load = _load(cfg, sizing, prefix_types)
     per_graph = []
     for g in range(SIMULATED_GRAPHS * RUNS_PER_GRAPH):
-        graph = Graph(specs, paths, timing(lab), load, stream=STREAM + g)
+        graph = ServingGraph(specs, paths, timing(lab), load, stream=STREAM + g)
         if after_earlier:
             graph.run(1, EARLIER_REQUESTS)
             for w in (w for w in graph.workers if w.role == "prefill"):

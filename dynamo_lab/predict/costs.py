@@ -254,7 +254,7 @@ def pipelined(steps: list[tuple[float, float, float]]) -> list[float]:
       step i's outputs come out once step i+1 is launched, and step i+2 is not scheduled before;
     - the GPU runs a worker's steps in order (one CUDA stream), each once launched;
     - the worker's process handles each step's outputs after the engine core, one step after another.
-    So steps come at max(host, GPU, output) apart, not host + GPU. The simulation (sim.Graph) runs
+    So steps come at max(host, GPU, output) apart, not host + GPU. The simulation (sim.ServingGraph) runs
     these rules under load; this is the idle engine's case of them, in closed form."""
     launched, gpu_end, delivered = 0.0, [0.0, 0.0], 0.0  # gpu_end: of every step so far, two zeros before
     out = []

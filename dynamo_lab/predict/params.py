@@ -74,7 +74,7 @@ class LabParams:
     handshake_s: float = 0.05
     # Run-to-run spread. ESTIMATES: the sigma of a lognormal factor on each request's frontend time
     # (Python services' scheduling noise), and the scale of the half-normal slowdown interference adds
-    # to a step's GPU time (sim.Graph._slowdown: never below the step's roofline; kernels vary little).
+    # to a step's GPU time (sim.ServingGraph._slowdown: never below the step's roofline; kernels vary little).
     frontend_jitter: float = 0.25
     step_noise: float = 0.05
     # The lab's KV pools as a multiple of a stack's, per stack, for comparing with the write-up: the

@@ -93,7 +93,7 @@ class PeerError(UserError):
 
 
 @dataclass(frozen=True)
-class Step:
+class StepCost:
     """One step's cost on one side, seconds: in all; the predictor's host side (the peer has none),
     its engine core's (`host`: scheduling and launches, which overlap the GPU's time) and its worker
     process's output handling (`output`); the GPU's (`gpu`, all-reduces included) and of it tensor
@@ -110,15 +110,15 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Row:
+class Comparison:
     model: str
     system: str
     tp: int
     quantity: str  # prefill | decode
     batch: int  # requests in the step (1 for a prefill)
     tokens: int  # the prompt (prefill) or each request's context (decode)
-    predictor: Step
-    peer: Step
+    predictor: StepCost
+    peer: StepCost
     card: tuple[float, float]  # the predictor's card: DRAM bytes/s, dense BF16 TFLOP/s
 
     @property
@@ -133,7 +133,7 @@ class Row:
 # --- The predictor's side: its own step costs ------------------------------------------------------
 
 @dataclass(frozen=True)
-class Worker:
+class PricedWorker:
     """What the predictor prices one worker's step with."""
 
     card: costs.Card
@@ -159,22 +159,22 @@ def project_class(spec: dict) -> GpuClass:
                                       "effective_tflops": example.effective_tflops * peak / example.peak_tflops})
 
 
-def worker(model: str, system: str, tp: int, cls: GpuClass) -> Worker:
+def worker(model: str, system: str, tp: int, cls: GpuClass) -> PricedWorker:
     m = Model(name=model)
     card = costs.tensor_parallel(costs.card(system, cls), tp, params.ALLREDUCE_BYTES_PER_S, params.ALLREDUCE_LATENCY_S)
     group = WorkerGroup(name="peer", role="agg", replicas=1, gpuClass=system, tensorParallel=tp)
-    return Worker(card, costs.model_cost(m, kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)),
+    return PricedWorker(card, costs.model_cost(m, kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)),
                   costs.limits(group, cls), cells.timing(params.LAB), cls.peak_tflops * 1e12 * tp,
                   float(cls.memory_bandwidth) * tp)
 
 
-def _count(w: Worker, scheduled: list[tuple[int, int]], what: str) -> float:
+def _count(w: PricedWorker, scheduled: list[tuple[int, int]], what: str) -> float:
     """The step's FLOPs or bytes as the predictor counts them (costs.step_work)."""
     _, flops, nbytes = costs.step_work(w.model, scheduled)
     return flops if what == "flops" else nbytes
 
 
-def _priced(w: Worker, steps: list[tuple[list[tuple[int, int]], int]], what: str) -> Step:
+def _priced(w: PricedWorker, steps: list[tuple[list[tuple[int, int]], int]], what: str) -> StepCost:
     """Steps run back to back from an idle engine (costs.pipelined: vLLM 0.31.0's async scheduling
     launches each step while the last runs on the GPU), each step its scheduled requests and how
     many of them sample a token; `seconds` is when the last one's outputs are handled, the first
@@ -192,11 +192,11 @@ def _priced(w: Worker, steps: list[tuple[list[tuple[int, int]], int]], what: str
                               + [(costs.host_seconds(w.timing.host, w.model, w.limits, following), 0.0, 0.0)])
     work = sum(_count(w, s, what) for s, _ in steps)
     peak = w.peak_flops if what == "flops" else w.bandwidth
-    return Step(handled[len(steps) - 1], sum(host), sum(output), sum(gpu), sum(gpu) - roofline,
+    return StepCost(handled[len(steps) - 1], sum(host), sum(output), sum(gpu), sum(gpu) - roofline,
                 work / roofline / peak)
 
 
-def predictor_prefill(w: Worker, tokens: int) -> Step:
+def predictor_prefill(w: PricedWorker, tokens: int) -> StepCost:
     """One prompt alone: vLLM's scheduler gives it up to the batched-token budget a step (sim.py)."""
     budget = w.limits.max_num_batched_tokens
     # Only the chunk that computes the prompt's last token samples one.
@@ -204,7 +204,7 @@ def predictor_prefill(w: Worker, tokens: int) -> Step:
                        for done in range(0, tokens, budget)], "flops")
 
 
-def predictor_decode(w: Worker, batch: int, context: int) -> Step:
+def predictor_decode(w: PricedWorker, batch: int, context: int) -> StepCost:
     """One step of a batch decoding steadily: steps come max(host, GPU, output handling) apart
     (costs.pipelined), whichever binds."""
     one = _priced(w, [([(context, 1)] * batch, batch)], "bytes")
@@ -255,7 +255,7 @@ def _allreduce_ms(latency: dict) -> float:
 
 
 def peer_step(estimate, model: str, system: str, tp: int, mode: str, batch: int, tokens: int, work: float,
-              peak: float) -> Step:
+              peak: float) -> StepCost:
     """`estimate`: cli_estimate. `work` (FLOPs or bytes, the predictor's count) over `peak` (its
     worker's FLOP/s or bytes/s) gives the share of the peak the peer's non-all-reduce time reaches."""
     r = estimate(MODELS[model], system, mode=mode, backend_name=PEER_BACKEND, backend_version=PEER_BACKEND_VERSION,
@@ -268,12 +268,12 @@ def peer_step(estimate, model: str, system: str, tp: int, mode: str, batch: int,
     else:
         ms, latency = r.tpot, r.summary.get_generation_latency_dict()
     allreduce = _allreduce_ms(latency) / 1e3
-    return Step(ms / 1e3, 0.0, 0.0, ms / 1e3, allreduce, work / (ms / 1e3 - allreduce) / peak)
+    return StepCost(ms / 1e3, 0.0, 0.0, ms / 1e3, allreduce, work / (ms / 1e3 - allreduce) / peak)
 
 
 # --- Both, and the table ------------------------------------------------------------------------------
 
-def compare() -> list[Row]:
+def compare() -> list[Comparison]:
     estimate, system_spec, model_config = peer_api()
     for model, peer_model in MODELS.items():
         if (why := geometry_differs(Model(name=model), model_config(peer_model))) is not None:
@@ -287,16 +287,16 @@ def compare() -> list[Row]:
             ours = predictor_prefill(w, PREFILL_TOKENS)
             work = _count(w, [(0, PREFILL_TOKENS)], "flops")
             theirs = peer_step(estimate, model, system, tp, "static_ctx", 1, PREFILL_TOKENS, work, w.peak_flops)
-            rows.append(Row(model, system, tp, "prefill", 1, PREFILL_TOKENS, ours, theirs, card))
+            rows.append(Comparison(model, system, tp, "prefill", 1, PREFILL_TOKENS, ours, theirs, card))
             for batch in DECODE_BATCHES:
                 ours = predictor_decode(w, batch, DECODE_CONTEXT)
                 work = _count(w, [(DECODE_CONTEXT, 1)] * batch, "bytes")
                 theirs = peer_step(estimate, model, system, tp, "static_gen", batch, DECODE_CONTEXT, work, w.bandwidth)
-                rows.append(Row(model, system, tp, "decode", batch, DECODE_CONTEXT, ours, theirs, card))
+                rows.append(Comparison(model, system, tp, "decode", batch, DECODE_CONTEXT, ours, theirs, card))
     return rows
 
 
-def agreeing(rows: list[Row]) -> frozenset[tuple[str, int, float, float]]:
+def agreeing(rows: list[Comparison]) -> frozenset[tuple[str, int, float, float]]:
     """The cases whose every compared step is within its tolerance, as envelope.PEER_AGREES names
     them (model, tensorParallel, the card's DRAM bytes/s and peak TFLOP/s)."""
     within: dict[tuple[str, int, float, float], bool] = {}
@@ -310,7 +310,7 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f}" if seconds >= 0.1 else f"{seconds * 1e3:.2f}"
 
 
-def table(rows: list[Row]) -> str:
+def table(rows: list[Comparison]) -> str:
     head = ["model", "GPU", "TP", "step", "predictor ms", "host", "output", "GPU", "all-reduce", "peer ms",
             "all-reduce", "share of peak", "ratio", "within"]
     body = [[r.model.split("/")[1], r.system, str(r.tp),

@@ -75,7 +75,7 @@ from dynamo_lab.predict.kvcache import Cache
 from dynamo_lab.predict.specs import Load, PathSpec, Stats, Timing, WorkerSpec
 from infra import prefix_cache
 
-__all__ = ["Graph", "Load", "PathSpec", "Request", "Stalled", "Stats", "Timing", "Worker", "WorkerSpec"]
+__all__ = ["ServingGraph", "Load", "PathSpec", "Request", "Stalled", "Stats", "Timing", "Worker", "WorkerSpec"]
 
 
 class Stalled(RuntimeError):
@@ -156,7 +156,7 @@ class Step:
     copy_s: float = 0.0  # its copies where its worker's processes make them after its forward (_launched)
 
 
-class Graph:
+class ServingGraph:
     """The workers, GPUs and transfer paths of one stack, under one load."""
 
     def __init__(self, specs: list[WorkerSpec], paths: dict[tuple[str, str], PathSpec], timing: Timing,

@@ -1,4 +1,4 @@
-"""What one simulated graph is built from (sim.Graph): its workers, paths, timing constants and
+"""What one simulated graph is built from (sim.ServingGraph): its workers, paths, timing constants and
 load, and the counts it keeps."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class Timing:
     handoff_s: float
     handshake_s: float
     frontend_jitter: float
-    step_noise: float  # the scale of what interference adds to a step's GPU time (sim.Graph._slowdown)
+    step_noise: float  # the scale of what interference adds to a step's GPU time (sim.ServingGraph._slowdown)
     overlap_weight: float = 1.0  # the KV router's kv_overlap_score_weight
 
 

@@ -14,6 +14,7 @@ from infra.errors import UserError
 from tests.helpers import ROOT, run_cli
 from tests.lab.advise.common import FIXED, advise, base, point, small_lab, verdict_line
 
+
 def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp_path):
     config = base()
     config["dynamo-lab:hfToken"] = {"secure": "v1:abc"}

@@ -16,7 +16,7 @@ from dynamo_lab.advise import crossover
 from dynamo_lab.predict import cells, text
 from dynamo_lab.predict.costs import Card, Efficiency, HostCost, Limits, ModelCost
 from dynamo_lab.predict.objectives import Objective
-from dynamo_lab.predict.sim import Graph, Load, Timing, WorkerSpec
+from dynamo_lab.predict.sim import Load, ServingGraph, Timing, WorkerSpec
 from infra.plan import load_stack
 
 KV = 114_688  # Qwen3-0.6B's KV bytes per token
@@ -35,7 +35,7 @@ def _timing() -> Timing:
 
 def _aggregated(prompt: int, output: int = 32) -> list:
     w = WorkerSpec("agg-0", "agg", "g", "g", CARD, LIMITS, 100_000)
-    g = Graph([w], {}, _timing(), Load(1, 0, prompt, output, MODEL), stream=1)
+    g = ServingGraph([w], {}, _timing(), Load(1, 0, prompt, output, MODEL), stream=1)
     return g.run(2, 2)
 
 

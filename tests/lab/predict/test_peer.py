@@ -18,14 +18,14 @@ H100_SXM = {"mem_bw": 3350000000000, "mem_capacity": 85899345920, "bfloat16_tc_f
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[peer.Row]:
+def rows() -> list[peer.Comparison]:
     try:
         return peer.compare()
     except peer.PeerError as exc:
         unavailable(f"no AIConfigurator here ({exc}): run the slow tier with `python3 dev.py test-slow`")
 
 
-def _ratios(rows: list[peer.Row], quantity: str) -> dict[str, float]:
+def _ratios(rows: list[peer.Comparison], quantity: str) -> dict[str, float]:
     return {f"{r.model} {r.system} TP{r.tp} {r.quantity} {r.batch}x{r.tokens}": round(r.ratio, 2)
             for r in rows if r.quantity == quantity}
 
@@ -91,7 +91,7 @@ def test_the_decode_step_agrees_with_the_peer(rows):
 
 # --- Without the peer -------------------------------------------------------------------------------
 
-def _worker(model: str = "Qwen/Qwen3-32B", tp: int = 4) -> peer.Worker:
+def _worker(model: str = "Qwen/Qwen3-32B", tp: int = 4) -> peer.PricedWorker:
     return peer.worker(model, "h100_sxm", tp, peer.project_class(H100_SXM))
 
 

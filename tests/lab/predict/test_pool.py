@@ -45,7 +45,7 @@ def test_a_cell_simulated_again_is_the_same_figures_and_not_shared_with_the_call
     (job,) = _jobs()[:1]
     cells.forget()
     first = pool.simulate([job], workers=1)
-    monkeypatch.setattr(cells, "Graph", lambda *a, **k: (_ for _ in ()).throw(AssertionError("simulated twice")))
+    monkeypatch.setattr(cells, "ServingGraph", lambda *a, **k: (_ for _ in ()).throw(AssertionError("simulated twice")))
     again = pool.simulate([job], workers=1)
     assert again == first
     again[0][1].gpu_busy.clear()

@@ -22,7 +22,7 @@ from dynamo_lab.predict.costs import (
 )
 from dynamo_lab.predict.events import Sharing, Sim
 from dynamo_lab.predict.kvcache import Cache
-from dynamo_lab.predict.sim import Graph, Load, PathSpec, Stalled, Timing, WorkerSpec
+from dynamo_lab.predict.sim import Load, PathSpec, ServingGraph, Stalled, Timing, WorkerSpec
 from infra import prefix_cache
 
 KV = 114_688  # Qwen3-0.6B's KV bytes per token
@@ -51,8 +51,8 @@ def load(prefix_types=2, output=4) -> Load:
     return Load(prefix_types, 2000, 2371, output, MODEL)
 
 
-def graph(specs, paths=None, t=None, ld=None) -> Graph:
-    return Graph(specs, paths or {}, t or timing(), ld or load(), stream=1)
+def graph(specs, paths=None, t=None, ld=None) -> ServingGraph:
+    return ServingGraph(specs, paths or {}, t or timing(), ld or load(), stream=1)
 
 
 def test_processor_sharing_splits_capacity_among_jobs():
@@ -310,7 +310,7 @@ def test_an_open_loop_keeps_sending_at_its_rate_so_an_overloaded_graph_queues():
 RTX_3090 = Card(bandwidth=936e9, peak_flops=71e12, sustained_flops=40e12)
 
 
-def _steps(monkeypatch, g: Graph) -> list[tuple[list, float]]:
+def _steps(monkeypatch, g: ServingGraph) -> list[tuple[list, float]]:
     """Every step a graph's workers put on their GPUs: (its work as costs.step_seconds takes it, the
     GPU seconds submitted)."""
     asked: list = []
