@@ -111,7 +111,7 @@ def test_16k_prompts_with_no_shared_prefix_widen_the_gap_as_every_transfer_carri
 
 @st.composite
 def clusters_and_traffic(draw):
-    # A node the 24GB class selects (its GPU reports over 20,000 MiB: test_advise.py has clusters no class
+    # A node the 24GB class selects (its GPU reports over 20,000 MiB: test_search.py has clusters no class
     # selects), and maybe one the 8GB class does. Host memory and CPUs from a laptop's to a server's:
     # some clusters fit nothing.
     nodes = [gpu_node("big", draw(st.integers(20001, 81920)), draw(st.integers(1, 8)), draw(st.floats(4, 256)),
