@@ -87,7 +87,12 @@ def stack_file(stack: str, root: Path) -> Path:
     """Pulumi.<stack>.yaml in `root`, or the one refusal every command words the same way."""
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        raise StackFileError(f"no stack file {path.name} in {root}; stacks here: {', '.join(stacks_in(root))}")
+        # Pulumi names a stack's file with its project file's extension (sdk/go/common/workspace/paths.go,
+        # ProjectStackPath, v3.274.1): beside Pulumi.yaml a Pulumi.<stack>.yml is never read.
+        yml = root / f"Pulumi.{stack}.yml"
+        hint = (f" ({yml.name} is here, but beside Pulumi.yaml Pulumi reads a stack's file only as "
+                f"Pulumi.<stack>.yaml: rename it to {path.name})") if yml.is_file() else ""
+        raise StackFileError(f"no stack file {path.name} in {root}{hint}; stacks here: {', '.join(stacks_in(root))}")
     return path
 
 

@@ -53,6 +53,18 @@ def test_unknown_stack_is_a_clear_error():
     assert "cross-server" in proc.stderr
 
 
+def test_a_stack_file_ending_yml_is_named_with_what_pulumi_reads_instead(tmp_path):
+    # Beside Pulumi.yaml, Pulumi reads a stack's file only as Pulumi.<stack>.yaml: a .yml copy would
+    # be ignored by `pulumi up` as much as by dynamo-lab, and the refusal says which name to give it.
+    (tmp_path / "Pulumi.yaml").write_bytes((ROOT / "Pulumi.yaml").read_bytes())
+    (tmp_path / "Pulumi.mine.yml").write_bytes((ROOT / "Pulumi.cross-server.yaml").read_bytes())
+    proc = run_cli("sizing", "mine", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "no stack file Pulumi.mine.yaml" in proc.stderr
+    assert "Pulumi.mine.yml is here" in proc.stderr and "rename it to Pulumi.mine.yaml" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_sizing_json_has_the_documented_keys():
     proc = run_cli("sizing", "cross-server", "--json")
     assert proc.returncode == 0, proc.stderr
