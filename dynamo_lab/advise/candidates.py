@@ -197,22 +197,20 @@ def _short(gpu_class: str) -> str:
     return gpu_class.removeprefix("gpu-") or gpu_class
 
 
-def _fits(n: ClassNode, tp: int, *counts: int) -> bool:
-    """Whether groups of these replicas, each spread even over the class's nodes, fit each node."""
-    return sum(math.ceil(c / n.nodes) for c in counts) <= n.per_node(tp)
-
-
 def _fills(n: ClassNode, *groups: tuple[int, int]) -> bool:
-    """Whether groups of (tensorParallel, replicas), each spread even over a class of whole GPUs, fit
-    its nodes and take whole nodes' worth of its GPUs (8 or 16 of two 8-GPU nodes).
+    """Whether groups of (tensorParallel, replicas) take whole nodes' worth of a class's GPUs (8 or 16
+    of two 8-GPU nodes), at most all of them.
 
     The layouts whose prefill and decode groups run different sizes are searched in these counts
     alone: the splits of a node count's GPUs between the roles, as layouts of one size are compared
     at equal GPUs. A bound for the search's time: each layout is a simulated screening, and on two
-    8-GPU nodes every count of each role that fits would add 144 layouts to the 170 of one size
-    (a search past a minute on 2 cores); these add 20 (docs/advise.md)."""
-    return (sum(c * tp for tp, c in groups) % n.gpus_per_node == 0
-            and sum(math.ceil(c / n.nodes) * tp for tp, c in groups) <= n.gpus_per_node)
+    8-GPU nodes every count of each role would add about as many again as the 185 of one size (a
+    search past a minute on 2 cores); these add 42, of which the placement decision takes 20
+    (docs/advise.md)."""
+    gpus = sum(c * tp for tp, c in groups)
+    # Counts only: whether the pods land on the nodes (each group spread even, in whichever order the
+    # operator creates them) is the placement decision's, which the sizing of each candidate asks.
+    return gpus % n.gpus_per_node == 0 and gpus <= n.gpus_per_node * n.nodes
 
 
 def _mixed(a: ClassNode, b: ClassNode) -> list[tuple[int, int]]:
@@ -250,11 +248,12 @@ def layouts(nodes: list[ClassNode], max_workers: Optional[int] = None) -> list[L
     for n in nodes:
         for t in n.tensor_parallel:
             most = n.per_node(t) * n.nodes
+            # Every count the class's GPUs (or slices) could hold; which of them the nodes take is the
+            # placement decision's, through the sizing of each candidate (a pod left Pending is refused).
             for p in range(1, most):
                 for d in range(1, most - p + 1):
-                    if _fits(n, t, p, d):
-                        add(Layout(ONE_NODE, (Group("prefill", "prefill", n.gpu_class, p, t, _spread(n)),
-                                              Group("decode", "decode", n.gpu_class, d, t, _spread(n)))))
+                    add(Layout(ONE_NODE, (Group("prefill", "prefill", n.gpu_class, p, t, _spread(n)),
+                                          Group("decode", "decode", n.gpu_class, d, t, _spread(n)))))
     for n in nodes:
         # Each role its own size where the connector pairs them (several TP 1 prefill workers into one
         # TP 4 decode worker, ...), after the layouts of one size (whose order they keep): the splits of

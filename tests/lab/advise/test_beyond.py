@@ -11,6 +11,7 @@ from dynamo_lab.advise.stack_file import candidate_config, gpu_classes
 from dynamo_lab.predict import placement
 from dynamo_lab.preflight import cluster_data
 from infra import kv_ranks
+from infra.errors import ConfigError
 from infra.plan import load_stack
 from tests.helpers import ROOT
 from tests.lab.advise.common import advise, base, point
@@ -59,10 +60,21 @@ def test_identical_nodes_are_interchangeable_so_a_layout_is_a_count_per_class():
     # 5 x 5 x 5 - 1 = 124 of counting each server's workers apart.
     assert len(aggregated) == 9 * 5 - 1
     assert len({x.label for x in layouts}) == len(layouts)
-    # A second server adds layouts only where they fit: no node gets more workers than its units.
-    for x in layouts:
-        per_node = sum(-(-g.replicas // 2) for g in x.groups if g.gpu_class == "gpu-24gb")
-        assert per_node <= 4
+    # The search counts up to the class's GPU units in all (8 over the two servers); whether a node
+    # takes its share is the placement decision's, through each candidate's sizing.
+    assert all(sum(g.replicas for g in x.groups if g.gpu_class == "gpu-24gb") <= 8 for x in layouts)
+
+
+def test_which_layouts_fit_the_nodes_is_the_placement_decisions_not_the_searchs():
+    # 3 prefill + 5 decode, each group spread even over two servers of 4 GPU units: rounded up per
+    # group that is 2 + 3 on one node, but the scheduler puts them 2 + 2 and 1 + 3 in either order the
+    # operator creates them, and the placement decision says so. The search once left such layouts
+    # out by its own arithmetic; now the sizing takes them, and refuses what no order places.
+    a = advise(data=TWO_SERVERS, traffic=point(2, 4))
+    by_label = {c.layout.label: c for c in a.candidates}
+    for label in ("3 prefill + 5 decode on gpu-24gb", "1 prefill + 7 decode on gpu-24gb"):
+        assert by_label[label].status != search.REFUSED_CONFIG, label
+        assert by_label[label].stack.resolved.placement.unplaced("gpu-24gb") == []
 
 
 def test_whole_gpus_offer_each_tensor_parallel_size_that_divides_the_heads():
@@ -103,7 +115,10 @@ def test_whole_gpus_offer_prefill_and_decode_of_two_sizes_that_pair_in_whole_nod
     nodes, _ = candidates.class_nodes(cfg, data)
     layouts = candidates.layouts(nodes)
     mixed = [x for x in layouts if len({g.tensor_parallel for g in x.groups}) > 1]
-    assert len(layouts) - len(mixed) == 170  # the layouts of one size, as before
+    # The layouts of one size: 185, of which the search's own per-node arithmetic once kept 170; the
+    # placement decision takes the other 15 too (3 prefill + 5 decode at TP 2, each group spread even:
+    # 2 + 2 pods on one node and 1 + 3 on the other, in either order the operator creates them).
+    assert len(layouts) - len(mixed) == 185
     for x in mixed:
         prefill, decode = x.groups
         # Sizes vLLM's NixlConnector pairs, taking 8 or 16 of the two nodes' GPUs.
@@ -112,7 +127,18 @@ def test_whole_gpus_offer_prefill_and_decode_of_two_sizes_that_pair_in_whole_nod
     labels = {x.label for x in mixed}
     assert {"4 prefill (TP 1) + 1 decode (TP 4) on gpu-80gb",
             "2 prefill (TP 4) + 4 decode (TP 2) on gpu-80gb"} <= labels
-    assert len(labels) == len(mixed) == 20
+    assert len(labels) == len(mixed) == 42
+    # Which of them the nodes take is the sizing's (the placement decision): 20, as the search's own
+    # arithmetic had it; the other 22 are refused there, before anything is simulated.
+    placed = []
+    for x in mixed:
+        try:
+            load_stack("advised", *stack_files.config_from_doc(
+                candidate_config(config, x, inputs.traffic_of(cfg), gpu_classes(config, cfg, nodes))))
+            placed.append(x.label)
+        except ConfigError:
+            pass
+    assert len(placed) == 20 and {"4 prefill (TP 1) + 1 decode (TP 4) on gpu-80gb"} <= set(placed)
     # The candidate as a stack file: each group its own size, which the config and sizing take.
     x = next(x for x in mixed if x.label == "4 prefill (TP 1) + 1 decode (TP 4) on gpu-80gb")
     doc = candidate_config(config, x, inputs.traffic_of(cfg), gpu_classes(config, cfg, nodes))
