@@ -229,11 +229,7 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
     overrides = {**{f"override/allowed/{i}": args for i, args in enumerate(ALLOWED_CONTEXTS)}, **ACCEPTED}
     for key, args in overrides.items():
         try:
-            edit = extra_args(OVERRIDE_GROUP, args)
-            workers[key] = render(OVERRIDE_STACK, edit, model_dir)[OVERRIDE_GROUP]
-            cfg, sizing = sized(OVERRIDE_STACK, edit)
-            g = next(g for g in cfg.workers if g.name == OVERRIDE_GROUP)
-            sized_for[key] = (cfg, g, sizing.group(g.name))
+            workers[key], sized_for[key] = _override(args, model_dir)
         except ConfigError as exc:
             render_errors[(OVERRIDE_STACK, key)] = str(exc)
     # The example beyond the lab: Qwen3-32B at tensorParallel 2 (a rank's pool, a rank's KV heads).
@@ -252,11 +248,7 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
     for i, args in enumerate(drawn):
         key = f"drawn/{i}"
         try:
-            edit = extra_args(OVERRIDE_GROUP, args)
-            build_only[key] = render(OVERRIDE_STACK, edit, model_dir)[OVERRIDE_GROUP]
-            cfg, sizing = sized(OVERRIDE_STACK, edit)
-            g = next(g for g in cfg.workers if g.name == OVERRIDE_GROUP)
-            sized_for[key] = (cfg, g, sizing.group(g.name))
+            build_only[key], sized_for[key] = _override(args, model_dir)
         except ConfigError as exc:
             render_errors[(OVERRIDE_STACK, key)] = str(exc)
             build_only[key] = base + args
@@ -283,6 +275,16 @@ def engine(tmp_path_factory, engine_summary) -> EngineRun:
                           if not v.startswith("drawn/"))
     engine_summary.append(drawn_summary(run))
     return run
+
+
+def _override(args: list[str], model_dir: Path) -> tuple[list[str], tuple[Any, Any, Any]]:
+    """The override group's worker argv with `args` appended to its extraArgs, rendered by the
+    project, and what its sizing assumed (a ConfigError where the project refuses the list)."""
+    edit = extra_args(OVERRIDE_GROUP, args)
+    argv = render(OVERRIDE_STACK, edit, model_dir)[OVERRIDE_GROUP]
+    cfg, sizing = sized(OVERRIDE_STACK, edit)
+    g = next(g for g in cfg.workers if g.name == OVERRIDE_GROUP)
+    return argv, (cfg, g, sizing.group(g.name))
 
 
 def extra_args(group: str, args: list[str]) -> Callable[[dict[str, Any]], None]:
