@@ -5,7 +5,7 @@ A benchmark, not a test: N runs, each in a fresh process, of `python -m dynamo_l
 points, the predictor's validation for the uncertainty), as many of the same search at
 concurrency 16 and 32 (`--concurrency 16,32`: each request is simulated, so a deeper queue costs
 more), as many on eight nodes (tests/data/preflight/eight-nodes.json: the lab's two classes on
-five 24GB servers and three 8GB laptops, 956 layouts, so the bounded search: docs/advise.md), and
+five 24GB servers and three 8GB laptops, 1,008 layouts, so the bounded search: docs/advise.md), and
 as many of two-node-rdma on its two nodes of 8 H100s at concurrency 64 (issue 45: Qwen3-32B at
 every tensorParallel, each request simulated at the deepest queue advise takes).
 It prints each run's wall and CPU seconds, each case's median, and the goal (60 s on the

@@ -91,7 +91,8 @@ SCREENED_HEAVIEST = "screened at the heaviest point"
 
 @dataclass(frozen=True)
 class Binding:
-    # "GPU time-slices" ("GPU time" on whole GPUs), "the link", "the same-node KV path",
+    # "GPU time-slices" (two or more workers on the GPU; "GPU time" where it has one: a whole GPU,
+    # or a time-sliced one with no other worker), "the link", "the same-node KV path",
     # "prefix-cache capacity", "host memory"
     resource: str
     level: float  # 0..1: busy share, missed share of reusable prefix, or share of allocatable requested

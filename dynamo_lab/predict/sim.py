@@ -451,6 +451,8 @@ class ServingGraph:
                 # _preempt_request: in-flight output marked stale, delivered on return); a prefill
                 # worker's is recomputed with the request.
                 if samples and w.role != "prefill":
+                    if req.prefilled is None:
+                        req.prefilled = now  # its prompt was prefilled: this stale token is its first
                     req.generated += 1
                     req.emitted += 1
                     last = req.emitted >= req.output_tokens

@@ -98,8 +98,9 @@ def test_16k_prompts_with_no_shared_prefix_widen_the_gap_as_every_transfer_carri
     # With no shared prefix there is nothing for a decode worker to hold already: each transfer moves
     # all 16,384 tokens' KV (1.75 GiB), never faster than one TCP path carries it (0.94 GB/s: 2.0 s).
     # And the prefill worker keeps each request's blocks until they are pulled, so its pool, which
-    # holds about one such request, admits the next only once the last has crossed: requests queue
-    # before their prefill as well, and the gap grows.
+    # holds 4 such requests (1 prefill + 1 decode on gpu-24gb: 4,788 blocks, 1,024 a prompt), admits
+    # a fifth only once one has crossed: of the 8 in flight, requests queue before their prefill as
+    # well, and the gap grows.
     floor_ms = 16384 * 114_688 / 0.94e9 * 1000
     assert separated(long).ttft_parts_ms.transfer >= floor_ms > separated(short).ttft_parts_ms.transfer
     assert separated(long).ttft_parts_ms.prefill > separated(long).ttft_parts_ms.transfer  # the queue for the pool

@@ -237,6 +237,18 @@ def test_admission_holds_requests_that_do_not_fit_and_never_uses_more_than_the_p
     assert ttft(small_done) > 2 * ttft(big_done)
 
 
+def test_a_request_preempted_with_its_first_token_in_flight_was_prefilled_when_that_token_came():
+    # Async scheduling: the second request's prefill samples its first token in the step the first
+    # request's next decode (its 33rd token, a third block of a 4-block pool) preempts it from.
+    # vLLM 0.31.0 still delivers that token (scheduler.py, _preempt_request), so the request's
+    # prompt was prefilled by then; recording its prefill only at the recompute put it after the
+    # first token, and the TTFT's parts (cells.py) got a negative first-token share.
+    g = graph([spec("a", "agg", blocks=4)], t=timing(schedule_s=0.001), ld=Load(1, 0, 31, 10, MODEL))
+    done = g.run(concurrency=2, requests=2)
+    assert g.workers[0].preemptions == 1
+    assert all(r.prefilled is not None and r.sent <= r.prefilled <= r.first_token for r in done)
+
+
 def test_a_running_request_that_cannot_grow_preempts_the_last_admitted_and_all_finish():
     # Two prompts fit (149 blocks each) but not two whole requests (153 each): decode runs out, the
     # later request is preempted (its blocks freed) and recomputed once the first is done.
