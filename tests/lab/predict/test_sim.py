@@ -162,7 +162,10 @@ def test_a_request_that_preempts_itself_lets_the_next_step_admit_what_waits():
     # `if not preempted_reqs`), and its engine loop schedules again at once. Here the decode
     # worker runs one request at a time (max_num_seqs 1) and a second one's pulled KV holds the
     # rest of its pool: the running request's next block preempts itself, and the next step must
-    # admit the pulled one rather than leave both waiting forever.
+    # admit the pulled one rather than leave both waiting forever. The serial model stalled here
+    # (8225ab0). In the async loop the preempting request's own step is still in flight and wakes
+    # the engine core when its outputs return, and the empty step vLLM queues (core.py,
+    # step_with_batch_queue) is modelled too: the test guards that every request still completes.
     one_at_a_time = Limits(max_num_batched_tokens=8192, max_num_seqs=1)
     blocks = prefix_cache.blocks(2371)  # one prompt's: 149, the 150th is a 2,385th token's
     specs = [spec("p", "prefill", "a"), spec("d", "decode", "b", blocks=2 * blocks, limits=one_at_a_time)]
