@@ -3,6 +3,7 @@ parallelism; the search up to symmetry, bounded, pruned by the sizing before any
 
 from __future__ import annotations
 
+import functools
 import re
 
 from dynamo_lab import stack_files
@@ -20,12 +21,18 @@ SAVED = ROOT / "tests" / "data" / "preflight"
 TWO_SERVERS = cluster_data.read_file(str(SAVED / "lab-two-servers.json"))
 
 
+@functools.lru_cache(maxsize=1)
+def _two_servers() -> search.Advice:
+    """One search of the lab with a second 24GB server, read by the tests below (it takes seconds)."""
+    return advise(data=TWO_SERVERS, traffic=point(2, 4))
+
+
 def _cfg(config):
     return load_stack("advised", *stack_files.config_from_doc(config)).config
 
 
 def test_on_the_lab_with_a_second_24gb_server_no_class_is_left_out_and_layouts_use_both_servers():
-    a = advise(data=TWO_SERVERS, traffic=point(2, 4))
+    a = _two_servers()
     assert a.left_out == []
     assert [(n.gpu_class, n.nodes, n.node) for n in a.nodes] == [
         ("gpu-24gb", 2, "gpu-server, gpu-server-2"), ("gpu-8gb", 1, "gpu-laptop")]
@@ -70,7 +77,7 @@ def test_which_layouts_fit_the_nodes_is_the_placement_decisions_not_the_searchs(
     # group that is 2 + 3 on one node, but the scheduler puts them 2 + 2 and 1 + 3 in either order the
     # operator creates them, and the placement decision says so. The search once left such layouts
     # out by its own arithmetic; now the sizing takes them, and refuses what no order places.
-    a = advise(data=TWO_SERVERS, traffic=point(2, 4))
+    a = _two_servers()
     by_label = {c.layout.label: c for c in a.candidates}
     for label in ("3 prefill + 5 decode on gpu-24gb", "1 prefill + 7 decode on gpu-24gb"):
         assert by_label[label].status != search.REFUSED_CONFIG, label

@@ -73,7 +73,7 @@ def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
     # A request every two seconds (open loop), each served in a fraction of that: no GPU, path or node
     # is half used. (One request at a time back to back is not that: vLLM's async scheduling keeps a
     # lone request's GPU busy for most of each decode step, the host preparing the next meanwhile.)
-    a = advise(traffic=dataclasses.replace(point(2, 1), rates=(0.5,)))
+    a = advise(data=small_lab(), traffic=dataclasses.replace(point(2, 1), rates=(0.5,)))
     best = a.winner
     assert best.binding.level < text.NEAR_LIMIT
     assert f"nothing is near its limit (the most used: {best.binding.resource}" in text.text(a)
@@ -343,7 +343,7 @@ def test_a_gpu_binds_as_time_slices_only_where_workers_share_it():
     # A GPU busiest with one worker on it is that worker's GPU time: "time-slices, shared by 1
     # worker" named a contention that was not there (1 agg on gpu-24gb + 1 agg on gpu-8gb, whose
     # gpu-8gb GPU binds, each GPU running one worker).
-    a = advise(traffic=point(2, 8))
+    a = advise(data=small_lab(), traffic=point(2, 8))
     bound = [c for c in a.candidates if c.rows and c.binding and c.binding.resource.startswith("GPU time")]
     alone = [c for c in bound if "its one worker's" in c.binding.detail]
     assert alone and all(c.binding.resource == "GPU time" for c in alone), [c.binding for c in bound]
