@@ -322,6 +322,16 @@ def parse_yaml(text: str, name: str) -> Any:
     return copy.deepcopy(_PARSED[key])
 
 
+def _indent_hint(problem: str) -> str:
+    """The fix for the two errors a key at the wrong indentation gives (PyYAML's words): a key
+    deeper than the keys beside it ('mapping values are not allowed here') or between two levels
+    ('expected <block end>, but found ...')."""
+    if problem == "mapping values are not allowed here" or problem.startswith("expected <block end>"):
+        return ("; YAML nests keys by their indentation: line this key up with the keys beside it (spaces, "
+                "not tabs), or put it under a key that ends with ':'")
+    return ""
+
+
 def _parse(text: str, name: str) -> Any:
     try:
         loader = _BoundedLoader(text, name)
@@ -341,7 +351,7 @@ def _parse(text: str, name: str) -> Any:
     except yaml.MarkedYAMLError as exc:
         problem = " ".join(f"{exc.problem or exc.context or 'not valid YAML'}".split())
         raise Unreadable(f"{name}: not valid YAML at {_where(exc.problem_mark or exc.context_mark)}: "
-                         f"{problem}") from None
+                         f"{problem}{_indent_hint(problem)}") from None
     except yaml.YAMLError as exc:
         raise Unreadable(f"{name}: not valid YAML: {' '.join(str(exc).split())}") from None
     finally:

@@ -127,6 +127,15 @@ def test_aliases_within_the_bounds_read_as_written_out(project):
      "character); is it the right file?"),
     ("config: {}\n---\nconfig: {}\n",
      "Pulumi.bad.yaml: not valid YAML at line 2, column 1: but found another document"),
+    # A key at the wrong indentation: deeper than the keys beside it, or between two levels.
+    ("config:\n  dynamo-lab:model:\n    name: x\n     revision: y\n",
+     "Pulumi.bad.yaml: not valid YAML at line 4, column 14: mapping values are not allowed here; YAML nests "
+     "keys by their indentation: line this key up with the keys beside it (spaces, not tabs), or put it "
+     "under a key that ends with ':'"),
+    ("config:\n  dynamo-lab:model:\n    name: x\n   revision: y\n",
+     "Pulumi.bad.yaml: not valid YAML at line 4, column 4: expected <block end>, but found '<block mapping "
+     "start>'; YAML nests keys by their indentation: line this key up with the keys beside it (spaces, not "
+     "tabs), or put it under a key that ends with ':'"),
 ])
 def test_what_yaml_refuses_is_one_line_naming_the_file(project, text, line):
     (project / "Pulumi.bad.yaml").write_text(text)
