@@ -61,8 +61,10 @@ def project_repo(tmp_path):
     repo.mkdir()
     for package in ("infra", "dynamo_lab"):
         shutil.copytree(ROOT / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
-    for p in ROOT.glob("Pulumi*.yaml"):
-        shutil.copy(p, repo / p.name)
+    # The project file and the stacks it ships, not whatever else is beside them: a user's own stack
+    # file, half written, would make `diff` (every stack) refuse here (tests see the checkout's files).
+    for name in ("Pulumi.yaml", *(f"Pulumi.{s}.yaml" for s in (*STACKS, *catalogue.EXAMPLE_STACKS))):
+        shutil.copy(ROOT / name, repo / name)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
@@ -151,7 +153,7 @@ def test_every_stack_file_is_diffed_the_examples_and_a_users_own_alike(project_r
     own = _advised_stack(project_repo)
     out = io.StringIO()
     assert review.diff(project_repo, "main", [], out) == 1, out.getvalue()  # the user's file is new
-    everything = stack_files.stacks_in(project_repo)  # whatever stack files the checkout has, the new one among them
+    everything = stack_files.stacks_in(project_repo)  # the shipped and example stacks, the new one among them
     assert own in everything and set(catalogue.EXAMPLE_STACKS) <= set(everything)
     assert sorted(set(rendered)) == everything
     summary = re.compile(r"[\w.-]+: \d+ added, \d+ changed, \d+ removed")
