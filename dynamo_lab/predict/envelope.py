@@ -237,7 +237,7 @@ def crosses_link(stack: ResolvedStack) -> bool:
     which goes through the NIC even between two pods of one node (the sizing's path_throughput)."""
     prefill = [g for g in stack.active if g.role == "prefill"]
     decode = [g for g in stack.active if g.role == "decode"]
-    return any(stack.placement.kv_path(p, d) == "cross-node" or p.kv_transfer.transport == "rdma"
+    return any(stack.placement.kv_path(p, d) == "cross-node" or p.rdma
                for p in prefill for d in decode)
 
 

@@ -55,18 +55,20 @@ class Sharing:
                 job[0] -= (now - self.last) * rate
         self.last = now
 
-    def rate(self, flows: int = 1) -> float:
-        """Work per second a job of `flows` flows gets now, shared evenly: a share of the capacity
-        per flow, each flow at most `per_job`."""
+    def rate(self) -> float:
+        """Work per second one flow gets now, shared evenly: a share of the capacity per flow, at
+        most `per_job`; a job of several flows gets that times its flows."""
         if not self.jobs:
             return 0.0
-        share = self.capacity / self.flows
-        return min(share, self.per_job) if flows == 1 else min(share * flows, flows * self.per_job)
+        return min(self.capacity / self.flows, self.per_job)
 
     def rates(self) -> list[float]:
         """Work per second each job gets now, in the order they came."""
         if not self.in_order:
-            return [self.rate(job[2]) for job in self.jobs.values()]
+            # One flow's rate, worked out once an event; flows x min(share, cap) is the min of the
+            # products exactly (a positive factor keeps the order of rounded products).
+            unit = self.rate()
+            return [job[2] * unit for job in self.jobs.values()]
         out, left = [], self.capacity
         for job in self.jobs.values():
             out.append(min(job[2] * self.per_job, left))

@@ -45,7 +45,7 @@ from dynamo_lab.predict.specs import Timing
 from dynamo_lab.sizing_text import text_table
 from infra.config.schema import GpuClass, Model, WorkerGroup
 from infra.errors import UserError
-from infra.sizing.formulas import kv_bytes_per_token
+from infra.resolved import model_kv_bytes_per_token
 
 PEER = "aiconfigurator"
 PEER_VERSION = "0.12.0"
@@ -163,7 +163,7 @@ def worker(model: str, system: str, tp: int, cls: GpuClass) -> PricedWorker:
     m = Model(name=model)
     card = costs.tensor_parallel(costs.card(system, cls), tp, params.ALLREDUCE_BYTES_PER_S, params.ALLREDUCE_LATENCY_S)
     group = WorkerGroup(name="peer", role="agg", replicas=1, gpuClass=system, tensorParallel=tp)
-    return PricedWorker(card, costs.model_cost(m, kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)),
+    return PricedWorker(card, costs.model_cost(m, model_kv_bytes_per_token(m)),
                   costs.limits(group, cls), cells.timing(params.LAB), cls.peak_tflops * 1e12 * tp,
                   float(cls.memory_bandwidth) * tp)
 

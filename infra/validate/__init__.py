@@ -102,7 +102,7 @@ def _shape(r: ResolvedStack) -> Problems:
 def _workers(r: ResolvedStack) -> Problems:
     """No more workers in all than one group may run (MAX_WORKERS): each group within its bound, many
     groups could still ask the sizing to place hundreds of thousands."""
-    groups = [g for g in r.config.workers if g.replicas]
+    groups = r.active
     total = sum(g.replicas for g in groups)
     if total <= MAX_WORKERS:
         return []
