@@ -31,7 +31,7 @@ from dynamo_lab.advise import command
 from dynamo_lab.advise.candidates import AGGREGATED, ONE_NODE, Group, Layout
 from dynamo_lab.advise.stack_file import candidate_config
 from dynamo_lab.advise.traffic import Traffic
-from dynamo_lab.advise.verdict import PREEMPTING, Separation, Standing, key, near_bounds, separation
+from dynamo_lab.advise.verdict import PREEMPTING, Separation, Standing, key, listed, near_bounds, separation
 from dynamo_lab.paths import ROOT
 from dynamo_lab.predict import cells, pool
 from dynamo_lab.predict.cells import Row
@@ -178,9 +178,8 @@ def table(results: list[Result], threshold: float) -> str:
     return "\n".join(lines)
 
 
-def _listed(prompts: list[int]) -> str:
-    words = [f"{p:,}" for p in prompts]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+def _prompts(prompts: list[int]) -> str:
+    return listed([f"{p:,}" for p in prompts])
 
 
 def findings(results: list[Result], threshold: float) -> str:
@@ -194,10 +193,10 @@ def findings(results: list[Result], threshold: float) -> str:
             by_link: dict[Optional[int], list[int]] = {}
             for prompt in PROMPTS:
                 by_link.setdefault(first_win(results, prompt, c, t, threshold), []).append(prompt)
-            said = [f"from {g} Gbit/s up for {_listed(ps)}" for g, ps in sorted(
+            said = [f"from {g} Gbit/s up for {_prompts(ps)}" for g, ps in sorted(
                 (g, ps) for g, ps in by_link.items() if g is not None)]
             if None in by_link:
-                said.append(f"at no link swept for {_listed(by_link[None])}")
+                said.append(f"at no link swept for {_prompts(by_link[None])}")
             parts.append(f"at concurrency {c} {', '.join(said)}")
         out.append(f"- **Over {t.upper()}**, separation pays (tokens a prompt): " + "; ".join(parts) + ".")
     return "\n".join(out)

@@ -21,7 +21,7 @@ from dynamo_lab.advise.search import (
     kv_overflow,
 )
 from dynamo_lab.advise.traffic import Point
-from dynamo_lab.advise.verdict import PREEMPTING, Compared, Separation
+from dynamo_lab.advise.verdict import PREEMPTING, Compared, Separation, listed, percent
 from dynamo_lab.predict.cells import OPEN_LOOP_REQUESTS
 from dynamo_lab.predict.envelope import outside_lines
 from dynamo_lab.predict.text import DECODE_NOTE, decode_ms
@@ -30,10 +30,8 @@ from dynamo_lab.sizing_text import text_table
 ESTIMATE = ("ESTIMATES, not measurements: every figure here is the predictor's, a simulation of the serving graph "
             "whose constants were fitted to one lab's published table (two GPUs on 1GbE; docs/predictor.md). "
             "Measure the layout you deploy (docs/benchmark.md).")
-LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99",
-          "tpot_p50_ms": "TPOT p50", "tpot_p99_ms": "TPOT p99", "e2e_p50_ms": "E2E p50", "e2e_p99_ms": "E2E p99",
-          "requests_per_s": "requests/s", "goodput_requests_per_s": "goodput",
-          "goodput_tokens_per_s_per_gpu": "goodput per GPU"}
+# The metrics the validation measures an error of (uncertainty.METRICS), as the error lines name them.
+LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "requests_per_s": "requests/s"}
 
 
 def _traffic(a: Advice) -> str:
@@ -160,21 +158,13 @@ def _sentence(reason: str) -> str:
     return reason
 
 
-def _percent(x: float) -> str:
-    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
-
-
-def _listed(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
 def _gap(a: Advice, better: Candidate, worse: Candidate) -> str:
     metric = a.goal.label
     if worse.score <= 0:
         return f"no {metric}: none of its requests meets every objective"
     ratio = better.score / worse.score
     first = "the recommendation's" if a.recommended is better else "the first's"
-    return f"{metric} {_percent(1 - 1 / ratio)} lower than {first}" if ratio < 2 else (
+    return f"{metric} {percent(1 - 1 / ratio)} lower than {first}" if ratio < 2 else (
         f"{metric} 1/{ratio:.1f} of {first}")
 
 
@@ -393,7 +383,7 @@ def _verdict(a: Advice) -> str:
     close = a.close_call
     if close:
         more = a.tied[1:]
-        also = (f" So {'is' if len(more) == 1 else 'are'} {_listed([c.layout.label for c in more])}, within it of "
+        also = (f" So {'is' if len(more) == 1 else 'are'} {listed([c.layout.label for c in more])}, within it of "
                 f"{w.layout.label} too." if more else "")
         return (f"Tied within the uncertainty: {w.layout.label} and {close.worse.label} are {close.why}.{also} No "
                 f"recommendation between them (--write writes the first). To separate them, {_tie(a, close)}.{floor}")

@@ -104,12 +104,18 @@ def compare(a: Standing, b: Standing, threshold: float, figure: str = "goodput")
                         f"{better.label} does not", gap)
     if gap > threshold:
         return Compared(better, worse, True, f"{_more(gap, figure)}, beyond the uncertainty of {threshold:.0%}", gap)
-    return Compared(better, worse, False, f"{_percent(gap)} apart on {figure}, within the uncertainty of "
+    return Compared(better, worse, False, f"{percent(gap)} apart on {figure}, within the uncertainty of "
                     f"{threshold:.0%}", gap)
 
 
-def _percent(x: float) -> str:
+def percent(x: float) -> str:
+    """A share as the verdict and advise's text word it: one decimal below 10%."""
     return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
+def listed(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _more(gap: float, figure: str) -> str:
@@ -117,7 +123,7 @@ def _more(gap: float, figure: str) -> str:
     ("12.3x as much goodput"), and "all the goodput" where the other has none."""
     if gap == float("inf"):
         return f"all the {figure} (the other has none)"
-    return f"{_percent(gap)} more {figure}" if gap < 2 else f"{gap + 1:.1f}x as much {figure}"
+    return f"{percent(gap)} more {figure}" if gap < 2 else f"{gap + 1:.1f}x as much {figure}"
 
 
 @dataclass(frozen=True)
