@@ -11,11 +11,12 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from typing import Any, Collection
+from typing import Any, Collection, Optional
 
 from pydantic import BaseModel, ValidationError
 
 from infra.config import engine_flags
+from infra.config.fields import KeyProblem
 from infra.config.schema import PROJECT, StackConfig
 from infra.errors import ConfigError, stack_file
 from infra.resolved import ResolvedStack, resolve
@@ -37,8 +38,12 @@ def _path(loc: tuple, raw: dict[str, Any]) -> str:
     return ".".join(parts).replace(".[", "[")
 
 
-def _key_path(loc: tuple, data: dict[str, Any]) -> str:
-    """Where an error is, as the stack file spells it (the target's keys live under kubernetes:)."""
+def _key_path(loc: tuple, data: dict[str, Any], err: Optional[dict[str, Any]] = None) -> str:
+    """Where an error is, as the stack file spells it (the target's keys live under kubernetes:);
+    a section's check about one of its keys (fields.KeyProblem) points at that key."""
+    problem = (err or {}).get("ctx", {}).get("error")
+    if isinstance(problem, KeyProblem):
+        loc = (*loc, problem.key)
     if loc[:1] == ("target",) and len(loc) > 1:
         return KUBERNETES + str(loc[1])
     return _path(loc, data) or "(top level)"
@@ -335,7 +340,7 @@ def load(raw_config: dict[str, str], stack: str, secret_keys: Collection[str] = 
             twin = _twin(f"{prefix}{e['loc'][0]}", foreign) if e["type"] == "missing" and len(e["loc"]) == 1 else ""
             return (f"required key is missing: the stack file sets `{twin}`, in a misspelled namespace; rename "
                     f"it `{prefix}{e['loc'][0]}`" if twin else _message(e))
-        problems = [(_key_path(e["loc"], data), message(e)) for e in errors
+        problems = [(_key_path(e["loc"], data, e), message(e)) for e in errors
                     if not (e["type"] == "missing" and tuple(e["loc"]) in misspelled)
                     and not (e["loc"][:1] == ("target",) and cluster_problems)]
         raise ConfigError(stack_file(stack), cluster_problems + problems) from None

@@ -18,6 +18,15 @@ from pydantic import AfterValidator, BeforeValidator
 from infra import units
 
 
+class KeyProblem(ValueError):
+    """A check that needs the whole section (so runs on the section) but is about one of its keys:
+    the stack file's error names that key (`model.name`), not the section (`model`)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key  # the stack file's spelling (camelCase alias)
+
+
 def did_you_mean(name: str, choices: list[str]) -> str:
     """A hint naming the closest choice ("; did you mean 'x'?"), or "" when none is close."""
     close = difflib.get_close_matches(name, choices, n=1)

@@ -8,7 +8,7 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 
 from infra.config.base import Section
-from infra.config.fields import Bytes, LabelKey, ResourceName, Throughput, label_value
+from infra.config.fields import Bytes, KeyProblem, LabelKey, ResourceName, Throughput, label_value
 
 
 class NodeRequirement(Section):
@@ -26,16 +26,16 @@ class NodeRequirement(Section):
     def _values_fit_operator(self) -> "NodeRequirement":
         # Same rules as the API server's node selector validation.
         if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"operator {self.operator} takes no values; remove `values`")
+            raise KeyProblem("values", f"operator {self.operator} takes no values; remove `values`")
         if self.operator in ("In", "NotIn"):
             if not self.values:
-                raise ValueError(f"operator {self.operator} needs at least one value")
+                raise KeyProblem("values", f"operator {self.operator} needs at least one value")
             for value in self.values:
                 label_value(value)
         if self.operator in ("Gt", "Lt"):
             if len(self.values) != 1 or not re.fullmatch(r"-?\d+", self.values[0]):
-                raise ValueError(
-                    f"operator {self.operator} needs exactly one integer value, e.g. values: ['20000']"
+                raise KeyProblem("values",
+                                 f"operator {self.operator} needs exactly one integer value, e.g. values: ['20000']"
                 )
         return self
 
@@ -98,7 +98,8 @@ class GpuClass(Section):
     @model_validator(mode="after")
     def _effective_within_peak(self) -> "GpuClass":
         if self.peak_tflops is not None and self.effective_tflops > self.peak_tflops:
-            raise ValueError(f"effectiveTflops {self.effective_tflops:g} is above peakTflops {self.peak_tflops:g}: "
+            raise KeyProblem("effectiveTflops",
+                             f"effectiveTflops {self.effective_tflops:g} is above peakTflops {self.peak_tflops:g}: "
                              "no kernel runs above the card's dense peak, and prefill sustains about 40-65% of it. "
                              f"Write effectiveTflops at most {self.peak_tflops:g}, e.g. "
                              f"{round(self.peak_tflops * 0.55):g} (55% of the peak), or correct peakTflops")
@@ -107,14 +108,16 @@ class GpuClass(Section):
     @model_validator(mode="after")
     def _slices_only_when_sliced(self) -> "GpuClass":
         if self.sharing == "whole" and self.slices_per_gpu is not None:
-            raise ValueError("slicesPerGpu applies to sharing: timeSliced only; with sharing: whole each worker "
+            raise KeyProblem("slicesPerGpu",
+                             "slicesPerGpu applies to sharing: timeSliced only; with sharing: whole each worker "
                              "owns its GPUs. Remove slicesPerGpu, or write sharing: timeSliced")
         return self
 
     @model_validator(mode="after")
     def _rdma_apart_from_gpus(self) -> "GpuClass":
         if self.rdma_resource is not None and self.rdma_resource == self.resource:
-            raise ValueError(f"rdmaResource {self.rdma_resource} is the class's GPU resource: a worker requests its "
+            raise KeyProblem("rdmaResource",
+                             f"rdmaResource {self.rdma_resource} is the class's GPU resource: a worker requests its "
                              "GPUs and one RDMA device as two resources. Write the resource the RDMA device plugin "
                              "advertises, e.g. rdma/rdma_shared_device_a (kubectl describe node: Allocatable)")
         return self

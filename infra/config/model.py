@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from infra import units
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_MODEL
 from infra.config.base import Section
-from infra.config.fields import Bytes
+from infra.config.fields import Bytes, KeyProblem
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
 
@@ -101,8 +101,8 @@ class Model(Section):
             near = [b for b in BUILTIN_MODELS if b.casefold() == self.name.casefold()] or difflib.get_close_matches(
                 self.name, list(BUILTIN_MODELS), n=1, cutoff=0.85)
             if near:
-                raise ValueError(
-                    f"model {self.name!r} is not built in, but {near[0]!r} is"
+                raise KeyProblem(
+                    "name", f"model {self.name!r} is not built in, but {near[0]!r} is"
                     + (" (the letter case differs, and it counts: the name is the Hugging Face repository vLLM "
                        "downloads and the model the frontend serves)" if near[0].casefold() == self.name.casefold()
                        else "") + f". Write name: {near[0]}, or give this model's geometry: "

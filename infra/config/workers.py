@@ -9,7 +9,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from infra import units
 from infra.config import engine_flags
 from infra.config.base import Section
-from infra.config.fields import Bytes, Cpu, UcxTls, dns_label
+from infra.config.fields import Bytes, Cpu, KeyProblem, UcxTls, dns_label
 
 # vLLM 0.31.0 ships NixlPullConnector (alias NixlConnector: the decode side READs the KV) and
 # NixlPushConnector (the prefill side WRITEs it), but Dynamo 1.6's vLLM component accepts only the
@@ -153,17 +153,16 @@ class WorkerGroup(Section):
     @model_validator(mode="after")
     def _cpu_request_within_limit(self) -> "WorkerGroup":
         if self.cpu_limit is not None and units.parse_cpu(self.cpu_request) > units.parse_cpu(self.cpu_limit):
-            raise ValueError(f"cpuRequest {self.cpu_request} is above cpuLimit {self.cpu_limit}; Kubernetes "
+            raise KeyProblem("cpuRequest",
+                             f"cpuRequest {self.cpu_request} is above cpuLimit {self.cpu_limit}; Kubernetes "
                              f"rejects that. Lower cpuRequest to at most {self.cpu_limit}, or raise cpuLimit")
         return self
 
     @model_validator(mode="after")
     def _kv_transfer_only_disaggregated(self) -> "WorkerGroup":
         if self.role == "agg" and "kv_transfer" in self.model_fields_set:
-            raise ValueError(
-                "kvTransfer applies to prefill and decode workers only; an agg worker keeps its KV "
-                "on its own GPU. Remove kvTransfer, or set role to prefill or decode"
-            )
+            raise KeyProblem("kvTransfer", "kvTransfer applies to prefill and decode workers only; an agg worker "
+                             "keeps its KV on its own GPU. Remove kvTransfer, or set role to prefill or decode")
         return self
 
     @property

@@ -7,6 +7,7 @@ from typing import Optional
 from pydantic import Field, model_validator
 
 from infra.config.base import Section
+from infra.config.fields import KeyProblem
 
 
 class Workload(Section):
@@ -34,7 +35,8 @@ class Workload(Section):
     @model_validator(mode="after")
     def _prefix_within_input(self) -> "Workload":
         if self.prefix_tokens >= self.input_tokens:
-            raise ValueError(f"prefixTokens {self.prefix_tokens} is not less than inputTokens {self.input_tokens}: "
+            raise KeyProblem("prefixTokens",
+                             f"prefixTokens {self.prefix_tokens} is not less than inputTokens {self.input_tokens}: "
                              "the shared prefix is part of each request's input, beside its unique tokens. Lower "
                              f"prefixTokens below {self.input_tokens}, or raise inputTokens")
         return self

@@ -360,7 +360,8 @@ def test_slices_per_gpu_on_a_whole_class_is_refused():
     def edit(c):
         _big()(c)
         c["gpuClasses"]["h100"]["slicesPerGpu"] = 4
-    assert "slicesPerGpu applies to sharing: timeSliced only" in str(refused("cross-server", edit))
+    assert ("gpuClasses.h100.slicesPerGpu: slicesPerGpu applies to sharing: timeSliced only"
+            in str(refused("cross-server", edit)))
 
 
 def test_the_probe_is_refused_where_the_kv_moves_over_rdma():
@@ -387,7 +388,7 @@ def test_an_rdma_resource_that_is_the_gpu_resource_is_refused():
         _big()(c)
         c["gpuClasses"]["h100"]["rdmaResource"] = "nvidia.com/gpu"
     msg = str(refused("cross-server", edit))
-    assert "rdmaResource nvidia.com/gpu is the class's GPU resource" in msg
+    assert "gpuClasses.h100.rdmaResource: rdmaResource nvidia.com/gpu is the class's GPU resource" in msg
 
 
 @pytest.mark.parametrize("key, value", [("nodes", 1025), ("gpusPerNode", 65), ("slicesPerGpu", 1025)])

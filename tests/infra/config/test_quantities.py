@@ -39,7 +39,8 @@ def test_a_memory_value_is_passed_on_exactly_not_rounded():
      "workers.prefill.cpuRequest: '0.0005' is finer than 1m (a thousandth of a CPU), which Kubernetes does not "
      "allow; write 1m"),
     (prefill(cpuRequest="4", cpuLimit="2"),
-     "workers.prefill: cpuRequest 4 is above cpuLimit 2; Kubernetes rejects that. Lower cpuRequest to at most 2"),
+     "workers.prefill.cpuRequest: cpuRequest 4 is above cpuLimit 2; Kubernetes rejects that. Lower cpuRequest to "
+     "at most 2"),
 ])
 def test_cpu_values_are_read_as_kubernetes_reads_them(edit, message):
     assert f"{F}: {message}" in refused_text(edit)
@@ -77,9 +78,9 @@ def test_a_class_sustaining_more_than_its_dense_peak_is_refused_with_the_numbers
     small = {"memory": "8188Mi", "effectiveTflops": 15, "peakTflops": 33, "memoryBandwidth": "448G",
              "nodeSelector": [{"key": "nvidia.com/gpu.memory", "operator": "Lt", "values": ["12000"]}]}
     msg = refused_text(lambda c: c.update(gpuClasses={"gpu-24gb": big, "gpu-8gb": small}))
-    assert f"{F}: gpuClasses.gpu-24gb: effectiveTflops 200 is above peakTflops 71: no kernel runs above the " \
-           "card's dense peak, and prefill sustains about 40-65% of it. Write effectiveTflops at most 71, e.g. 39 " \
-           "(55% of the peak), or correct peakTflops" in msg
+    assert f"{F}: gpuClasses.gpu-24gb.effectiveTflops: effectiveTflops 200 is above peakTflops 71: no kernel runs " \
+           "above the card's dense peak, and prefill sustains about 40-65% of it. Write effectiveTflops at most 71, " \
+           "e.g. 39 (55% of the peak), or correct peakTflops" in msg
 
 
 def test_a_vocabulary_as_large_as_the_model_is_refused():

@@ -145,12 +145,36 @@ def test_unknown_model_needs_its_geometry():
 def test_a_built_in_model_in_another_letter_case_is_named_as_the_catalogue_spells_it():
     err = refusal(lambda c: c.update(model={"name": "qwen/qwen3-0.6b"}))
     assert str(err) == (
-        "Pulumi.cross-server.yaml: model: model 'qwen/qwen3-0.6b' is not built in, but 'Qwen/Qwen3-0.6B' is (the "
+        "Pulumi.cross-server.yaml: model.name: model 'qwen/qwen3-0.6b' is not built in, but 'Qwen/Qwen3-0.6B' is (the "
         "letter case differs, and it counts: the name is the Hugging Face repository vLLM downloads and the model "
         "the frontend serves). Write name: Qwen/Qwen3-0.6B, or give this model's geometry: layers, kvHeads, "
         "headDim, parameters from its config.json and its parameter count")
     assert "but 'Qwen/Qwen3-8B' is. Write name: Qwen/Qwen3-8B" in str(
         refusal(lambda c: c.update(model={"name": "Qwen/Qwen3-8b-"})))
+
+
+def _classes(requirement: dict) -> dict:
+    return {"gpu-8gb": {"memory": "8Gi", "effectiveTflops": 15, "nodeSelector": [requirement]},
+            "gpu-24gb": {"memory": "24Gi", "effectiveTflops": 40, "nodeSelector": [{"key": "b", "operator": "Exists"}]}}
+
+
+def _agg_with_kv_transfer(c: dict) -> None:
+    c["workers"][0].update(role="agg", kvTransfer={"bufferDevice": "cpu"})
+
+
+# A check that reads several keys of a section but is about one of them names that one, as a
+# single key's own check does: the line says where to edit.
+@pytest.mark.parametrize("edit, where", [
+    (lambda c: c.update(workload={"inputTokens": 512, "prefixTokens": 512}), "workload.prefixTokens: prefixTokens 512"),
+    (lambda c: c.update(gpuClasses=_classes({"key": "a", "operator": "Exists", "values": ["x"]})),
+     "gpuClasses.gpu-8gb.nodeSelector[0].values: operator Exists takes no values"),
+    (lambda c: c.update(gpuClasses=_classes({"key": "a", "operator": "Gt", "values": ["big"]})),
+     "gpuClasses.gpu-8gb.nodeSelector[0].values: operator Gt needs exactly one integer value"),
+    (_agg_with_kv_transfer, "workers.prefill.kvTransfer: kvTransfer applies to prefill and decode workers only"),
+    (lambda c: c.update(model={"name": "qwen/qwen3-0.6b"}), "model.name: model 'qwen/qwen3-0.6b' is not built in"),
+])
+def test_a_section_check_about_one_key_names_that_key(edit, where):
+    assert f"{F}: {where}" in refused_text(edit)
 
 
 def test_removed_top_level_chart_keys_are_refused():
