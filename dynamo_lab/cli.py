@@ -2,7 +2,7 @@
 
 Each command reads the stack files of the project it is run in. `preflight` and `advise` read a
 cluster (read-only), or a saved copy of what they read; `up`/`down --local`, `pr-preview` and
-`cluster` run the real Pulumi CLI on a local cluster of their own (root); the rest run offline.
+`local-cluster` run the real Pulumi CLI on a local cluster of their own (root); the rest run offline.
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def _docs_samples(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace) -> int:
-    from dynamo_lab.cluster import local
+    from dynamo_lab.local_cluster import local
 
     local.check_stack(args.stack)  # a stack name or nothing: it becomes a path the local run removes
     if not args.local:
@@ -246,19 +246,19 @@ def _local(args: argparse.Namespace) -> int:
                         f"{'up' if args.command == 'up' else 'destroy'} --stack {args.stack}")
     if args.command == "up":
         return local.up(args.stack)
-    return local.down(args.stack, keep_cluster=args.keep_cluster)
+    return local.down(args.stack, keep_local_cluster=args.keep_local_cluster)
 
 
 def _pr_preview(args: argparse.Namespace) -> int:
-    from dynamo_lab.cluster import local
+    from dynamo_lab.local_cluster import local
 
     return local.pr_preview(args.base, args.head, args.stacks or None)
 
 
 def parser() -> argparse.ArgumentParser:
     p = flags.Parser(prog="dynamo-lab", description=__doc__,
-                     epilog="dynamo-lab cluster up|down|status: the local lab cluster of the cluster tier "
-                            "(a control plane with kwok's GPU nodes; root; dynamo-lab cluster --help)")
+                     epilog="dynamo-lab local-cluster up|down|status: the local lab cluster of the cluster tier "
+                            "(a control plane with kwok's GPU nodes; root; dynamo-lab local-cluster --help)")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("render", help="print what a stack declares, from its stack file, under Pulumi mocks")
     r.add_argument("stack", help="stack name: the STACK of Pulumi.STACK.yaml")
@@ -391,7 +391,10 @@ def parser() -> argparse.ArgumentParser:
     dn = sub.add_parser("down", help="--local: pulumi destroy of a stack on the local lab cluster, then the cluster")
     dn.add_argument("stack")
     dn.add_argument("--local", action="store_true", help="the local lab cluster's deployment (required)")
-    dn.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
+    dn.add_argument("--keep-local-cluster", action="store_true", help="leave the local cluster running")
+    # Its name until "cluster" came to mean only the cluster a stack targets.
+    dn.unknown_hint = lambda arg: ("argument --keep-cluster: it is --keep-local-cluster now"
+                                   if arg.split("=", 1)[0] == "--keep-cluster" else None)
     dn.set_defaults(func=_local)
     pp = sub.add_parser("pr-preview", help="the real pulumi preview --diff of HEAD against BASE deployed on a fresh "
                         "local cluster, per stack (root)")
@@ -414,10 +417,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["cluster"]:  # the local lab cluster has a command line of its own
-        from dynamo_lab.cluster.__main__ import main as cluster_main
+    if argv[:1] == ["local-cluster"]:  # the local lab cluster has a command line of its own
+        from dynamo_lab.local_cluster.__main__ import main as local_cluster_main
 
-        return cluster_main(argv[1:])
+        return local_cluster_main(argv[1:])
+    if argv[:1] == ["cluster"]:  # its name until "cluster" came to mean only the cluster a stack targets
+        print("error: dynamo-lab cluster: the local lab cluster's command is `dynamo-lab local-cluster "
+              f"{shlex.join(argv[1:]) or 'up|down|status'}` now (\"cluster\" names the cluster a stack deploys "
+              "onto, kubernetes:context)", file=sys.stderr)
+        return 2
     args = parser().parse_args(argv)
     procs.forget()
     try:

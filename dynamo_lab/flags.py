@@ -14,7 +14,7 @@ class Parser(argparse.ArgumentParser):
     """argparse, refusing a command line in one line worded as every other refusal of the lab's
     command line (`error: dynamo-lab COMMAND: ...`), with where the usage is instead of the usage
     block: a flag's own message already says what to write (this module's types). cli.py's parser
-    and the local cluster's (cluster/__main__.py) are both this."""
+    and the local cluster's (local_cluster/__main__.py) are both this."""
 
     # What an argument this command does not take was likely meant as, worded `argument FLAG: why,
     # the fix` (None: not one it knows); without one, argparse's `unrecognized arguments`.

@@ -129,11 +129,22 @@ def test_dev_py_knows_the_lab_commands_and_its_own():
     from dynamo_lab import cli
 
     (commands,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    # `cluster` has a command line of its own, which cli.main hands argv to before its parser.
-    assert sorted(dev.LAB_COMMANDS) == sorted([*commands.choices, "cluster"])
+    # `local-cluster` has a command line of its own, which cli.main hands argv to before its parser.
+    assert sorted(dev.LAB_COMMANDS) == sorted([*commands.choices, "local-cluster"])
     with pytest.raises(SystemExit) as done:
-        cli.main(["cluster", "--help"])
+        cli.main(["local-cluster", "--help"])
     assert done.value.code == 0
+
+
+def test_the_local_clusters_old_command_name_says_its_new_one(capsys):
+    from dynamo_lab import cli
+
+    assert cli.main(["cluster", "down", "--keep"]) == 2
+    assert "`dynamo-lab local-cluster down --keep`" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        cli.main(["down", "same-server", "--local", "--keep-cluster"])
+    assert done.value.code == 2
+    assert "argument --keep-cluster: it is --keep-local-cluster now" in capsys.readouterr().err
     documented = dev.__doc__.split("python3 dev.py COMMAND ...", 1)[0]
     assert [c for c in dev.OWN_COMMANDS if f"python3 dev.py {c}" not in documented] == []
 

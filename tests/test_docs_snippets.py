@@ -95,9 +95,9 @@ def test_every_lab_command_shown_parses_and_names_files_that_exist():
         args = _lab(words)
         if args is None or _pattern(args):
             continue
-        if args[:1] == ["cluster"]:
+        if args[:1] == ["local-cluster"]:
             ok = len(args) > 1 and args[1] in ("up", "down", "status")
-            why = "" if ok else "dynamo-lab cluster takes up, down or status"
+            why = "" if ok else "dynamo-lab local-cluster takes up, down or status"
         else:
             try:
                 parsed = cli.parser().parse_args(args)

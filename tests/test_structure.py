@@ -45,7 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dynamo_lab.predict",),
     ("dynamo_lab.advise",),
     ("dynamo_lab.twin", "dynamo_lab.bench"),
-    ("dynamo_lab.cluster",),  # the local cluster and the real engine
+    ("dynamo_lab.local_cluster",),  # the local cluster and the real engine
     ("dynamo_lab.docs_samples",),  # runs the commands (cli.main, handed in) whose output the docs show
     ("dynamo_lab.cli", "dynamo_lab.__main__", "dynamo_lab"),
 )

@@ -19,8 +19,8 @@ def test_the_cluster_job_keeps_its_tools_by_their_pins_and_hands_them_to_root_be
     job = workflow("ci.yml")["jobs"]["cluster"]
     caches = _cache_steps(job)
     tools = caches["~/.cache/dynamo-lab/cluster-tools"]
-    for pinned in ("tools/cluster/**/go.sum", "tools/cluster/**/go.mod", "dynamo_lab/cluster/tools.py",
-                   "dynamo_lab/cluster/tool_build.py"):
+    for pinned in ("tools/cluster/**/go.sum", "tools/cluster/**/go.mod", "dynamo_lab/local_cluster/tools.py",
+                   "dynamo_lab/local_cluster/tool_build.py"):
         assert pinned in tools["with"]["key"], pinned
     assert any("go/pkg/mod" in path and "go-build" in path for path in caches)
     assert "~/.cache/uv" in caches

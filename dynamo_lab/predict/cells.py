@@ -385,6 +385,9 @@ def _spec(s: WorkerSpec) -> dict:
     """A worker as the JSON gives it: its card's tensor-parallel figures only where it has ranks."""
     out = asdict(s)
     del out["group"]  # its name says it (`<group>-<replica>`)
+    # The model's KV over the worker's ranks (infra.resolved.Ranks), a fact of the stack, not an input
+    # the prediction adds: the JSON keeps the figures it had.
+    del out["rank_kv_bytes_per_token"]
     if s.card.ranks == 1:
         out["card"] = {"bandwidth": s.card.bandwidth, "peak_flops": s.card.peak_flops,
                        "sustained_flops": s.card.sustained_flops}

@@ -61,11 +61,12 @@ def workers(cfg: StackConfig, sizing: StackSizing, pool_scale: float = 1.0) -> l
         cls = cfg.gpu_classes[g.gpu_class]
         pool = int(sizing.group(g.name).kv_cache_bytes * pool_scale)
         # The pool is per rank, and a rank holds its share of the KV heads (the sizing's rule).
-        blocks = ranks(cfg, g).pool_blocks(pool)
+        rank = ranks(cfg, g)
+        blocks = rank.pool_blocks(pool)
         card = costs.tensor_parallel(cards[g.gpu_class], g.tensor_parallel, params.ALLREDUCE_BYTES_PER_S,
                                      params.ALLREDUCE_LATENCY_S)
         specs.append(WorkerSpec(r.name, g.role, _gpu_name(cfg, placed, r), placed.node_name(g.gpu_class, r.node), card,
-                                costs.limits(g, cls), blocks, g.cpu_buffers, group=g.name))
+                                costs.limits(g, cls), blocks, rank.kv_bytes_per_token, g.cpu_buffers, group=g.name))
     return specs
 
 

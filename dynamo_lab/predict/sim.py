@@ -123,6 +123,7 @@ class Worker:
     card: Card
     limits: Limits
     cache: Cache
+    rank_kv_bytes_per_token: int  # WorkerSpec's: one rank's share of a token's KV
     waiting: deque = field(default_factory=deque)
     ready: deque = field(default_factory=deque)  # pulled KV landed; admitted before `waiting`
     running: list = field(default_factory=list)
@@ -166,7 +167,7 @@ class ServingGraph:
         self.rng = random.Random(stream)  # one numbered random stream per simulated graph
         self.gpus = {s.gpu: Sharing(self.sim, 1.0) for s in specs}
         self.workers = [Worker(s.name, s.role, self.gpus[s.gpu], s.node, s.card, s.limits, Cache(s.cache_blocks),
-                               group=s.group) for s in specs]
+                               s.rank_kv_bytes_per_token, group=s.group) for s in specs]
         self.cpu_buffers = {s.name: s.cpu_buffers for s in specs}
         # The rank-to-rank reads one transfer of a (prefill group, decode group) pair takes side by side.
         self.flows = {(pg, dg): n for p in paths.values() for pg, dg, n in p.rank_flows}
@@ -396,7 +397,7 @@ class ServingGraph:
         if self.cpu_buffers[w.name]:
             copied += sum(r.pull_tokens for r in step.noticed)  # host buffer -> GPU blocks (sync_recved_kv_to_device)
         # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
-        seconds = copy_seconds(self.timing.host, copied * self.load.model.kv_bytes_per_token / w.card.ranks)
+        seconds = copy_seconds(self.timing.host, copied * w.rank_kv_bytes_per_token)
         if w.card.ranks > 1:
             step.copy_s = seconds
         w.stream.append(step)

@@ -34,6 +34,9 @@ class WorkerSpec:
     card: Card
     limits: Limits
     cache_blocks: int
+    # One rank's share of a token's KV (infra.resolved.Ranks.kv_bytes_per_token): what each rank
+    # copies between its GPU blocks and host buffers per token.
+    rank_kv_bytes_per_token: int
     cpu_buffers: bool = True
     group: str = ""  # the worker group it is a replica of
 

@@ -131,9 +131,10 @@ def _exact(q: Fraction | int) -> Fraction | int:
     return q.numerator if isinstance(q, Fraction) and q.denominator == 1 else q
 
 
-class _Cluster:
-    """The hosts as the pods placed so far leave them: what each has booked, and each group's pods
-    per host and per domain, kept as they land (so a pod is placed in time linear in the hosts)."""
+class _Placing:
+    """A placement under way, one pod at a time: the hosts as the pods placed so far leave them
+    (what each has booked, and each group's pods per host and per domain, kept as they land, so a
+    pod is placed in time linear in the hosts) and the decision so far."""
 
     def __init__(self, hosts: list[Host]):
         self.hosts = hosts
@@ -273,7 +274,7 @@ def place(hosts: list[Host], pods: list[Pod], smaller_first: bool = False) -> De
     """Place every pod on `hosts`, one at a time in the model's order (`in_order`), each against the
     pods placed before it (this module's docstring); `smaller_first`: the smallest asks first, the
     order that leaves the larger pods the fewest whole nodes' worth (the scheduler's spreading)."""
-    cluster = _Cluster(hosts)
+    placing = _Placing(hosts)
     for pod in in_order(pods, smaller_first):
-        cluster.place(pod)
-    return cluster.decision
+        placing.place(pod)
+    return placing.decision

@@ -207,7 +207,7 @@ def test_an_integer_past_64_bits_is_refused_as_the_file_is_read(project, path, l
 def test_every_reader_of_a_stack_file_refuses_an_integer_past_64_bits(project):
     # The root-run `up --local` and pr-preview read with the driver's reader (stack_overrides.py), and
     # write the workspace's file with safe_dump: refused before it, in the one line.
-    from dynamo_lab.cluster import local
+    from dynamo_lab.local_cluster import local
 
     (project / F).write_text(STACK.replace("      replicas: 1\n", f"      replicas: {'9' * 5000}\n"))
     with pytest.raises(local.LocalError) as caught:
@@ -255,7 +255,7 @@ def test_a_key_written_twice_is_refused_naming_both_lines(project, text, key, li
 
 
 def test_a_key_written_twice_stops_up_local_too(project):
-    from dynamo_lab.cluster import local
+    from dynamo_lab.local_cluster import local
 
     (project / F).write_text(STACK.replace("      replicas: 1\n", "      replicas: 1\n      replicas: 3\n"))
     with pytest.raises(local.LocalError) as caught:

@@ -179,7 +179,7 @@ def test_a_kubeconfig_that_is_not_yaml_text_only_loses_the_contexts_hint(tmp_pat
 @pytest.mark.parametrize("kind", ["binary", "deep", "alias-bomb"])
 def test_up_local_reads_the_stack_file_with_the_same_reader(tmp_path, kind):
     # `up --local` runs as root: what is not a stack file stops it in one line, before anything starts.
-    from dynamo_lab.cluster import local
+    from dynamo_lab.local_cluster import local
 
     (tmp_path / "Pulumi.bad.yaml").write_bytes(NOT_STACK_FILES[kind][0])
     with pytest.raises(local.LocalError) as caught:

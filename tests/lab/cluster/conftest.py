@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from dynamo_lab import upstream
-from dynamo_lab.cluster import harness, tools
+from dynamo_lab.local_cluster import harness, tools
 from tests.helpers import ROOT, unavailable
 
 NEEDED = ("kubernetes", "etcd", "kwok")

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from dynamo_lab import stack_files
-from dynamo_lab.cluster import pulumi_cli, pulumi_workspace, stack_overrides
-from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace, stack_overrides
+from dynamo_lab.local_cluster.standin import GraphReady
 from infra.plan import load_stack, plan
 from tests.helpers import wait_for
 from tests.lab.cluster.test_deploy import BESIDES, copy_checkout, object_path, ok, type_token

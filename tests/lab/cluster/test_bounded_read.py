@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dynamo_lab import bounded_read, stack_files
-from dynamo_lab.cluster import local, local_state, pulumi_cli, pulumi_workspace, stack_overrides
+from dynamo_lab.local_cluster import local, local_state, pulumi_cli, pulumi_workspace, stack_overrides
 from dynamo_lab.preflight import cluster_data
 from tests.helpers import ROOT
 from tests.lab.cluster.test_pulumi_parts import local_kubeconfig
@@ -114,7 +114,7 @@ def test_the_driver_run_as_a_script_refuses_the_stack_file_in_one_line(tmp_path,
     # As pulumi_cli runs it: a script, its siblings (bounded_read.py among them) its only project modules.
     source = _hostile(tmp_path, kind)
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "dynamo_lab/cluster/pulumi_driver.py"), "preview", "--stack", "bad",
+        [sys.executable, str(ROOT / "dynamo_lab/local_cluster/pulumi_driver.py"), "preview", "--stack", "bad",
          "--workspace", str(tmp_path / "ws"), "--kubeconfig", str(local_kubeconfig(tmp_path)),
          "--stack-file", str(source), "--pulumi-bin", str(tmp_path), "--provider-bin", str(tmp_path)],
         capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""}, timeout=120)

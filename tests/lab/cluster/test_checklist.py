@@ -6,7 +6,7 @@ Run as written: `pulumi version`, `pulumi stack select --create`, `pulumi config
 `pulumi stack output ... --stack` and `pulumi stack rm`, by the CLI itself, in a copy of the
 project (its Pulumi.yaml and the shipped stack file). `preview`, `up` and `destroy` run the program,
 which the CLI starts through the Python language host, not to be had here: those three go through
-the Automation API driver (dynamo_lab/cluster/pulumi_driver.py), which runs the same CLI on the same
+the Automation API driver (dynamo_lab/local_cluster/pulumi_driver.py), which runs the same CLI on the same
 stack, state and stack file, the program served in-process (docs/real-engine.md). The one change
 to the checklist's commands: the context is the local cluster's, not `my-lab`. The local
 deployment also turns platform management off (no chart here), and the stand-in reports the graph
@@ -22,8 +22,8 @@ import subprocess
 
 import pytest
 
-from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
-from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster.standin import GraphReady
 from tests.helpers import ROOT, deploy_checklist, pulumi_steps
 from tests.lab.cluster.test_deploy import copy_checkout, ok
 

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from dynamo_lab.cluster import harness, tools
+from dynamo_lab.local_cluster import harness, tools
 from dynamo_lab.paths import ROOT
 from tests.helpers import wait_for
 
@@ -73,7 +73,7 @@ def test_killed_owner_leaves_nothing_behind(cluster_bins, tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from dynamo_lab.cluster import harness
+        from dynamo_lab.local_cluster import harness
         bins = {{k: Path(v) for k, v in {({k: str(v) for k, v in cluster_bins.items()})!r}.items()}}
         harness.up(Path({str(state)!r}), bins, attached=True)
         print("UP", flush=True)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_lab.cluster import status
-from dynamo_lab.cluster.api import ClusterError
-from dynamo_lab.cluster.components import ControlPlaneProcess, KubeApiserver
-from dynamo_lab.cluster.control_plane import ControlPlane
-from dynamo_lab.cluster.state import StateDir
+from dynamo_lab.local_cluster import status
+from dynamo_lab.local_cluster.api import LocalClusterError
+from dynamo_lab.local_cluster.components import ControlPlaneProcess, KubeApiserver
+from dynamo_lab.local_cluster.control_plane import ControlPlane
+from dynamo_lab.local_cluster.state import StateDir
 
 
 class Fake(ControlPlaneProcess):
@@ -27,7 +27,7 @@ class Fake(ControlPlaneProcess):
     def start(self, what=None) -> None:
         self.seen.append(f"start {what or self.name}")
         if self.fail:
-            raise ClusterError(f"{self.name}: {self.fail}")
+            raise LocalClusterError(f"{self.name}: {self.fail}")
 
     def stop(self, grace=None) -> None:
         self.seen.append(f"stop {self.name}" + (f" {grace}" if grace is not None else ""))
@@ -48,7 +48,7 @@ def test_a_failed_second_start_stops_the_first_and_starts_nothing_after_it():
     recorded: list[dict] = []
     plane = ControlPlane([Fake("etcd", seen), Fake("kube-apiserver", seen, fail="exited with 1 before it was ready"),
                           Fake("kube-scheduler", seen)], record=lambda **f: recorded.append(f))
-    with pytest.raises(ClusterError, match="kube-apiserver: exited with 1 before it was ready"):
+    with pytest.raises(LocalClusterError, match="kube-apiserver: exited with 1 before it was ready"):
         plane.start()
     # The failed one is stopped too (its process may be running, not ready), then the first.
     assert seen == ["start etcd", "start kube-apiserver", "stop kube-apiserver", "stop etcd"]
@@ -72,7 +72,7 @@ def test_stop_is_the_start_order_reversed_and_each_component_is_stopped_once():
 def test_a_stop_asked_for_while_starting_stops_what_started():
     seen: list[str] = []
     plane = ControlPlane([Fake("etcd", seen), Fake("kube-apiserver", seen)], stopping=lambda: bool(seen))
-    with pytest.raises(ClusterError, match="stopped while starting"):
+    with pytest.raises(LocalClusterError, match="stopped while starting"):
         plane.start()
     assert seen == ["start etcd", "stop etcd"]
 
@@ -98,7 +98,7 @@ def test_an_api_server_that_does_not_come_back_fails_the_outage():
     apiserver.fail = "not ready after 120 s"
     recorded: list[dict] = []
     plane.record = lambda **f: recorded.append(f)
-    with pytest.raises(ClusterError, match="not ready after 120 s"):
+    with pytest.raises(LocalClusterError, match="not ready after 120 s"):
         plane.outage(1, sleep=lambda s: None)
     assert [f.get("apiserver") for f in recorded] == ["stopped"]
 
@@ -132,7 +132,7 @@ def test_a_real_process_that_started_is_stopped_when_the_next_one_exits_before_i
     first = Python("first", tmp_path, "import time; print('up', flush=True); time.sleep(60)")
     second = Python("second", tmp_path, "import sys; print('no such flag', flush=True); sys.exit(2)")
     plane = ControlPlane([first, second])
-    with pytest.raises(ClusterError, match="second: exited with 2 before it was ready:\nno such flag"):
+    with pytest.raises(LocalClusterError, match="second: exited with 2 before it was ready:\nno such flag"):
         plane.start()
     assert first.process.poll() is not None and second.process.poll() == 2
 

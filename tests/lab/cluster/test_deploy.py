@@ -4,13 +4,13 @@ What is real: the Pulumi CLI v3.274.1 and the provider pulumi-resource-kubernete
 release pyproject.toml pins), both built from their Go modules, running the project's own
 `infra.program` with the stack's own file, a file backend and a passphrase; the API server,
 admission, the controller manager (volume binding, Jobs, namespace deletion) and kwok's simulated
-lab nodes. The program runs as an Automation API inline program (dynamo_lab/cluster/pulumi_driver.py):
+lab nodes. The program runs as an Automation API inline program (dynamo_lab/local_cluster/pulumi_driver.py):
 the Python language host is not to be had, and is not needed.
 
 What is not: the Dynamo platform chart and operator (no registry here serves either), so each stack
 runs with `platform.manage: false` and the pinned CRDs, and a stand-in writes the graph's Ready
 condition through the status subresource, the operator's one part a deploy waits on
-(dynamo_lab/cluster/standin.py: it starts no pod). Where a test needs `up` to complete, it says so
+(dynamo_lab/local_cluster/standin.py: it starts no pod). Where a test needs `up` to complete, it says so
 by running the stand-in.
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
-from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import ROOT, loaded
 

@@ -16,9 +16,9 @@ from collections import Counter
 
 import pytest
 
-from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
-from dynamo_lab.cluster.api import STRICT
-from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster.api import STRICT
+from dynamo_lab.local_cluster.standin import GraphReady
 from infra.manifests.security import ENFORCE_LABEL
 from infra.plan import plan
 from tests.helpers import loaded, wait_for

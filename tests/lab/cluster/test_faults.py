@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from dynamo_lab.cluster import harness, pulumi_cli, pulumi_workspace
-from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.local_cluster import harness, pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster.standin import GraphReady
 from dynamo_lab.paths import ROOT
 from infra.plan import HF_TOKEN_KEY, plan
 from tests.helpers import loaded, wait_for

@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from dynamo_lab.cluster import api, components, nodes, state
+from dynamo_lab.local_cluster import api, components, nodes, state
 
 BINS = {"kubernetes": "/k", "etcd": "/e", "kwok": "/w"}
 

@@ -26,7 +26,7 @@ from typing import Optional
 import pytest
 
 from dynamo_lab import procs, upstream
-from dynamo_lab.cluster import harness, pulumi_cli, pulumi_workspace, tools
+from dynamo_lab.local_cluster import harness, pulumi_cli, pulumi_workspace, tools
 from tests.helpers import ROOT, wait_for
 
 STACK = "cross-server"
@@ -78,7 +78,7 @@ PULUMI = textwrap.dedent("""\
 INVOKER = textwrap.dedent("""\
     import json, sys
     from pathlib import Path
-    from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
+    from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace
     driver, mode, root = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     ws = pulumi_workspace.Workspace(root, "s1", root / "kubeconfig")
     pulumi_cli.command = lambda action, ws, bins, **kw: [sys.executable, driver, mode, str(ws.root), ws.stack]
@@ -176,13 +176,14 @@ def test_the_closing_line_says_what_is_kept_running_and_claims_nothing_more():
         procs.forget()
 
 
-def test_cluster_down_does_not_count_the_command_that_started_it_as_the_cluster(tmp_path):
-    """`python3 dev.py cluster down --state DIR` (or sudo) names the directory too, as its parent."""
+def test_local_cluster_down_does_not_count_the_command_that_started_it_as_the_cluster(tmp_path):
+    """`python3 dev.py local-cluster down --state DIR` (or sudo) names the directory too, as its parent."""
     state = tmp_path / "state"
     wrapper = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[2:]).returncode)"
-    done = subprocess.run([sys.executable, "-c", wrapper, str(state), sys.executable, "-m", "dynamo_lab", "cluster",
-                           "down", "--state", str(state)], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "cluster: down; nothing left running\n", "")
+    done = subprocess.run([sys.executable, "-c", wrapper, str(state), sys.executable, "-m", "dynamo_lab",
+                           "local-cluster", "down", "--state", str(state)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "local-cluster: down; nothing left running\n", "")
 
 
 # ---- the cluster tier: a real SIGINT to `dynamo-lab up STACK --local` ----

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_lab.cluster import api, components, harness
-from dynamo_lab.cluster.tools import kwok_stages
+from dynamo_lab.local_cluster import api, components, harness
+from dynamo_lab.local_cluster.tools import kwok_stages
 
 pytestmark = pytest.mark.cluster
 
@@ -52,7 +52,7 @@ def test_kwok_exiting_for_any_other_reason_fails_the_start_and_leaves_nothing(cl
     bins = {**cluster_bins, "kwok": _kwok_that_dies_first(tmp_path / "kwok", cluster_bins["kwok"],
                                                           "error: unknown flag", every_time=True)}
     state = tmp_path / "state"
-    with pytest.raises(api.ClusterError, match="kwok nodes Ready: exited with 2"):
+    with pytest.raises(api.LocalClusterError, match="kwok nodes Ready: exited with 2"):
         with harness.running(state, bins):
             pass
     assert RETRIED not in (state / "logs" / "kwok.log").read_text()

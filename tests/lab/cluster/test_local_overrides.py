@@ -1,4 +1,4 @@
-"""`up STACK --local` and `down STACK --local` (dynamo_lab/cluster/local.py) with a stack file that was
+"""`up STACK --local` and `down STACK --local` (dynamo_lab/local_cluster/local.py) with a stack file that was
 made for the lab: initialised there with the real Pulumi CLI under the lab's passphrase (its
 `encryptionsalt`, a `secure:` HF token) and naming the lab's cluster (`kubernetes:kubeconfig`,
 `kubernetes:context`, `kubernetes:cluster`, and KUBECONFIG in the environment too).
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dynamo_lab.cluster import harness, local, pulumi_workspace
+from dynamo_lab.local_cluster import harness, local, pulumi_workspace
 from tests.helpers import ROOT
 from tests.lab.cluster.test_deploy import on_cluster
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from dynamo_lab import stack_files
-from dynamo_lab.cluster import local, local_state, pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster import local, local_state, pulumi_cli, pulumi_workspace
 from tests.helpers import ROOT, run_cli
 
 
@@ -55,7 +55,7 @@ def untouchable(monkeypatch, tmp_path):
     def touched(*a, **k):
         raise AssertionError("the command went on past the stack name: it would start or remove something")
 
-    for name in ("_bins", "ensure_cluster"):
+    for name in ("_bins", "ensure_local_cluster"):
         monkeypatch.setattr(local, name, touched)
     monkeypatch.setattr(local.harness, "stop", touched)
     monkeypatch.setattr(local.harness, "running", touched)
@@ -249,15 +249,15 @@ def _stack_copy(tmp_path, monkeypatch, edit):
     started: list[str] = []
     monkeypatch.setattr(local, "_bins", lambda log: started.append("tools") or {})
 
-    def ensure_cluster(*args):
+    def ensure_local_cluster(*args):
         started.append("cluster")
-        raise ClusterWouldStart
+        raise LocalClusterWouldStart
 
-    monkeypatch.setattr(local, "ensure_cluster", ensure_cluster)
+    monkeypatch.setattr(local, "ensure_local_cluster", ensure_local_cluster)
     return started
 
 
-class ClusterWouldStart(Exception):
+class LocalClusterWouldStart(Exception):
     """Raised where up --local would start the cluster: every check before it passed."""
 
 
@@ -277,7 +277,7 @@ def test_up_checks_the_stack_as_it_deploys_it_with_the_local_overrides(tmp_path,
     # could choose another cluster): the check before the cluster starts must not refuse it.
     started = _stack_copy(tmp_path, monkeypatch,
                           lambda t: t.replace("config:\n", "config:\n  kubernetes:cluster: lab\n", 1))
-    with pytest.raises(ClusterWouldStart):
+    with pytest.raises(LocalClusterWouldStart):
         local.up("cross-server", log=lambda m: None)
     assert started == ["tools", "cluster"]
 
@@ -307,7 +307,7 @@ def test_up_prints_the_outputs_once_and_says_which_warnings_are_expected(tmp_pat
     _stack_copy(tmp_path, monkeypatch, lambda t: t)
     monkeypatch.setattr(local, "_bins", lambda log: {})
     handle = type("Handle", (), {"kubeconfig": tmp_path / "kubeconfig", "api": lambda self: None})()
-    monkeypatch.setattr(local, "ensure_cluster", lambda bins, log: (handle, False))
+    monkeypatch.setattr(local, "ensure_local_cluster", lambda bins, log: (handle, False))
     monkeypatch.setattr(local.standin, "GraphReady", lambda api: contextlib.nullcontext())
     ran: list[str] = []
 

@@ -21,7 +21,7 @@ from collections import Counter
 
 import pytest
 
-from dynamo_lab.cluster import harness
+from dynamo_lab.local_cluster import harness
 from dynamo_lab.preflight import packing
 from dynamo_lab.preflight.pods import plan_pods
 from infra.plan import plan

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dynamo_lab.cluster import local
+from dynamo_lab.local_cluster import local
 from tests.lab.cluster.test_deploy import copy_checkout
 
 pytestmark = pytest.mark.cluster

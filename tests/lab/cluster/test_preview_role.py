@@ -19,10 +19,10 @@ from typing import Optional
 import pytest
 import yaml
 
-from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
-from dynamo_lab.cluster.api import STRICT, Api
-from dynamo_lab.cluster.standin import GraphReady
-from dynamo_lab.cluster.state import write_private
+from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster.api import STRICT, Api
+from dynamo_lab.local_cluster.standin import GraphReady
+from dynamo_lab.local_cluster.state import write_private
 from infra.plan import plan
 from tests.helpers import ROOT, STACKS, loaded, wait_for
 
@@ -63,7 +63,7 @@ UNDECLARED = [("", "pods"), ("", "pods/log"), ("apps", "deployments"), ("", "ser
 def cluster(cluster_bins, tmp_path_factory, request):
     """A local cluster with the DynamoGraphDeployment CRD when it can be had (the resource names
     are then checked against it too), else without: authorization does not need the CRD."""
-    from dynamo_lab.cluster import harness
+    from dynamo_lab.local_cluster import harness
 
     try:
         crd_dir = request.getfixturevalue("dgd_crd_dir")

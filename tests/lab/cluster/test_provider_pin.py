@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
-from dynamo_lab.cluster.api import apply_crds
-from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster.api import apply_crds
+from dynamo_lab.local_cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import loaded, wait_for
 from tests.lab.cluster.test_deploy import LOCAL, object_path, ok, on_cluster

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dynamo_lab.cluster import (
+from dynamo_lab.local_cluster import (
     pulumi_cli,
     pulumi_driver,
     pulumi_workspace,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
-from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import loaded
 from tests.lab.cluster.test_deploy import LOCAL, copy_checkout, object_path, ok

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_lab.cluster import components, pulumi_cli, pulumi_driver, pulumi_workspace, root_paths
-from dynamo_lab.cluster.api import ClusterError
-from dynamo_lab.cluster.state import StateDir
+from dynamo_lab.local_cluster import components, pulumi_cli, pulumi_driver, pulumi_workspace, root_paths
+from dynamo_lab.local_cluster.api import LocalClusterError
+from dynamo_lab.local_cluster.state import StateDir
 
 # As root the owners allowed are root's; a test run as a user holds its own uid to the same rule.
 ME = os.geteuid()
@@ -78,7 +78,7 @@ def test_a_component_whose_binary_was_swapped_since_cluster_tools_checked_it_is_
     assert started.binary is None  # closed once its process ended
     _swap(binary, f"#!/bin/sh\ntouch {marker}\n")
     swapped = Etcd(StateDir(tmp_path / "state"), binary.parent, None)
-    with pytest.raises(ClusterError, match=rf"^etcd: not started: {binary} has sha256 .* fix: rm -rf "):
+    with pytest.raises(LocalClusterError, match=rf"^etcd: not started: {binary} has sha256 .* fix: rm -rf "):
         swapped.start()
     assert swapped.process is None and not marker.exists()
 

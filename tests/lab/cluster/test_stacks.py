@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_lab.cluster.api import STRICT
+from dynamo_lab.local_cluster.api import STRICT
 from infra.manifests.security import ENFORCE_LABEL, PSA_VERSION
 from infra.plan import HELM_RELEASE, StackPlan, plan
 from tests.helpers import STACKS, everything_on, loaded

@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from dynamo_lab.cluster.api import STRICT
+from dynamo_lab.local_cluster.api import STRICT
 from dynamo_lab.preflight import cluster_data
 from dynamo_lab.preflight.run import check
 from infra.config.schema import ClusterTarget

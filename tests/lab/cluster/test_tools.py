@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_lab.cluster import tool_build, tool_trust, tools
-from dynamo_lab.cluster.tools import BY_NAME, ToolChoice, decide
+from dynamo_lab.local_cluster import tool_build, tool_trust, tools
+from dynamo_lab.local_cluster.tools import BY_NAME, ToolChoice, decide
 
 GO_SUM = "example.com/m v1.0.0 h1:abc=\n"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dynamo_lab.cluster import pulumi_cli, pulumi_workspace
-from dynamo_lab.cluster.api import STRICT
-from dynamo_lab.cluster.standin import GraphReady
+from dynamo_lab.local_cluster import pulumi_cli, pulumi_workspace
+from dynamo_lab.local_cluster.api import STRICT
+from dynamo_lab.local_cluster.standin import GraphReady
 from infra.plan import plan
 from tests.helpers import ROOT, everything_on, loaded, wait_for
 from tests.lab.cluster.test_deploy import BESIDES, LOCAL, object_path, ok, planned_steps

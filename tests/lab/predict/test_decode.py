@@ -34,7 +34,7 @@ def _timing() -> Timing:
 
 
 def _aggregated(prompt: int, output: int = 32) -> list:
-    w = WorkerSpec("agg-0", "agg", "g", "g", CARD, LIMITS, 100_000)
+    w = WorkerSpec("agg-0", "agg", "g", "g", CARD, LIMITS, 100_000, KV)
     g = ServingGraph([w], {}, _timing(), Load(1, 0, prompt, output, MODEL), stream=1)
     return g.run(2, 2)
 

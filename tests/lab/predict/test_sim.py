@@ -44,7 +44,8 @@ def timing(schedule_s: float = 0.0, **kw) -> Timing:
 
 
 def spec(name, role, node="n", blocks=10_000, card=FAST, limits=WIDE, cpu_buffers=True) -> WorkerSpec:
-    return WorkerSpec(name, role, node, node, card, limits, blocks, cpu_buffers)
+    """A worker of one rank: the rank holds all of a token's KV."""
+    return WorkerSpec(name, role, node, node, card, limits, blocks, KV, cpu_buffers)
 
 
 def load(prefix_types=2, output=4) -> Load:
@@ -125,8 +126,10 @@ def test_a_job_of_several_flows_takes_a_share_for_each_and_each_its_own_cap():
 
 
 def _ranked(spec_: WorkerSpec, ranks: int) -> WorkerSpec:
-    """A worker of `ranks` GPUs (all-reduces free: only the transfer and copies take time here)."""
-    return dataclasses.replace(spec_, card=tensor_parallel(spec_.card, ranks, 1e18, 0.0), group=spec_.name)
+    """A worker of `ranks` GPUs (all-reduces free: only the transfer and copies take time here), each
+    rank holding its share of a token's KV (infra.resolved.Ranks)."""
+    return dataclasses.replace(spec_, card=tensor_parallel(spec_.card, ranks, 1e18, 0.0),
+                               rank_kv_bytes_per_token=KV // ranks, group=spec_.name)
 
 
 @pytest.mark.parametrize("same_host", [False, True])

@@ -2,7 +2,7 @@
 // The proxy serves that module only as v4.0.0-20260115033456-f47bc2d6f199, which is commit
 // f47bc2d6f199 of pulumi/pulumi-kubernetes: the v4.25.0 release tag. Its go.mod replaces the SDK by
 // directory (../sdk, absent from the module zip) and its main embeds two generated files the zip
-// lacks, so the build copies the module into ./provider (dynamo_lab/cluster/tool_build.py checks its
+// lacks, so the build copies the module into ./provider (dynamo_lab/local_cluster/tool_build.py checks its
 // hash first), writes the embeds there, and requires the SDK of the same release instead.
 module dynamo-lab/tools/cluster/pulumi-resource-kubernetes
 

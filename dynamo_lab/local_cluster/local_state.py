@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 from dynamo_lab import stack_files
-from dynamo_lab.cluster import harness, root_paths, tools
-from dynamo_lab.cluster.pulumi_workspace import Workspace
-from dynamo_lab.cluster.stack_overrides import (
+from dynamo_lab.local_cluster import harness, root_paths, tools
+from dynamo_lab.local_cluster.pulumi_workspace import Workspace
+from dynamo_lab.local_cluster.stack_overrides import (
     CLUSTER_CHOOSERS,
     LOCAL_OVERRIDES,
     kubeconfig_context,
@@ -38,7 +38,7 @@ def local_root(env=None) -> Path:
     return tools.cache_root(dict(os.environ if env is None else env)).parent / "local"
 
 
-def cluster_state() -> Path:
+def local_cluster_state() -> Path:
     return local_root() / "cluster"
 
 
@@ -166,5 +166,5 @@ def report_overrides(stack: str, doc: dict, ws: Workspace, log) -> None:
 
 
 
-def cluster_running(state: Path) -> bool:
+def local_cluster_running(state: Path) -> bool:
     return harness.is_running(state)

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Optional
 
-from dynamo_lab.cluster.api import Api
+from dynamo_lab.local_cluster.api import Api
 
 GRAPHS = "/apis/nvidia.com/v1beta1/dynamographdeployments"
 STANDIN_REASON = "StandInForOperator"
@@ -29,8 +29,8 @@ def ready_status(generation: int, now: Optional[str] = None) -> dict:
     return {"status": {"state": "successful", "observedGeneration": generation, "conditions": [{
         "type": "Ready", "status": "True", "reason": STANDIN_REASON, "observedGeneration": generation,
         "lastTransitionTime": now,
-        "message": "marked Ready by dynamo-lab's stand-in for the Dynamo operator (dynamo_lab/cluster/standin.py): "
-                   "no operator runs here and no worker was started"}]}}
+        "message": "marked Ready by dynamo-lab's stand-in for the Dynamo operator "
+                   "(dynamo_lab/local_cluster/standin.py): no operator runs here and no worker was started"}]}}
 
 
 def is_ready(graph: dict) -> bool:

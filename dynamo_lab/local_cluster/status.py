@@ -3,8 +3,8 @@ is, typed (`Status`), and how each process adds what it knows (`update`) without
 other wrote: the outer writes its pids and port, the inner its addresses, each component's start
 and stop time, readiness, the CRDs, the API server outage and any error.
 
-The file is flat JSON, its keys in the order the cluster reaches them (`dynamo-lab cluster status`
-prints it): `ready_<component>_s` and `stop_<component>_s` for each component's seconds.
+The file is flat JSON, its keys in the order the cluster reaches them (`dynamo-lab local-cluster
+status` prints it): `ready_<component>_s` and `stop_<component>_s` for each component's seconds.
 
 Standard library only.
 """
@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from dynamo_lab.cluster.state import StateDir
+from dynamo_lab.local_cluster.state import StateDir
 
 _PER_COMPONENT = re.compile(r"^(ready|stop)_(.+)_s$")
 

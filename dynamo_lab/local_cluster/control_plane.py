@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from dynamo_lab.cluster.api import ClusterError
-from dynamo_lab.cluster.components import ControlPlaneProcess, KubeApiserver
+from dynamo_lab.local_cluster.api import LocalClusterError
+from dynamo_lab.local_cluster.components import ControlPlaneProcess, KubeApiserver
 
 C = TypeVar("C", bound=ControlPlaneProcess)
 
@@ -38,7 +38,7 @@ class ControlPlane:
         try:
             for component in self.components:
                 if self.stopping():
-                    raise ClusterError("stopped while starting")
+                    raise LocalClusterError("stopped while starting")
                 t0 = time.monotonic()
                 self.started.append(component)  # before its start: a process that is not ready is stopped too
                 component.start()

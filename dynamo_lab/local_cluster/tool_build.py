@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from dynamo_lab.cluster import root_paths
-from dynamo_lab.cluster.tool_spec import Tool
-from dynamo_lab.cluster.tool_trust import STAMP, entry_dir, seal, stamp_for
+from dynamo_lab.local_cluster import root_paths
+from dynamo_lab.local_cluster.tool_spec import Tool
+from dynamo_lab.local_cluster.tool_trust import STAMP, entry_dir, seal, stamp_for
 from dynamo_lab.paths import ROOT
 
 WRAPPERS = ROOT / "tools" / "cluster"

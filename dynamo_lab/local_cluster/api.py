@@ -1,5 +1,5 @@
 """Talking to the local cluster's API server: requests with the admin token (warnings kept), waiting
-until a check passes, and applying CRD files. `ClusterError` is every failure of the cluster tier's
+until a check passes, and applying CRD files. `LocalClusterError` is every failure of the cluster tier's
 harness, in words.
 
 Standard library only, but for PyYAML when CRD files are applied.
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 
-class ClusterError(RuntimeError):
+class LocalClusterError(RuntimeError):
     pass
 
 
@@ -81,26 +81,26 @@ class Api:
         """POST `obj`, every field checked (fieldValidation=Strict); 409 (it exists) is not an error."""
         code, body = self.call("POST", f"{collection}?{STRICT}", obj)
         if code not in (200, 201, 409):
-            raise ClusterError(f"POST {collection} {obj['metadata']['name']}: {code} {body}")
+            raise LocalClusterError(f"POST {collection} {obj['metadata']['name']}: {code} {body}")
         return code
 
 
 def wait_until(what: str, check: Callable[[], bool], timeout: float, proc: Optional[subprocess.Popen] = None,
                log: Optional[Path] = None) -> None:
-    """Until `check()` is true; ClusterError (with the log's tail) if `proc` exits first, or after `timeout`."""
+    """Until `check()` is true; LocalClusterError (with the log's tail) if `proc` exits first, or after `timeout`."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             tail = log.read_text()[-3000:] if log and log.exists() else ""
-            raise ClusterError(f"{what}: exited with {proc.returncode} before it was ready:\n{tail}")
+            raise LocalClusterError(f"{what}: exited with {proc.returncode} before it was ready:\n{tail}")
         try:
             if check():
                 return
-        except (OSError, ClusterError, ValueError) as e:
+        except (OSError, LocalClusterError, ValueError) as e:
             last = e
         time.sleep(0.25)
-    raise ClusterError(f"{what}: not ready after {timeout:.0f} s ({last})")
+    raise LocalClusterError(f"{what}: not ready after {timeout:.0f} s ({last})")
 
 
 def http_ok(url: str) -> bool:

@@ -4,8 +4,8 @@ runs) and the `Handle` a caller holds. The cluster is etcd, kube-apiserver, kube
 kube-scheduler and kwok (the lab's two GPU nodes, simulated; components.py, control_plane.py) in a
 network namespace of their own, where only loopback exists (namespaces.py).
 
-`python -m dynamo_lab.cluster.harness inner|serve STATE` runs one of the cluster's own processes
-(namespaces.py); `python -m dynamo_lab.cluster up|down|status` is the shell's command line.
+`python -m dynamo_lab.local_cluster.harness inner|serve STATE` runs one of the cluster's own processes
+(namespaces.py); `dynamo-lab local-cluster up|down|status` is the shell's command line.
 
 Standard library only, but for PyYAML when CRD files are applied.
 """
@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Iterator, Mapping, Optional, Sequence
 
-from dynamo_lab.cluster.api import Api, ClusterError
-from dynamo_lab.cluster.namespaces import inner, pdeathsig, serve
-from dynamo_lab.cluster.nodes import LAB_CLUSTER
-from dynamo_lab.cluster.state import Startup, StateDir, prepare
-from dynamo_lab.cluster.status import Status, status_of
+from dynamo_lab.local_cluster.api import Api, LocalClusterError
+from dynamo_lab.local_cluster.namespaces import inner, pdeathsig, serve
+from dynamo_lab.local_cluster.nodes import LAB_CLUSTER
+from dynamo_lab.local_cluster.state import Startup, StateDir, prepare
+from dynamo_lab.local_cluster.status import Status, status_of
 from dynamo_lab.paths import ROOT
 
 
@@ -67,11 +67,11 @@ def up(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = None, at
     nodes are those of a saved `kubectl get nodes -o json` (`nodes_from`; the lab's by default).
 
     attached: the cluster dies with this process (the pytest fixture); otherwise it outlives it
-    (`dynamo-lab cluster up`) until `down`.
+    (`dynamo-lab local-cluster up`) until `down`.
     """
     state = state.absolute()
     sd = prepare(state, bins, crd_dir, nodes_from=nodes_from)
-    argv = [sys.executable, "-m", "dynamo_lab.cluster.harness", "serve", str(state), "0"]
+    argv = [sys.executable, "-m", "dynamo_lab.local_cluster.harness", "serve", str(state), "0"]
     if attached:
         argv.append("--attached")
     with open(sd.logs / "outer.log", "ab") as out:
@@ -83,20 +83,20 @@ def up(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = None, at
         def ready():
             s = status_of(state)
             if s.error:
-                raise ClusterError(s.error)
+                raise LocalClusterError(s.error)
             if proc.poll() is not None:
-                raise ClusterError(f"the harness exited ({proc.returncode}); logs in {sd.logs}")
+                raise LocalClusterError(f"the harness exited ({proc.returncode}); logs in {sd.logs}")
             return bool(s.ready)
         deadline = time.monotonic() + timeout
         while not ready():
             if time.monotonic() > deadline:
-                raise ClusterError(f"not ready after {timeout:.0f} s; logs in {sd.logs}")
+                raise LocalClusterError(f"not ready after {timeout:.0f} s; logs in {sd.logs}")
             time.sleep(0.3)
     except BaseException:
         stop(state, proc)
         raise
     s = status_of(state)
-    log(f"cluster up in {time.monotonic() - t0:.1f} s: {sd.kubeconfig} ({s.port}); "
+    log(f"local cluster up in {time.monotonic() - t0:.1f} s: {sd.kubeconfig} ({s.port}); "
         + ", ".join(f"{name} {seconds} s" for name, seconds in s.ready_s.items()))
     return Handle(sd, proc, s)
 
@@ -178,7 +178,7 @@ def _lineage(pid: int) -> set[int]:
 
 def leftovers(state: Path) -> list[str]:
     """Processes of this cluster still alive: every one of them names its directory in an argument.
-    Not this process nor its ancestors: `dev.py cluster down --state DIR` (or `sudo ...`) names the
+    Not this process nor its ancestors: `dev.py local-cluster down --state DIR` (or `sudo ...`) names the
     directory too, and is not the cluster."""
     state = state.absolute()
     here, inside = str(state), str(state) + os.sep
@@ -209,7 +209,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return inner(Path(argv[1]))
     if argv[:1] == ["serve"]:
         return serve(Path(argv[1]), int(argv[2]), "--attached" in argv)
-    print("usage: python -m dynamo_lab.cluster {up,down,status}", file=sys.stderr)
+    print("usage: python -m dynamo_lab.local_cluster {up,down,status}", file=sys.stderr)
     return 2
 
 

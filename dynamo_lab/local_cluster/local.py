@@ -4,7 +4,7 @@
                                      `pulumi preview` and `pulumi up` of the stack; prints what
                                      Pulumi prints and the stack's outputs
     dynamo-lab down STACK --local    `pulumi destroy` of the stack; the cluster stops too once no
-                                     local stack is left on it (--keep-cluster keeps it)
+                                     local stack is left on it (--keep-local-cluster keeps it)
     dynamo-lab pr-preview BASE HEAD  a fresh local cluster; per stack, BASE's program and stack file
                                      deployed, then the real `pulumi preview --diff` of HEAD's
 
@@ -35,17 +35,17 @@ from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
 from dynamo_lab import procs, stack_files
-from dynamo_lab.cluster import harness, local_state, pulumi_cli, standin, tools
-from dynamo_lab.cluster.local_state import LocalError, check_stack, read_stack_file
-from dynamo_lab.cluster.pulumi_workspace import Workspace
-from dynamo_lab.cluster.stack_overrides import local_overrides, stack_document, stack_name_problem
-from dynamo_lab.cluster.state import CONTEXT, StateDir
+from dynamo_lab.local_cluster import harness, local_state, pulumi_cli, standin, tools
+from dynamo_lab.local_cluster.local_state import LocalError, check_stack, read_stack_file
+from dynamo_lab.local_cluster.pulumi_workspace import Workspace
+from dynamo_lab.local_cluster.stack_overrides import local_overrides, stack_document, stack_name_problem
+from dynamo_lab.local_cluster.state import CONTEXT, StateDir
 from dynamo_lab.paths import ROOT
 
 CONTROL_PLANE = ("kubernetes", "etcd", "kwok")
 DGD_CRD = "crds/nvidia.com_dynamographdeployments.yaml"
 NOTICE = ("local: no Dynamo operator here (no registry serves it): a stand-in marks the graph Ready "
-          "once it exists (dynamo_lab/cluster/standin.py); no worker starts and no model is served")
+          "once it exists (dynamo_lab/local_cluster/standin.py); no worker starts and no model is served")
 
 
 # The two warnings a local `up` shows, both expected (docs/real-engine.md, "What up --local prints").
@@ -72,7 +72,7 @@ def accounts_for_ctrl_c(command: str):
             given.apply_defaults()
             _started.clear()
             was_running = (command != "pr-preview"
-                           and local_state.cluster_running(local_state.cluster_state().absolute()))
+                           and local_state.local_cluster_running(local_state.local_cluster_state().absolute()))
             try:
                 return fn(*args, **kw)
             except KeyboardInterrupt as exc:
@@ -109,10 +109,10 @@ def _crd_dir(into: Path) -> Path:
 
 
 
-def ensure_cluster(bins, log) -> tuple[harness.Handle, bool]:
+def ensure_local_cluster(bins, log) -> tuple[harness.Handle, bool]:
     """The local cluster: the running one, else a new one (detached: it outlives this command)."""
-    state = local_state.cluster_state().absolute()
-    if local_state.cluster_running(state):
+    state = local_state.local_cluster_state().absolute()
+    if local_state.local_cluster_running(state):
         log(f"local: the cluster in {state} is running; using it")
         return harness.attach(state), False
     if state.exists():
@@ -128,7 +128,7 @@ def check_as_deployed(stack: str, doc: dict) -> None:
     from infra.plan import load_stack
 
     planned = stack_document(doc, None, local_overrides(
-        local_state.cluster_state().absolute() / "kubeconfig", CONTEXT))
+        local_state.local_cluster_state().absolute() / "kubeconfig", CONTEXT))
     raw, secret_keys = stack_files.config_from_doc(planned.get("config") or {})
     on_the_lab_nodes(load_stack(stack, raw, secret_keys).resolved)
 
@@ -137,7 +137,7 @@ def on_the_lab_nodes(resolved) -> None:
     """The local cluster simulates the lab's nodes (nodes.LAB_CLUSTER): a stack whose GPU class selects
     none of them (an example beyond the lab) would leave its pre-pull Jobs and workers Pending until
     their timeouts, so it is refused before anything starts."""
-    from dynamo_lab.cluster.nodes import LAB_CLUSTER, lab_nodes
+    from dynamo_lab.local_cluster.nodes import LAB_CLUSTER, lab_nodes
     from dynamo_lab.preflight import classes, selectors
 
     nodes = lab_nodes(LAB_CLUSTER.read_text())
@@ -175,19 +175,19 @@ def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
     source = stack_files.stack_file(check_stack(stack), ROOT)
     doc = read_stack_file(source)
     # Its paths, checked before anything starts.
-    local_state.workspace(stack, local_state.cluster_state() / "kubeconfig")
+    local_state.workspace(stack, local_state.local_cluster_state() / "kubeconfig")
     check_as_deployed(stack, doc)
     t0 = time.monotonic()
     bins = _bins(log)
-    cluster, started = ensure_cluster(bins, log)
-    kubeconfig = cluster.kubeconfig
+    local_cluster, started = ensure_local_cluster(bins, log)
+    kubeconfig = local_cluster.kubeconfig
     ws = local_state.workspace(stack, kubeconfig)
     local_state.report_overrides(stack, doc, ws, log)
     log(f"local: {stack}: pulumi preview (workspace {ws.root})")
     _print_result(pulumi_cli.invoke("preview", ws, bins, stack_file=source), "preview", out, outputs=False)
     log(NOTICE)
     log(f"local: {stack}: pulumi up")
-    with standin.GraphReady(cluster.api()):
+    with standin.GraphReady(local_cluster.api()):
         _print_result(pulumi_cli.invoke("up", ws, bins, stack_file=source), "up", out)
     log(WARNINGS)
     log(f"local: {stack} is up on the local cluster in {time.monotonic() - t0:.0f} s "
@@ -197,11 +197,11 @@ def up(stack: str, out: TextIO = sys.stdout, log=None) -> int:
 
 
 @accounts_for_ctrl_c("down")
-def down(stack: str, keep_cluster: bool = False, out: TextIO = sys.stdout, log=None) -> int:
+def down(stack: str, keep_local_cluster: bool = False, out: TextIO = sys.stdout, log=None) -> int:
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
-    state = local_state.cluster_state()
+    state = local_state.local_cluster_state()
     local_state.workspace(stack, state / "kubeconfig")  # refused here, before anything is stopped or removed
-    if not local_state.cluster_running(state):
+    if not local_state.local_cluster_running(state):
         local_state.remove(local_state.workspace(stack, StateDir(state).kubeconfig).root, ignore_errors=True)
         log("local: the local cluster is not running: nothing to destroy")
         return 0
@@ -213,8 +213,8 @@ def down(stack: str, keep_cluster: bool = False, out: TextIO = sys.stdout, log=N
     else:
         log(f"local: {stack} is not deployed on the local cluster")
     others = sorted(p.name for p in (local_state.local_root() / "stacks").glob("*") if p.is_dir())
-    if keep_cluster or others:
-        why = "--keep-cluster" if keep_cluster else "still deployed: " + ", ".join(others)
+    if keep_local_cluster or others:
+        why = "--keep-local-cluster" if keep_local_cluster else "still deployed: " + ", ".join(others)
         log(f"local: the cluster keeps running ({why})")
         return 0
     with procs.signals_held():  # a Ctrl-C now would leave a cluster half stopped
@@ -288,13 +288,13 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
                     raise LocalError(f"pr-preview: a stack file of {base} or {head}: {problem}; nothing was "
                                      "deployed. Rename the file Pulumi.<stack>.yaml with a stack name")
             state = tmp_path / "cluster"
-            with harness.running(state, bins, _crd_dir(tmp_path / "crds"), log=log) as cluster:
-                api = cluster.api()
+            with harness.running(state, bins, _crd_dir(tmp_path / "crds"), log=log) as local_cluster:
+                api = local_cluster.api()
                 out.write(f"# pulumi preview --diff of {head_commit[:12]} against {base_commit[:12]} deployed, "
                           f"by the real engine on a local cluster\n{NOTICE}\n")
                 for stack in names:
                     out.write(f"\n## {stack}\n")
-                    ws = Workspace(tmp_path / "ws" / stack, stack, cluster.kubeconfig)
+                    ws = Workspace(tmp_path / "ws" / stack, stack, local_cluster.kubeconfig)
                     refused, docs = _stack_files(stack, {head: head_tree, base: base_tree})
                     if refused:  # a pull request's file that is no stack file: nothing reads it on, as root
                         out.write(f"STACK FILE REFUSED: {refused}; {stack} is neither deployed nor previewed\n")
@@ -356,18 +356,18 @@ def _account(command: str, exc: KeyboardInterrupt, given: dict, was_running: boo
         else:
             procs.cleaned(f"removed its temporary directory {tmp}")
         return
-    stack, state = given["stack"], local_state.cluster_state().absolute()
+    stack, state = given["stack"], local_state.local_cluster_state().absolute()
     if stack_name_problem(stack) is None and halt is None:
         ws = Workspace(local_state.local_root() / "stacks" / stack, stack, StateDir(state).kubeconfig)
         for pid, args in pulumi_cli.processes(ws).items():
             procs.left_behind(f"engine process {pid} ({args[:100]}): kill {pid}")
         if pulumi_cli.locks(ws):
             procs.left_behind(f"the stack's lock: `{shlex.join(pulumi_cli.cancel_command(ws))}`")
-    if local_state.cluster_running(state):
+    if local_state.local_cluster_running(state):
         how = "it was running before" if was_running else "this command started it"
         procs.kept(f"the local cluster ({how}; `dynamo-lab down {stack} --local` stops it)")
     elif running := harness.leftovers(state):
-        procs.left_behind("local cluster processes (`dynamo-lab cluster down --state "
+        procs.left_behind("local cluster processes (`dynamo-lab local-cluster down --state "
                           f"{state}` stops them): " + "; ".join(running))
     elif was_running:
         procs.cleaned("the local cluster is stopped")

@@ -14,10 +14,10 @@ import subprocess
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from dynamo_lab.cluster.api import Api, ClusterError, http_ok, wait_until
-from dynamo_lab.cluster.nodes import KWOK_ANNOTATION
-from dynamo_lab.cluster.root_paths import Binary, Refused, open_binary, trusted_uid
-from dynamo_lab.cluster.state import APISERVER_PORT, ETCD_PORT, Startup, StateDir
+from dynamo_lab.local_cluster.api import Api, LocalClusterError, http_ok, wait_until
+from dynamo_lab.local_cluster.nodes import KWOK_ANNOTATION
+from dynamo_lab.local_cluster.root_paths import Binary, Refused, open_binary, trusted_uid
+from dynamo_lab.local_cluster.state import APISERVER_PORT, ETCD_PORT, Startup, StateDir
 
 # What kwok v0.8.0 prints when its start-up race kills it (see Kwok.start).
 KWOK_START_RACE = "fatal error: concurrent map writes"
@@ -53,12 +53,12 @@ class ControlPlaneProcess:
         raise NotImplementedError
 
     def ready(self) -> bool:
-        """One look: is it serving yet? (An OSError, ClusterError or ValueError counts as not yet.)"""
+        """One look: is it serving yet? (An OSError, LocalClusterError or ValueError counts as not yet.)"""
         return True
 
     def start(self, what: Optional[str] = None) -> None:
         """Start its process (its output appended to its log) and wait until it is ready; a
-        ClusterError, naming `what` (by default its name), if it exits first or is not ready in time.
+        LocalClusterError, naming `what` (by default its name), if it exits first or is not ready in time.
         Its binary is checked as the tools' check holds it (root_paths.open_binary: from / down, and its
         sha256 against its cache entry's stamp) when it starts, minutes after cluster-tools decided
         on it, and the open file is what runs: a binary swapped in between is refused or not run."""
@@ -67,7 +67,7 @@ class ControlPlaneProcess:
         try:
             self.binary = open_binary(Path(argv[0]), trusted_uid())
         except Refused as e:
-            raise ClusterError(f"{what or self.name}: not started: {e}") from None
+            raise LocalClusterError(f"{what or self.name}: not started: {e}") from None
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(argv, executable=self.binary.exec_path, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT)
@@ -185,7 +185,7 @@ class Kwok(ControlPlaneProcess):
             self.api.create("/api/v1/nodes", node)
         try:
             super().start(what or "kwok nodes Ready")
-        except ClusterError:
+        except LocalClusterError:
             if self.exited() is None or KWOK_START_RACE not in self.log.read_text(errors="replace"):
                 raise
             with open(self.log, "ab") as out:

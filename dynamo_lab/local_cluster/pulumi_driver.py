@@ -11,7 +11,7 @@ modules (tools.py), run `infra.program.pulumi_main` unchanged, with the stack's 
 Pulumi.<stack>.yaml (with the local overrides, stack_overrides.py), a file backend and a
 passphrase (pulumi_workspace.py).
 
-`python dynamo_lab/cluster/pulumi_driver.py ACTION --stack S --workspace DIR --kubeconfig K` runs
+`python dynamo_lab/local_cluster/pulumi_driver.py ACTION --stack S --workspace DIR --kubeconfig K` runs
 one action and prints what Pulumi prints; pulumi_cli.py runs it as a subprocess for the tests and
 `dev.py up --local`, so that an interrupted or killed run is a real interrupted or killed process.
 
@@ -36,7 +36,7 @@ from typing import Any, Mapping, Optional, Sequence
 # imports is the program's. Its own parts are its siblings in this directory, imported by their file
 # names when it runs as a script (sys.path[0] is this directory until main() takes it out).
 if __package__:
-    from dynamo_lab.cluster.pulumi_workspace import (
+    from dynamo_lab.local_cluster.pulumi_workspace import (
         Workspace,
         cli_env,
         install_provider,
@@ -45,8 +45,8 @@ if __package__:
         reap_orphans,
         repair_torn_attributes,
     )
-    from dynamo_lab.cluster.root_paths import Binary, open_binary, trusted_uid
-    from dynamo_lab.cluster.stack_overrides import stack_name_problem
+    from dynamo_lab.local_cluster.root_paths import Binary, open_binary, trusted_uid
+    from dynamo_lab.local_cluster.stack_overrides import stack_name_problem
 else:
     # The one bounded reader its siblings read stack files with is the toolbox's (dynamo_lab/
     # bounded_read.py, standard library and PyYAML only), one directory up; main() takes both
@@ -71,7 +71,7 @@ ACTIONS = ("preview", "up", "refresh", "destroy", "outputs", "cancel")
 
 def engine_bins(log=print) -> dict[str, Path]:
     """The Pulumi CLI and the provider, found or built (tools.py)."""
-    from dynamo_lab.cluster import tools
+    from dynamo_lab.local_cluster import tools
 
     names = ["pulumi", "pulumi-resource-kubernetes"]
     bins = tools.bin_dirs(tools.ensure(names, log=log))

@@ -12,7 +12,7 @@ network namespace goes with its last process: nothing to delete by hand. The inn
 stdin (a pipe from the outer) closes, on SIGTERM, or when `unshare` dies (--kill-child); the outer
 stops on SIGTERM/SIGINT/SIGHUP (`down`) and dies with its parent when it was started attached (the
 pytest fixture), so even a killed test run leaves nothing behind. Both run as
-`python -m dynamo_lab.cluster.harness inner|serve STATE` (harness.main).
+`python -m dynamo_lab.local_cluster.harness inner|serve STATE` (harness.main).
 
 Standard library only, but for PyYAML when CRD files are applied.
 """
@@ -30,11 +30,11 @@ import sys
 import threading
 from pathlib import Path
 
-from dynamo_lab.cluster import forward, status
-from dynamo_lab.cluster.api import Api, ClusterError, apply_crds
-from dynamo_lab.cluster.components import lab_components
-from dynamo_lab.cluster.control_plane import ControlPlane
-from dynamo_lab.cluster.state import APISERVER_PORT, Startup, StateDir, kubeconfig, write_private
+from dynamo_lab.local_cluster import forward, status
+from dynamo_lab.local_cluster.api import Api, LocalClusterError, apply_crds
+from dynamo_lab.local_cluster.components import lab_components
+from dynamo_lab.local_cluster.control_plane import ControlPlane
+from dynamo_lab.local_cluster.state import APISERVER_PORT, Startup, StateDir, kubeconfig, write_private
 from dynamo_lab.paths import ROOT
 
 PR_SET_PDEATHSIG = 1
@@ -54,7 +54,7 @@ def _loopback_only() -> list[str]:
     addrs = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     if any(not line.split(":")[1].strip().startswith("lo") for line in links.splitlines() if line.strip()):
-        raise ClusterError(f"the namespace has links besides loopback:\n{links}")
+        raise LocalClusterError(f"the namespace has links besides loopback:\n{links}")
     return addrs.split("\n")
 
 
@@ -96,9 +96,9 @@ def inner(state: Path) -> int:
                 sd.apiserver_outage.unlink()
             gone = plane.exited()
             if gone:
-                raise ClusterError(gone)
+                raise LocalClusterError(gone)
         return 0
-    except ClusterError as e:
+    except LocalClusterError as e:
         record(error=str(e))
         return 1
     except Exception as e:  # noqa: BLE001 - reported to the outer, then everything stops
@@ -129,7 +129,7 @@ def serve(state: Path, port: int, attached: bool) -> int:
     with open(sd.logs / "inner.log", "ab") as log:
         child = subprocess.Popen(
             ["unshare", "--net", "--pid", "--fork", "--kill-child", sys.executable, "-m",
-             "dynamo_lab.cluster.harness", "inner", str(state)],
+             "dynamo_lab.local_cluster.harness", "inner", str(state)],
             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
             preexec_fn=pdeathsig)
     status.update(sd.status, outer_pid=os.getpid(), unshare_pid=child.pid, port=port, attached=attached)

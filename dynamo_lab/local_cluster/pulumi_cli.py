@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from dynamo_lab.cluster import root_paths
-from dynamo_lab.cluster.pulumi_workspace import Workspace, cli_env, passphrase
+from dynamo_lab.local_cluster import root_paths
+from dynamo_lab.local_cluster.pulumi_workspace import Workspace, cli_env, passphrase
 from dynamo_lab.paths import ROOT
 
 # The driver, run as a script (command); its command line names this file, which is how
@@ -188,7 +188,7 @@ class Halt:
 
 def cancel_command(ws: Workspace) -> list[str]:
     """The driver's `cancel` of the workspace's stack, as a user runs it from the project."""
-    return [sys.executable, "-m", "dynamo_lab.cluster.pulumi_driver", "cancel", "--stack", ws.stack,
+    return [sys.executable, "-m", "dynamo_lab.local_cluster.pulumi_driver", "cancel", "--stack", ws.stack,
             "--workspace", str(ws.root), "--kubeconfig", str(ws.kubeconfig)]
 
 

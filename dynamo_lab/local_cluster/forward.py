@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from dynamo_lab.cluster.state import APISERVER_PORT, StateDir
+from dynamo_lab.local_cluster.state import APISERVER_PORT, StateDir
 
 
 def _forward(a: socket.socket, b: socket.socket) -> None:

@@ -15,10 +15,10 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Optional
 
-from dynamo_lab.cluster.api import ClusterError
-from dynamo_lab.cluster.nodes import LAB_CLUSTER, lab_nodes
-from dynamo_lab.cluster.root_paths import Refused, make_dirs, trusted_uid
-from dynamo_lab.cluster.tools import KWOK_STAGES, kwok_stages
+from dynamo_lab.local_cluster.api import LocalClusterError
+from dynamo_lab.local_cluster.nodes import LAB_CLUSTER, lab_nodes
+from dynamo_lab.local_cluster.root_paths import Refused, make_dirs, trusted_uid
+from dynamo_lab.local_cluster.tools import KWOK_STAGES, kwok_stages
 
 ETCD_PORT, APISERVER_PORT = 2379, 6443       # inside the namespace: nothing else is there
 # The local cluster's kubeconfig context (and cluster) name: what a local run sets a stack's
@@ -122,9 +122,9 @@ def prepare(state: Path, bins: Mapping[str, Path], crd_dir: Optional[Path] = Non
     try:  # as root, never under a link or a directory another user could change (root_paths)
         make_dirs(state, trusted_uid(), mode=0o700)
     except Refused as e:
-        raise ClusterError(f"not making the cluster's directory {state}: {e}") from None
+        raise LocalClusterError(f"not making the cluster's directory {state}: {e}") from None
     if any(state.iterdir()):
-        raise ClusterError(f"{state} is not empty: a cluster may be up there (`down` it first)")
+        raise LocalClusterError(f"{state} is not empty: a cluster may be up there (`down` it first)")
     # The state directory and pki/ are the owner's only (0700), and so is every file holding the
     # admin token or a key (0600): a cluster-admin credential, whatever the umask.
     state.chmod(0o700)

@@ -21,9 +21,9 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from dynamo_lab.cluster.root_paths import STAMP, Refused, fd_sha256, loose, open_binary, path_problem, trusted_uid
-from dynamo_lab.cluster.root_paths import who as _who
-from dynamo_lab.cluster.tool_spec import Tool
+from dynamo_lab.local_cluster.root_paths import STAMP, Refused, fd_sha256, loose, open_binary, path_problem, trusted_uid
+from dynamo_lab.local_cluster.root_paths import who as _who
+from dynamo_lab.local_cluster.tool_spec import Tool
 
 # Bumped when the layout of a cache entry or the stamp changes: older entries are rebuilt.
 # 2: the stamp records each bin/ file's sha256, checked before every use (format 1 recorded none,

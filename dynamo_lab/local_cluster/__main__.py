@@ -1,4 +1,4 @@
-"""`python -m dynamo_lab.cluster up|down|status`: the local lab cluster (harness.py), for a shell.
+"""`dynamo-lab local-cluster up|down|status`: the local lab cluster (harness.py), for a shell.
 
 `up` finds or builds the control plane tools (tools.py), starts the cluster in its own network
 and PID namespaces, and returns once the two simulated GPU nodes are Ready; the cluster keeps
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from dynamo_lab import flags
-from dynamo_lab.cluster import harness, root_paths, tools
+from dynamo_lab.local_cluster import harness, root_paths, tools
 
 
 def default_state() -> Path:
@@ -25,12 +25,12 @@ def _bins() -> dict[str, Path]:
     bins = tools.bin_dirs(results)
     missing = [n for n in ("kubernetes", "etcd", "kwok") if n not in bins]
     if missing:
-        sys.exit(f"cluster: missing {', '.join(missing)} (see above)")
+        sys.exit(f"local-cluster: missing {', '.join(missing)} (see above)")
     return bins
 
 
 def main(argv=None) -> int:
-    p = flags.Parser(prog="dynamo-lab cluster", description=__doc__.split("\n\n")[0])
+    p = flags.Parser(prog="dynamo-lab local-cluster", description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--state", type=Path, default=default_state(), help="the cluster's directory (default: %(default)s)")
     p.add_argument("--crds", type=Path, help="a directory of CRD YAML files to apply once it is up")
@@ -39,12 +39,12 @@ def main(argv=None) -> int:
     if a.action == "up":
         try:
             h = harness.up(a.state, _bins(), a.crds, attached=False)
-        except harness.ClusterError as e:
-            print(f"error: dynamo-lab cluster up: {e}", file=sys.stderr)
+        except harness.LocalClusterError as e:
+            print(f"error: dynamo-lab local-cluster up: {e}", file=sys.stderr)
             return 1
         print(f"export KUBECONFIG={h.kubeconfig}")
         if a.crds is None:
-            print("cluster: no CRDs applied. The v1.6.2 Dynamo CRDs come with the operator's Go module, which "
+            print("local-cluster: no CRDs applied. The v1.6.2 Dynamo CRDs come with the operator's Go module, which "
                   "the module proxy does not serve (see `dev.py cluster-tools`). The DynamoGraphDeployment CRD "
                   "the tests apply is the one dynamo_lab/upstream.py pins, from Dynamo's 1.5.0 development line "
                   "at upstream commit 2a6da14c, not the v1.6.2 release: pass a directory holding it with "
@@ -56,17 +56,17 @@ def main(argv=None) -> int:
     killed = harness.stop(a.state)
     left = harness.leftovers(a.state)
     for k in killed:
-        print(f"cluster: had to kill {k}", file=sys.stderr)
+        print(f"local-cluster: had to kill {k}", file=sys.stderr)
     if left:
-        print("cluster: still running:\n  " + "\n  ".join(left), file=sys.stderr)
+        print("local-cluster: still running:\n  " + "\n  ".join(left), file=sys.stderr)
         return 1
     if a.state.exists() and not a.keep:
         try:  # never through a link, as root never under what another user could change (root_paths)
             root_paths.remove_tree(a.state, root_paths.trusted_uid())
         except root_paths.Refused as e:
-            print(f"error: dynamo-lab cluster down: stopped, but not removing {a.state}: {e}", file=sys.stderr)
+            print(f"error: dynamo-lab local-cluster down: stopped, but not removing {a.state}: {e}", file=sys.stderr)
             return 2
-    print("cluster: down; nothing left running")
+    print("local-cluster: down; nothing left running")
     return 0
 
 

@@ -28,8 +28,8 @@ from typing import Any, Mapping, Optional
 import yaml
 
 if __package__:
-    from dynamo_lab.cluster.root_paths import open_binary, trusted_uid
-    from dynamo_lab.cluster.stack_overrides import (
+    from dynamo_lab.local_cluster.root_paths import open_binary, trusted_uid
+    from dynamo_lab.local_cluster.stack_overrides import (
         kubeconfig_context,
         local_overrides,
         read_stack_document,
@@ -105,7 +105,7 @@ def prepare(ws: Workspace, source: Path, overrides: Optional[Mapping[str, Any]] 
     ws.home.mkdir(parents=True, exist_ok=True)
     (ws.project / "Pulumi.yaml").write_text(yaml.safe_dump(
         {"name": PROJECT, "runtime": "python",
-         "description": "dynamo-lab, run by the Automation API (dynamo_lab/cluster/pulumi_driver.py)"},
+         "description": "dynamo-lab, run by the Automation API (dynamo_lab/local_cluster/pulumi_driver.py)"},
         sort_keys=False))
     doc = stack_document(source_doc, existing, overrides)
     ws.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))

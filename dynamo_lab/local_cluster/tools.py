@@ -44,8 +44,8 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from dynamo_lab.cluster import root_paths
-from dynamo_lab.cluster.tool_build import (
+from dynamo_lab.local_cluster import root_paths
+from dynamo_lab.local_cluster.tool_build import (
     COLD_BUILD,
     HEARTBEAT_S,
     KWOK_STAGES,
@@ -54,8 +54,8 @@ from dynamo_lab.cluster.tool_build import (
     module_dir,
     wrapper_go_sum,
 )
-from dynamo_lab.cluster.tool_spec import Tool
-from dynamo_lab.cluster.tool_trust import ToolChoice, decide, file_sha256, read_stamp, version_of
+from dynamo_lab.local_cluster.tool_spec import Tool
+from dynamo_lab.local_cluster.tool_trust import ToolChoice, decide, file_sha256, read_stamp, version_of
 from dynamo_lab.paths import ROOT  # noqa: F401 - where the wrappers are (tool_build.WRAPPERS), and the tests' reference
 
 KUBERNETES = "v1.34.4"
@@ -106,7 +106,7 @@ TOOLS: tuple[Tool, ...] = (
         unavailable="the Go module proxy serves no version of this module (its version list and "
                     "every query answer 'This module version is not available.'); not needed: the "
                     "cluster tier runs the program in-process as an Automation API inline program, "
-                    "and the CLI takes its runtime from there (dynamo_lab/cluster/pulumi_driver.py)"),
+                    "and the CLI takes its runtime from there (dynamo_lab/local_cluster/pulumi_driver.py)"),
     Tool(
         # The proxy serves this module only as the pseudo-version of commit f47bc2d6f199, which is
         # pulumi/pulumi-kubernetes' v4.25.0 release tag (releases are tagged at the repository root).
@@ -120,7 +120,7 @@ TOOLS: tuple[Tool, ...] = (
         packages=("github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes",),
         ldflags=(f"-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version={PROVIDER.lstrip('v')}",),
         # No --version flag: the binary serves gRPC. The engine learns its version from the plugin
-        # cache entry it is installed as (dynamo_lab/cluster/pulumi_driver.py).
+        # cache entry it is installed as (dynamo_lab/local_cluster/pulumi_driver.py).
         version_args=(), order=5),
     Tool(
         name="dynamo-operator", version="v1.6.2", module="github.com/ai-dynamo/dynamo/deploy/operator",
