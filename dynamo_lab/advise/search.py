@@ -248,8 +248,8 @@ def _accept(c: Candidate, stack_name: str, data: ClusterData) -> None:
 def _predict(found: list[Candidate], traffic: Traffic, goal: Goal, lab: LabParams, graphs: int, runs: int,
              workers: Optional[int], done: Callable[[int], None] = lambda n: None) -> None:
     """Every candidate's rows at every point of the traffic, `graphs` x `runs` measured runs each,
-    simulated on `workers` processes (pool.py: the figures do not depend on it); `done` is told how
-    many candidates are predicted as they are."""
+    simulated on `workers` processes (pool.py: the figures do not depend on it); `done` is told, as
+    cells finish, how many candidates' worth of cells are done (largest cells first: pool.simulate)."""
     points = traffic.points
     jobs = [pool.Job(c.stack.config, c.stack.sizing, pt.prefix_types, pt.concurrency, lab, graphs, runs, pt.rate,
                      objectives=goal.objectives)
@@ -556,9 +556,8 @@ def search(base: Base, stack_name: str, data: ClusterData, traffic: Traffic, goa
 
 def screen_requests(traffic: Traffic, cfg: StackConfig) -> int:
     """The requests one layout's screening simulates: a warm-up and a measured run at every point."""
-    per_run = [cells.OPEN_LOOP_REQUESTS if pt.rate else cfg.benchmark.requests_per_concurrency * pt.concurrency
-               for pt in traffic.points]
-    return SCREEN_GRAPHS * (1 + SCREEN_RUNS) * sum(per_run)
+    return SCREEN_GRAPHS * (1 + SCREEN_RUNS) * sum(cells.run_requests(cfg, pt.concurrency, pt.rate)
+                                                   for pt in traffic.points)
 
 
 def worth_refining(first: Candidate, other: Candidate) -> bool:

@@ -180,6 +180,12 @@ def predicted_point(stack: str, prefix_types: int, concurrency: int) -> tuple[fl
 # Requests per measured run of an open-loop cell (`rate`): enough for a p99 to rest on a few.
 OPEN_LOOP_REQUESTS = 128
 
+def run_requests(cfg: StackConfig, concurrency: int, rate: Optional[float] = None) -> int:
+    """The requests of one measured run of a cell: the benchmark's per-concurrency count times the
+    concurrency (closed loop), or OPEN_LOOP_REQUESTS at a `rate`."""
+    return OPEN_LOOP_REQUESTS if rate else cfg.benchmark.requests_per_concurrency * concurrency
+
+
 # Whether an open-loop graph keeps up, from the middle of each run: the first and last
 # KEEP_UP_TRIM of its requests are left out, since the run's requests/s (its count over first sent
 # to last done) counts the last request's whole latency too, which at 50 requests/s is most of a
@@ -264,6 +270,37 @@ def forget() -> None:
     _SIMULATED.clear()
 
 
+def _cell(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams,
+          pool_scale: float, graphs: int, runs: int, rate: Optional[float],
+          objectives: Sequence[Objective]) -> tuple[bytes, tuple]:
+    """A cell's key in _SIMULATED, and the arguments of its _simulate."""
+    specs, paths = topology(cfg, sizing, lab, pool_scale)
+    load = _load(cfg, sizing, prefix_types)
+    n = run_requests(cfg, concurrency, rate)
+    key = hashlib.sha256(pickle.dumps((specs, paths, load, timing(lab), prefix_types, concurrency, graphs, runs,
+                                       rate, n, tuple(objectives)))).digest()
+    return key, (specs, paths, load, lab, prefix_types, concurrency, graphs, runs, rate, n, tuple(objectives))
+
+
+def cell_key(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
+             pool_scale: float = 1.0, graphs: int = SIMULATED_GRAPHS, runs: int = RUNS_PER_GRAPH,
+             rate: Optional[float] = None, objectives: Sequence[Objective] = ()) -> bytes:
+    """The key of the cell `simulate` would simulate with these arguments (for recall and remember)."""
+    return _cell(cfg, sizing, prefix_types, concurrency, lab, pool_scale, graphs, runs, rate, objectives)[0]
+
+
+def recall(key: bytes) -> Optional[tuple[Row, Usage]]:
+    """A cell this process has simulated or been handed (remember), as a copy; None if neither."""
+    return copy.deepcopy(_SIMULATED[key]) if key in _SIMULATED else None
+
+
+def remember(key: bytes, cell: tuple[Row, Usage]) -> None:
+    """Keep a cell simulated elsewhere (pool.py's processes) as this process's own."""
+    if len(_SIMULATED) >= _SIMULATED_MAX:
+        _SIMULATED.clear()
+    _SIMULATED[key] = copy.deepcopy(cell)
+
+
 def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurrency: int, lab: LabParams = LAB,
              pool_scale: float = 1.0, graphs: int = SIMULATED_GRAPHS, runs: int = RUNS_PER_GRAPH,
              rate: Optional[float] = None, objectives: Sequence[Objective] = ()) -> tuple[Row, Usage]:
@@ -271,16 +308,9 @@ def simulate(cfg: StackConfig, sizing: StackSizing, prefix_types: int, concurren
     and runs are a coarser, cheaper estimate of the same cell (advise screens with one). With
     `rate`, requests arrive open-loop (Poisson, `rate` per second; `concurrency` is then 0 in the Row).
     With `objectives`, the Row's goodput and attainment under them."""
-    specs, paths = topology(cfg, sizing, lab, pool_scale)
-    load = _load(cfg, sizing, prefix_types)
-    n = OPEN_LOOP_REQUESTS if rate else cfg.benchmark.requests_per_concurrency * concurrency
-    key = hashlib.sha256(pickle.dumps((specs, paths, load, timing(lab), prefix_types, concurrency, graphs, runs,
-                                       rate, n, tuple(objectives)))).digest()
+    key, args = _cell(cfg, sizing, prefix_types, concurrency, lab, pool_scale, graphs, runs, rate, objectives)
     if key not in _SIMULATED:
-        if len(_SIMULATED) >= _SIMULATED_MAX:
-            _SIMULATED.clear()
-        _SIMULATED[key] = _simulate(specs, paths, load, lab, prefix_types, concurrency, graphs, runs, rate, n,
-                                    tuple(objectives))
+        remember(key, _simulate(*args))
     return copy.deepcopy(_SIMULATED[key])
 
 

@@ -208,10 +208,13 @@ def host_seconds(h: HostCost, m: ModelCost, limits: Limits, scheduled: list[tupl
     pass, each scheduled request's share of it (its input preparation and its update after the
     step), and the kernel launches. A step that schedules no token (vLLM's engine loop passing only
     a KV connector's work, `kv_connector_no_forward`) prepares and launches nothing: none."""
-    tokens = sum(n for _, n in scheduled)
+    tokens, decodes_only = 0, True
+    for _, n in scheduled:  # one pass: this runs once per simulated step
+        tokens += n
+        decodes_only = decodes_only and n == 1
     if tokens == 0:
         return 0.0
-    if tokens <= limits.cudagraph_tokens and all(n == 1 for _, n in scheduled):
+    if tokens <= limits.cudagraph_tokens and decodes_only:
         launches = h.graph_replay_s  # a decode-only batch: one full CUDA graph
     elif tokens <= limits.cudagraph_tokens:
         launches = m.layers * h.piecewise_per_layer_s  # piecewise graphs, attention launched per layer

@@ -20,8 +20,9 @@ class Sim:
         heapq.heappush(self._events, (time, next(self._seq), fn, args))
 
     def run(self, until: Callable[[], bool]) -> None:
-        while self._events and not until():
-            self.now, _, fn, args = heapq.heappop(self._events)
+        events, pop = self._events, heapq.heappop  # read once: this loop runs once per event
+        while events and not until():
+            self.now, _, fn, args = pop(events)
             fn(*args)
 
 
@@ -50,9 +51,15 @@ class Sharing:
     def _advance(self) -> None:
         now = self.sim.now
         if self.jobs:
-            self.busy_s += now - self.last
-            for job, rate in zip(self.jobs.values(), self.rates(), strict=True):
-                job[0] -= (now - self.last) * rate
+            elapsed = now - self.last
+            self.busy_s += elapsed
+            if self.in_order:
+                for job, rate in zip(self.jobs.values(), self.rates(), strict=True):
+                    job[0] -= elapsed * rate
+            else:
+                unit = self.rate()  # rates()'s, without the list: this runs on every event
+                for job in self.jobs.values():
+                    job[0] -= elapsed * (job[2] * unit)
         self.last = now
 
     def rate(self) -> float:
@@ -100,8 +107,9 @@ class Sharing:
         now = self.sim.now
         # Done: its work is spent, or what is left would not move the clock (far into a long run, a
         # clock of about 16,000 s cannot add 1e-12 s: rescheduling it would repeat this forever).
+        spent = EPS * max(1.0, self.capacity)
         done = [k for (k, job), rate in zip(self.jobs.items(), self.rates(), strict=True)
-                if job[0] <= EPS * max(1.0, self.capacity) or (rate > 0 and now + job[0] / rate == now)]
+                if job[0] <= spent or (rate > 0 and now + job[0] / rate == now)]
         callbacks = []
         for k in done:
             _, callback, flows = self.jobs.pop(k)

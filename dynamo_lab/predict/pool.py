@@ -59,27 +59,48 @@ def _quiet() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _key(job: Job) -> bytes:
+    return cells.cell_key(job.config, job.sizing, job.prefix_types, job.concurrency, job.lab, job.pool_scale,
+                          job.graphs, job.runs, job.rate, job.objectives)
+
+
 def simulate(jobs: list[Job], workers: Optional[int] = None,
              done: Callable[[int], None] = lambda n: None) -> list[tuple[Row, Usage]]:
     """Every job's (Row, Usage), in the jobs' order; `workers` processes (None: every core), one for
-    a handful of jobs. `done` is told how many have finished as they finish, in order."""
+    a handful of jobs. A job this process has simulated before, here or in a pool (advise screens
+    the heaviest point, then every point, the heaviest again), is recalled, not simulated again.
+    `done` is told how many have finished as they finish."""
     workers = cores() if workers is None else workers
     if workers <= 1 or len(jobs) < MIN_CELLS:
         out = []
         for job in jobs:
-            out.append(_run(job))
+            out.append(_run(job))  # cells.simulate recalls and remembers in this process itself
             done(len(out))
         return out
-    # fork where the platform has it (the jobs' modules are imported already); spawn elsewhere.
-    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_quiet) as ex:
-        results: Iterator = ex.map(_run, jobs)
-        out = []
-        try:
-            for result in results:
-                out.append(result)
-                done(len(out))
-        except BaseException:
-            ex.shutdown(wait=True, cancel_futures=True)
-            raise
-        return out
+    keys = [_key(job) for job in jobs]
+    found: dict[int, tuple[Row, Usage]] = {}
+    for k, key in enumerate(keys):
+        cell = cells.recall(key)
+        if cell is not None:
+            found[k] = cell
+    if found:
+        done(len(found))
+    # The largest jobs first (the most requests a run simulates): a pool handed a large job last
+    # leaves its other cores idle while it runs; handed out largest first, the last jobs are small
+    # and the cores finish together. Each job's figures are its own (cells.STREAM), whatever the order.
+    order = sorted((k for k in range(len(jobs)) if k not in found),
+                   key=lambda k: -cells.run_requests(jobs[k].config, jobs[k].concurrency, jobs[k].rate))
+    if order:
+        # fork where the platform has it (the jobs' modules are imported already); spawn elsewhere.
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(order)), mp_context=context, initializer=_quiet) as ex:
+            results: Iterator = ex.map(_run, [jobs[k] for k in order])
+            try:
+                for k, result in zip(order, results, strict=True):
+                    cells.remember(keys[k], result)
+                    found[k] = result
+                    done(len(found))
+            except BaseException:
+                ex.shutdown(wait=True, cancel_futures=True)
+                raise
+    return [found[k] for k in range(len(jobs))]

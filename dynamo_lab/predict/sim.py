@@ -313,31 +313,47 @@ class ServingGraph:
         schedules nothing. It counts the scheduled tokens computed at once, and a request whose last
         known token is scheduled as having sampled the next (a placeholder), so the next step can
         schedule that request's next token before this one's outputs are back."""
+        # The running requests' loop runs for every request of every simulated step: it reads the
+        # request's fields once and tests the common case (a decode token inside a block it holds)
+        # before calling _grow, the same arithmetic as _scheduled_out, Request.known and _grow.
         budget = w.limits.max_num_batched_tokens
         scheduled: list[tuple[Request, int, int]] = []  # (request, tokens computed before, tokens now)
         preempted = False
+        running = w.running
+        prefill = w.role == "prefill"
+        bt = self.load.block_tokens
+        prefix_blocks = self.prefix_blocks
         i = 0
-        while i < len(w.running) and budget > 0:
-            req = w.running[i]
-            if self._scheduled_out(w, req):
+        while i < len(running) and budget > 0:
+            req = running[i]
+            generated = req.generated
+            if generated >= (1 if prefill else req.output_tokens):  # _scheduled_out
                 i += 1
                 continue
-            n = min(req.known - req.computed, budget)
-            while not self._grow(w, req, req.computed + n):
+            c = req.computed
+            n = req.input_tokens + generated - c
+            if n > budget:
+                n = budget
+            if -(-(c + n) // bt) - req.pinned - (prefix_blocks if req.shares_prefix else 0) <= 0:
+                scheduled.append((req, c, n))  # _grow's first case: nothing to allocate
+                budget -= n
+                i += 1
+                continue
+            while not self._grow(w, req, c + n):
                 preempted = True
-                victim = w.running[-1]
+                victim = running[-1]
                 self._preempt(w, victim)
                 if victim is req:
                     break
             else:
-                scheduled.append((req, req.computed, n))
+                scheduled.append((req, c, n))
                 budget -= n
                 i += 1
                 continue
             break
         admitted = len(scheduled)  # the requests scheduled from here on are new to the running set
         pulls = []
-        while not preempted and budget > 0 and len(w.running) < w.limits.max_num_seqs and (w.ready or w.waiting):
+        while not preempted and budget > 0 and len(running) < w.limits.max_num_seqs and (w.ready or w.waiting):
             queue = w.ready or w.waiting
             req = queue[0]
             if req.remote and req.joined is None:
@@ -353,7 +369,7 @@ class ServingGraph:
                     self._untake_prefix(w, req)
                 break
             queue.popleft()
-            w.running.append(req)
+            running.append(req)
             scheduled.append((req, req.computed, n))
             budget -= n
         if not scheduled and not pulls:
@@ -367,15 +383,16 @@ class ServingGraph:
                 return Step([], 0.0, 0.0)
             return None
         t = self.timing
-        work = [(c, n) for _, c, n in scheduled]
-        saved = self._saved_to_host(scheduled, admitted) if w.role == "prefill" and self.cpu_buffers[w.name] else 0
-        gpu = step_seconds(w.card, t.efficiency, self.load.model, work) * self._slowdown(t.step_noise) if work else 0.0
+        work = []
         entries = []
         for req, c, n in scheduled:
-            samples = c + n >= req.known  # it computes its last known token: it samples the next
+            work.append((c, n))
+            samples = c + n >= req.input_tokens + req.generated  # it computes its last known token: it samples the next
             req.computed = c + n
             req.generated += samples
             entries.append((req, c, n, samples, req.preemptions))
+        saved = self._saved_to_host(scheduled, admitted) if prefill and self.cpu_buffers[w.name] else 0
+        gpu = step_seconds(w.card, t.efficiency, self.load.model, work) * self._slowdown(t.step_noise) if work else 0.0
         return Step(entries, host_seconds(t.host, self.load.model, w.limits, work), gpu, saved_tokens=saved,
                     pulls=pulls)
 
@@ -397,7 +414,9 @@ class ServingGraph:
         if self.cpu_buffers[w.name]:
             copied += sum(r.pull_tokens for r in step.noticed)  # host buffer -> GPU blocks (sync_recved_kv_to_device)
         # Each rank copies its own share of the KV heads between its GPU and host buffers, side by side.
-        seconds = copy_seconds(self.timing.host, copied * w.rank_kv_bytes_per_token)
+        seconds = 0.0
+        if copied:  # most steps copy nothing (a decode step that notices no pull)
+            seconds = copy_seconds(self.timing.host, copied * w.rank_kv_bytes_per_token)
         if w.card.ranks > 1:
             step.copy_s = seconds
         w.stream.append(step)
@@ -446,12 +465,13 @@ class ServingGraph:
         now = self.sim.now
         w.ready.extend(step.noticed)  # their KV is in: schedulable from the next step
         handed: list[tuple[Request, bool]] = []  # (request, its last token)
+        prefill, prefix_tokens = w.role == "prefill", self.prefix_tokens
         for req, c, n, samples, preemptions in step.scheduled:
             if preemptions != req.preemptions:
                 # Preempted since: vLLM 0.31.0 still delivers the token it sampled (scheduler.py,
                 # _preempt_request: in-flight output marked stale, delivered on return); a prefill
                 # worker's is recomputed with the request.
-                if samples and w.role != "prefill":
+                if samples and not prefill:
                     if req.prefilled is None:
                         req.prefilled = now  # its prompt was prefilled: this stale token is its first
                     req.generated += 1
@@ -461,13 +481,13 @@ class ServingGraph:
                         self._stop(w, req)
                     handed.append((req, last))
                 continue
-            if c + n >= self.prefix_tokens and not req.shares_prefix:
+            if c + n >= prefix_tokens and not req.shares_prefix:
                 self._cache_prefix(w, req)
             if not samples:
                 continue
             if req.prefilled is None:
                 req.prefilled = now
-            if w.role == "prefill":
+            if prefill:
                 w.running.remove(req)
                 self._prefill_done(w, req)
                 handed.append((req, True))

@@ -50,3 +50,20 @@ def test_a_cell_simulated_again_is_the_same_figures_and_not_shared_with_the_call
     assert again == first
     again[0][1].gpu_busy.clear()
     assert pool.simulate([job], workers=1) == first
+
+
+def test_cells_a_pool_simulated_are_recalled_without_simulating_them_again(monkeypatch):
+    # advise screens its heaviest point, then every point: the heaviest is the same cell again, and
+    # the pool's processes are gone by then, so the parent keeps what they made.
+    jobs = _jobs()
+    cells.forget()
+    first = pool.simulate(jobs, workers=2)
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", lambda *a, **k: (_ for _ in ()).throw(
+        AssertionError("a pool was started for cells already simulated")))
+    monkeypatch.setattr(cells, "ServingGraph", lambda *a, **k: (_ for _ in ()).throw(AssertionError("simulated twice")))
+    told: list[int] = []
+    again = pool.simulate(list(reversed(jobs)), workers=2, done=told.append)
+    assert again == list(reversed(first))
+    assert told == [len(jobs)]
+    again[0][1].gpu_busy.clear()  # the caller's copy is its own
+    assert pool.simulate(jobs, workers=2) == first
