@@ -28,6 +28,9 @@ from tests.lab.advise.common import (
 )
 
 ONE_NODE_24 = "prefill/decode on gpu-24gb's node"
+# The lab's two nodes with one GPU unit each: aggregated and separated layouts over the link, 5 to
+# search (small_lab() has 18), for the open-loop tests, whose 128 requests a run cost the most.
+ONE_GPU_EACH = with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4))
 
 
 @pytest.mark.parametrize(("first", "second", "tie"), [
@@ -73,7 +76,8 @@ def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
     # A request every two seconds (open loop), each served in a fraction of that: no GPU, path or node
     # is half used. (One request at a time back to back is not that: vLLM's async scheduling keeps a
     # lone request's GPU busy for most of each decode step, the host preparing the next meanwhile.)
-    a = advise(data=small_lab(), traffic=dataclasses.replace(point(2, 1), rates=(0.5,)))
+    # ONE_GPU_EACH: small_lab()'s 18 layouts took 4 s of CPU here, each run's 128 requests one at a time.
+    a = advise(data=ONE_GPU_EACH, traffic=dataclasses.replace(point(2, 1), rates=(0.5,)))
     best = a.winner
     assert best.binding.level < text.NEAR_LIMIT
     assert f"nothing is near its limit (the most used: {best.binding.resource}" in text.text(a)
@@ -182,8 +186,7 @@ def test_an_open_loop_ranks_by_goodput_at_each_rate_and_says_who_falls_behind():
     # --rate: requests arrive at R/s whatever a layout does (a closed loop lets a slow layout send
     # fewer); 12/s is more than a layout sending each request's KV over the 1 Gbit/s link completes.
     w = Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 12.0))
-    one_gpu_each = with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4))
-    a = advise(data=one_gpu_each, traffic=w)
+    a = advise(data=ONE_GPU_EACH, traffic=w)
     words = text.text(a)
     lines = words.splitlines()
     assert ("prefix types 2 x open loop at 1, 12 requests/s (Poisson arrivals; sized for concurrency 4): 2 points"
@@ -244,8 +247,7 @@ def test_a_layout_whose_kv_does_not_fit_says_how_often_and_where():
 def test_a_recommendation_that_falls_behind_says_so_and_whether_another_keeps_up():
     # At 50/s every layout of a one-GPU-per-node lab falls behind: the verdict says so.
     w = Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 50.0))
-    a = advise(data=with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4)),
-               traffic=w)
+    a = advise(data=ONE_GPU_EACH, traffic=w)
     assert all(c.rows[1].keeps_up is False for c in a.ranked)
     assert ("The recommendation falls behind the arrivals at prefix types 2, 50 requests/s open loop; none of the "
             "layouts ranked keeps up at every point: lower the --rate, or add GPUs.") in text.text(a)
