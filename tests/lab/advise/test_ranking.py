@@ -1,7 +1,10 @@
 """`dynamo-lab advise` (fast tier): how it ranks and what it says of each layout: objectives and
 goodput, ties within the uncertainty, layouts breaking an objective or running only by preempting,
 what binds, figures at each point, the verdict line. The figures come from a cheap search (one
-simulated run per point); the slow tier (test_advise_slow.py) checks the rankings in full."""
+simulated run per point); the slow tier (test_advise_slow.py) checks the rankings in full. Where a
+property does not rest on the length of requests, they have 8 output tokens, not the benchmark's 64:
+a decode step a token, so a search simulates a fraction of the steps (a KV pool that must fill, or
+arrivals that must outrun every layout, keep 64)."""
 
 
 import dataclasses
@@ -85,7 +88,7 @@ def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
 
 
 def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
-    w = Traffic(2371, 2000, 64, (2, 24), (4,), given=True)
+    w = Traffic(2371, 2000, 8, (2, 24), (4,), given=True)
     a = advise(data=small_lab(), traffic=w)
     lines = text.text(a).splitlines()
     at = lines.index("At each point (prefix types x concurrency), estimates:")
@@ -160,7 +163,7 @@ def test_layouts_breaking_an_objective_are_listed_apart_with_which_one_and_by_ho
 
 
 def test_goodput_is_never_above_throughput_and_the_layout_ranked_first_has_the_most_of_it():
-    a = advise(data=small_lab(), traffic=point(7, 4))
+    a = advise(data=small_lab(), traffic=point(7, 4, output_tokens=8))
     for c in a.ranked + a.over:
         for r in c.rows:
             assert 0 <= r.goodput_requests_per_s <= r.requests_per_s + 1e-9 and 0 <= r.attainment <= 1
@@ -170,7 +173,8 @@ def test_goodput_is_never_above_throughput_and_the_layout_ranked_first_has_the_m
 
 
 def test_a_layout_that_runs_only_by_preempting_is_marked_and_ranks_after_those_that_do_not():
-    a = advise(data=small_lab(), traffic=point(24, 8), goal=inputs.Goal("goodput", (Objective("ttft", 99, 1e6),)))
+    a = advise(data=small_lab(), traffic=point(24, 8, output_tokens=8),
+               goal=inputs.Goal("goodput", (Objective("ttft", 99, 1e6),)))
     preempting = [c for c in a.ranked if c.preempting]
     fits = [c for c in a.ranked if not c.preempting]
     if preempting and fits:
@@ -185,7 +189,7 @@ def test_a_layout_that_runs_only_by_preempting_is_marked_and_ranks_after_those_t
 def test_an_open_loop_ranks_by_goodput_at_each_rate_and_says_who_falls_behind():
     # --rate: requests arrive at R/s whatever a layout does (a closed loop lets a slow layout send
     # fewer); 12/s is more than a layout sending each request's KV over the 1 Gbit/s link completes.
-    w = Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 12.0))
+    w = Traffic(2371, 2000, 8, (2,), (4,), given=True, rates=(1.0, 12.0))
     a = advise(data=ONE_GPU_EACH, traffic=w)
     words = text.text(a)
     lines = words.splitlines()
@@ -345,7 +349,7 @@ def test_a_gpu_binds_as_time_slices_only_where_workers_share_it():
     # A GPU busiest with one worker on it is that worker's GPU time: "time-slices, shared by 1
     # worker" named a contention that was not there (1 agg on gpu-24gb + 1 agg on gpu-8gb, whose
     # gpu-8gb GPU binds, each GPU running one worker).
-    a = advise(data=small_lab(), traffic=point(2, 8))
+    a = advise(data=small_lab(), traffic=point(2, 8, output_tokens=8))
     bound = [c for c in a.candidates if c.rows and c.binding and c.binding.resource.startswith("GPU time")]
     alone = [c for c in bound if "its one worker's" in c.binding.detail]
     assert alone and all(c.binding.resource == "GPU time" for c in alone), [c.binding for c in bound]
