@@ -80,7 +80,7 @@ def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
     # is half used. (One request at a time back to back is not that: vLLM's async scheduling keeps a
     # lone request's GPU busy for most of each decode step, the host preparing the next meanwhile.)
     # ONE_GPU_EACH: small_lab()'s 18 layouts took 4 s of CPU here, each run's 128 requests one at a time.
-    a = advise(data=ONE_GPU_EACH, traffic=dataclasses.replace(point(2, 1), rates=(0.5,)))
+    a = advise(data=ONE_GPU_EACH, traffic=dataclasses.replace(point(2, 1, output_tokens=8), rates=(0.5,)))
     best = a.winner
     assert best.binding.level < text.NEAR_LIMIT
     assert f"nothing is near its limit (the most used: {best.binding.resource}" in text.text(a)
