@@ -9,13 +9,20 @@ from fractions import Fraction
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kubernetes.utils.quantity import parse_quantity as client_parse
 
 from infra import units
 
 # The grammar of k8s.io/apimachinery resource.Quantity, transcribed from its documentation (not from
 # infra/units.py), as an independent judge of what Kubernetes accepts.
 K8S_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?")
+
+def client_parse(text: str) -> Decimal:
+    """The official Kubernetes client's reading of a quantity. Imported when a test first asks: the
+    client package takes 0.4 s to import, which every test process paid while collecting."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    return parse_quantity(text)
+
 
 numbers = st.from_regex(r"\A[+-]?(\d{1,6}(\.\d{0,3})?|\.\d{1,3})\Z")
 suffixes = st.sampled_from(["", "Ki", "Mi", "Gi", "Ti", "n", "u", "m", "k", "M", "G", "T", "e3", "E-2",
