@@ -9,13 +9,23 @@ from fractions import Fraction
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kubernetes.utils.quantity import parse_quantity as client_parse
 
 from infra import units
 
 # The grammar of k8s.io/apimachinery resource.Quantity, transcribed from its documentation (not from
 # infra/units.py), as an independent judge of what Kubernetes accepts.
 K8S_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?")
+
+
+@pytest.fixture(scope="module")
+def client_parse():
+    """The official Kubernetes client's reading of a quantity, imported by the first test that asks
+    (not in a hypothesis example, whose deadline the import would break): the client package takes
+    0.4 s to import, which every test process paid while collecting."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    return parse_quantity
+
 
 numbers = st.from_regex(r"\A[+-]?(\d{1,6}(\.\d{0,3})?|\.\d{1,3})\Z")
 suffixes = st.sampled_from(["", "Ki", "Mi", "Gi", "Ti", "n", "u", "m", "k", "M", "G", "T", "e3", "E-2",
@@ -33,7 +43,7 @@ def test_cpu_round_trip(m):
 
 
 @given(text=st.builds(lambda n, s: n + s, numbers, suffixes) | st.text(max_size=8))
-def test_every_accepted_quantity_is_one_kubernetes_accepts_with_the_same_value(text):
+def test_every_accepted_quantity_is_one_kubernetes_accepts_with_the_same_value(client_parse, text):
     try:
         value = units.parse_quantity(text)
     except units.QuantityError:
@@ -105,7 +115,7 @@ def test_link_rates():
             units.parse_rate_bits(bad)
 
 
-def test_the_client_parser_used_as_a_judge_is_lax_so_the_grammar_check_is_needed():
+def test_the_client_parser_used_as_a_judge_is_lax_so_the_grammar_check_is_needed(client_parse):
     assert client_parse(" 10") == Decimal(10)  # the client accepts a space; Kubernetes does not
     with pytest.raises(units.QuantityError):
         units.parse_quantity(" 10")

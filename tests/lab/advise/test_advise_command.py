@@ -12,13 +12,13 @@ from dynamo_lab.predict.objectives import DEFAULT_OBJECTIVES, METRICS, PERCENTIL
 from dynamo_lab.preflight.run import check
 from infra.errors import UserError
 from tests.helpers import ROOT, run_cli
-from tests.lab.advise.common import FIXED, advise, base, point, small_lab, verdict_line
+from tests.lab.advise.common import FIXED, SHORT, advise, base, point, small_lab, verdict_line
 
 
 def test_the_written_file_loads_sizes_and_passes_preflight_from_its_own_text(tmp_path):
     config = base()
     config["dynamo-lab:hfToken"] = {"secure": "v1:abc"}
-    a = advise(config, data=small_lab(), traffic=point(2, 4), name="advised")
+    a = advise(config, data=small_lab(), traffic=point(2, 4, output_tokens=SHORT), name="advised")
     path = tmp_path / "Pulumi.advised.yaml"
     write.write(path, a, a.winner, config, small_lab())
     written = path.read_text()
@@ -52,7 +52,7 @@ def test_write_refuses_a_name_pulumi_would_not_read_a_file_that_exists_and_the_f
 
 
 def test_write_refuses_a_directory_it_cannot_write_in_with_one_line_and_writes_nothing(tmp_path):
-    a = advise(data=small_lab(), traffic=point(2, 4))
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT))
     gone = tmp_path / "gone"  # removed after the search, as a directory can be; root could write a read-only one
     with pytest.raises(UserError, match=f"--write Pulumi.advised.yaml: {gone} is not writable by this user"):
         write.write(gone / "Pulumi.advised.yaml", a, a.winner, base(), small_lab())
@@ -187,7 +187,7 @@ def test_an_argument_no_command_takes_is_refused_by_the_command_it_was_given_to(
 
 
 def test_a_tie_written_says_it_is_the_first_of_a_tie_and_what_it_ties_with(tmp_path):
-    a = advise(data=small_lab(), traffic=point(2, 4))
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT))
     a.uncertainty = uncertainty.Uncertainty({**FIXED.metrics, "requests_per_s": uncertainty.MetricError(
         1.0, 1.0, 100.0, 100.0, 16)})  # every lead within it
     close = a.close_call
@@ -206,7 +206,8 @@ def test_a_tie_written_says_it_is_the_first_of_a_tie_and_what_it_ties_with(tmp_p
 def test_write_with_no_layout_meeting_the_objectives_says_nothing_was_written(monkeypatch):
     from dynamo_lab.advise import command
 
-    none = advise(data=small_lab(), traffic=point(2, 4), goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
+    none = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT),
+                  goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
     assert none.winner is None
     monkeypatch.setattr(command, "advise", lambda req, progress: (none, small_lab()))
     result = run_cli("advise", "kv-routing", "--from", "/nonexistent", "--write", "Pulumi.never-written.yaml")

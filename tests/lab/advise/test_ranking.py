@@ -1,7 +1,8 @@
 """`dynamo-lab advise` (fast tier): how it ranks and what it says of each layout: objectives and
 goodput, ties within the uncertainty, layouts breaking an objective or running only by preempting,
 what binds, figures at each point, the verdict line. The figures come from a cheap search (one
-simulated run per point); the slow tier (test_advise_slow.py) checks the rankings in full."""
+simulated run per point); the slow tier (test_advise_slow.py) checks the rankings in full. Where a
+property does not rest on the length of requests, they have SHORT output tokens (common.py)."""
 
 
 import dataclasses
@@ -17,6 +18,7 @@ from dynamo_lab.predict.objectives import Objective
 from infra.errors import UserError
 from tests.lab.advise.common import (
     FIXED,
+    SHORT,
     advise,
     base,
     fake_candidate,
@@ -28,6 +30,9 @@ from tests.lab.advise.common import (
 )
 
 ONE_NODE_24 = "prefill/decode on gpu-24gb's node"
+# The lab's two nodes with one GPU unit each: aggregated and separated layouts over the link, 5 to
+# search (small_lab() has 18), for the open-loop tests, whose 128 requests a run cost the most.
+ONE_GPU_EACH = with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4))
 
 
 @pytest.mark.parametrize(("first", "second", "tie"), [
@@ -54,7 +59,7 @@ def test_the_uncertainty_keeps_fitted_and_held_out_cells_apart():
 
 
 def test_everything_printed_is_labelled_an_estimate_with_where_the_constants_come_from():
-    a = advise(data=small_lab(), traffic=point(2, 4))
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT))
     words = text.text(a)
     assert words.startswith("ESTIMATES, not measurements")
     assert "fitted to one lab's published table" in words
@@ -73,7 +78,8 @@ def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
     # A request every two seconds (open loop), each served in a fraction of that: no GPU, path or node
     # is half used. (One request at a time back to back is not that: vLLM's async scheduling keeps a
     # lone request's GPU busy for most of each decode step, the host preparing the next meanwhile.)
-    a = advise(data=small_lab(), traffic=dataclasses.replace(point(2, 1), rates=(0.5,)))
+    # ONE_GPU_EACH: small_lab()'s 18 layouts took 4 s of CPU here, each run's 128 requests one at a time.
+    a = advise(data=ONE_GPU_EACH, traffic=dataclasses.replace(point(2, 1, output_tokens=SHORT), rates=(0.5,)))
     best = a.winner
     assert best.binding.level < text.NEAR_LIMIT
     assert f"nothing is near its limit (the most used: {best.binding.resource}" in text.text(a)
@@ -81,7 +87,7 @@ def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
 
 
 def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
-    w = Traffic(2371, 2000, 64, (2, 24), (4,), given=True)
+    w = Traffic(2371, 2000, SHORT, (2, 24), (4,), given=True)
     a = advise(data=small_lab(), traffic=w)
     lines = text.text(a).splitlines()
     at = lines.index("At each point (prefix types x concurrency), estimates:")
@@ -100,7 +106,8 @@ def test_an_error_table_without_held_out_cells_is_refused_with_the_reason():
 
 
 def test_an_objective_no_layout_meets_is_said_so_and_nothing_is_recommended():
-    a = advise(data=small_lab(), traffic=point(2, 4), goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT),
+               goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
     assert a.winner is None and a.ranked == [] and a.over and not any(c.meets for c in a.over)
     over = [c.worst_over for c in a.over]
     assert over == sorted(over)  # the least over first
@@ -128,7 +135,8 @@ def test_a_refusal_is_shown_by_its_whole_first_sentence_cut_nowhere_inside_it():
 def test_layouts_breaking_an_objective_are_listed_apart_with_which_one_and_by_how_much():
     # A TTFT p99 objective: separated layouts' first tokens wait for a KV transfer (over 150 ms of
     # p99 here), aggregated ones' do not (under 100 ms).
-    a = advise(data=small_lab(), traffic=point(2, 2), goal=inputs.Goal("goodput", (Objective("ttft", 99, 120.0),)))
+    a = advise(data=small_lab(), traffic=point(2, 2, output_tokens=SHORT),
+               goal=inputs.Goal("goodput", (Objective("ttft", 99, 120.0),)))
     assert a.ranked and a.over
     assert all(r.ttft_p99_ms <= 120 for c in a.ranked for r in c.rows)
     assert all(max(r.ttft_p99_ms for r in c.rows) > 120 for c in a.over)
@@ -156,7 +164,7 @@ def test_layouts_breaking_an_objective_are_listed_apart_with_which_one_and_by_ho
 
 
 def test_goodput_is_never_above_throughput_and_the_layout_ranked_first_has_the_most_of_it():
-    a = advise(data=small_lab(), traffic=point(7, 4))
+    a = advise(data=small_lab(), traffic=point(7, 4, output_tokens=SHORT))
     for c in a.ranked + a.over:
         for r in c.rows:
             assert 0 <= r.goodput_requests_per_s <= r.requests_per_s + 1e-9 and 0 <= r.attainment <= 1
@@ -166,7 +174,8 @@ def test_goodput_is_never_above_throughput_and_the_layout_ranked_first_has_the_m
 
 
 def test_a_layout_that_runs_only_by_preempting_is_marked_and_ranks_after_those_that_do_not():
-    a = advise(data=small_lab(), traffic=point(24, 8), goal=inputs.Goal("goodput", (Objective("ttft", 99, 1e6),)))
+    a = advise(data=small_lab(), traffic=point(24, 8, output_tokens=SHORT),
+               goal=inputs.Goal("goodput", (Objective("ttft", 99, 1e6),)))
     preempting = [c for c in a.ranked if c.preempting]
     fits = [c for c in a.ranked if not c.preempting]
     if preempting and fits:
@@ -181,9 +190,8 @@ def test_a_layout_that_runs_only_by_preempting_is_marked_and_ranks_after_those_t
 def test_an_open_loop_ranks_by_goodput_at_each_rate_and_says_who_falls_behind():
     # --rate: requests arrive at R/s whatever a layout does (a closed loop lets a slow layout send
     # fewer); 12/s is more than a layout sending each request's KV over the 1 Gbit/s link completes.
-    w = Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 12.0))
-    one_gpu_each = with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4))
-    a = advise(data=one_gpu_each, traffic=w)
+    w = Traffic(2371, 2000, SHORT, (2,), (4,), given=True, rates=(1.0, 12.0))
+    a = advise(data=ONE_GPU_EACH, traffic=w)
     words = text.text(a)
     lines = words.splitlines()
     assert ("prefix types 2 x open loop at 1, 12 requests/s (Poisson arrivals; sized for concurrency 4): 2 points"
@@ -213,9 +221,10 @@ def test_an_open_loop_ranks_by_goodput_at_each_rate_and_says_who_falls_behind():
 
 def test_a_layout_whose_kv_does_not_fit_says_how_often_and_where():
     # At concurrency 32 one 8GB GPU's prefill and decode workers share a pool too small for every
-    # request in flight: vLLM preempts (frees a running request's blocks, recomputes it later).
-    a = advise(data=with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 2, 15.4)),
-               traffic=point(2, 32))
+    # request in flight: vLLM preempts (frees a running request's blocks, recomputes it later). The
+    # laptop's node alone, 2 GPU units: one layout that fits and two that preempt, 3 to search (with
+    # the 24GB node beside it, 10: 1.4 s of CPU against 0.3 s).
+    a = advise(data=with_nodes(gpu_node("gpu-laptop", 8192, 2, 15.4)), traffic=point(2, 32))
     shown = a.ranked + a.over
     preempting = [c for c in shown if c.preemptions]
     assert preempting and any(not c.preemptions for c in shown)
@@ -244,8 +253,7 @@ def test_a_layout_whose_kv_does_not_fit_says_how_often_and_where():
 def test_a_recommendation_that_falls_behind_says_so_and_whether_another_keeps_up():
     # At 50/s every layout of a one-GPU-per-node lab falls behind: the verdict says so.
     w = Traffic(2371, 2000, 64, (2,), (4,), given=True, rates=(1.0, 50.0))
-    a = advise(data=with_nodes(gpu_node("gpu-server", 24576, 1, 62.6), gpu_node("gpu-laptop", 8192, 1, 15.4)),
-               traffic=w)
+    a = advise(data=ONE_GPU_EACH, traffic=w)
     assert all(c.rows[1].keeps_up is False for c in a.ranked)
     assert ("The recommendation falls behind the arrivals at prefix types 2, 50 requests/s open loop; none of the "
             "layouts ranked keeps up at every point: lower the --rate, or add GPUs.") in text.text(a)
@@ -256,7 +264,7 @@ def test_a_layout_that_runs_only_by_preempting_is_never_recommended_nor_written_
     # was printed "Recommended" and written as "the layout it predicted best", its figures resting on
     # requests recomputed from their first token.
     monkeypatch.setattr(search.Candidate, "preempting", property(lambda c: True))
-    a = advise(data=small_lab(), traffic=point(2, 4))
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT))
     assert a.winner is not None and a.recommended is None
     line = verdict_line(a)
     assert line.startswith(f"First, not recommended: {a.winner.layout.label}: ") and "Recommended" not in line
@@ -274,7 +282,7 @@ def test_every_layout_within_the_uncertainty_of_the_first_is_said_to_tie_with_it
     # The separation line said "They tie here" of the best separated layout, ranked third, while its
     # family's line called it "dropped (rank 3): goodput 46% lower than the recommendation's", with
     # no recommendation made: two ways of asking, two answers.
-    a = advise(data=small_lab(), traffic=point(2, 4))
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT))
     a.uncertainty = uncertainty.Uncertainty({**FIXED.metrics, "requests_per_s": uncertainty.MetricError(
         1.0, 1.0, 100.0, 100.0, 16)})  # every lead within it
     assert len(a.ranked) > 2 and a.tied == a.ranked[1:]
@@ -313,7 +321,8 @@ def test_the_layouts_breaking_an_objective_are_listed_in_the_order_the_words_say
     from dynamo_lab.advise.candidates import AGGREGATED
 
     monkeypatch.setattr(search.Candidate, "preempting", property(lambda c: c.layout.kind == AGGREGATED))
-    a = advise(data=small_lab(), traffic=point(2, 4), goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT),
+               goal=inputs.Goal("goodput", (Objective("itl", 50, 0.5),)))
     assert any(c.preempting for c in a.over) and any(not c.preempting for c in a.over)
     apart = next(ln for ln in text.text(a, top=len(a.over)).splitlines() if ln.startswith("Breaking an objective"))
     assert "the least over first, those running only by preempting after the rest:" in apart
@@ -324,7 +333,7 @@ def test_the_layouts_breaking_an_objective_are_listed_in_the_order_the_words_say
 
 
 def test_a_layouts_standing_says_which_objectives_it_meets_only_within_the_predictors_error():
-    a = advise(data=small_lab(), traffic=point(2, 4))
+    a = advise(data=small_lab(), traffic=point(2, 4, output_tokens=SHORT))
     w = a.winner
     worst = max(r.ttft_p99_ms for r in w.rows)
     held_out = a.uncertainty.metrics["ttft_p99_ms"].holdout_median  # FIXED: 20%
@@ -343,7 +352,7 @@ def test_a_gpu_binds_as_time_slices_only_where_workers_share_it():
     # A GPU busiest with one worker on it is that worker's GPU time: "time-slices, shared by 1
     # worker" named a contention that was not there (1 agg on gpu-24gb + 1 agg on gpu-8gb, whose
     # gpu-8gb GPU binds, each GPU running one worker).
-    a = advise(data=small_lab(), traffic=point(2, 8))
+    a = advise(data=small_lab(), traffic=point(2, 8, output_tokens=SHORT))
     bound = [c for c in a.candidates if c.rows and c.binding and c.binding.resource.startswith("GPU time")]
     alone = [c for c in bound if "its one worker's" in c.binding.detail]
     assert alone and all(c.binding.resource == "GPU time" for c in alone), [c.binding for c in bound]

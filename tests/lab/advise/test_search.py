@@ -21,6 +21,7 @@ from tests.lab.advise.common import (
     CHEAP,
     FIXED,
     LAB,
+    SHORT,
     advise,
     base,
     fake_candidate,
@@ -79,7 +80,9 @@ def test_a_class_whose_node_is_cordoned_or_has_no_gpu_units_is_left_out_with_the
 def test_each_refusal_names_the_check_and_the_key_and_every_kept_layout_passes_sizing_and_preflight():
     # The laptop node with 9 GiB of host memory: each disaggregated worker's KV mirror needs more there.
     data = with_nodes(gpu_node("gpu-server", 24576, 4, 64), gpu_node("gpu-laptop", 8192, 4, 9))
-    a = advise(data=data, traffic=point(2, 4))
+    # One request at a time: what is refused and why is the sizing's and preflight's, before any
+    # simulation, and the kept layouts' simulations cost a third of concurrency 4's.
+    a = advise(data=data, traffic=point(2, 1))
     statuses = {c.layout.label: c for c in a.candidates}
     sized_out = statuses["3 agg on gpu-8gb"]
     assert sized_out.status == search.REFUSED_CONFIG
@@ -180,7 +183,7 @@ def test_no_layout_fits_a_cluster_without_room_and_the_families_say_why():
 def test_a_family_refused_whole_by_a_base_setting_says_it_was_not_compared_and_which_setting():
     config = base("cross-server")
     config["dynamo-lab:probe"] = {"enabled": True}  # the probe measures a prefill -> decode path
-    a = advise(config, data=small_lab(), traffic=point(2, 4), base_name="cross-server")
+    a = advise(config, data=small_lab(), traffic=point(2, 4, output_tokens=SHORT), base_name="cross-server")
     assert a.winner.layout.kind != "aggregated"
     words = text.text(a)
     assert ("Not compared: aggregated, KV routing: every layout of it is refused by cross-server's `probe.enabled`, "
@@ -215,18 +218,21 @@ def test_a_search_larger_than_the_bound_keeps_layouts_of_at_most_the_requests_in
 
 
 def test_a_search_whose_screening_would_simulate_too_many_requests_screens_the_heaviest_point_first(monkeypatch):
-    monkeypatch.setattr(search, "SCREEN_REQUESTS", 100)  # small_lab, 2 points: 2 x (32 + 64) requests a layout
-    a = advise(data=small_lab(), traffic=Traffic(2371, 2000, 64, (2, 24), (4, 8), given=True))
+    # small_lab at 4 points, concurrency 1 and 2 of 8 requests each: 2 x (8 + 16) x 2 = 96 requests a
+    # layout's screening, over 100 for two layouts. SHORT requests: what is screened where does not
+    # depend on their length, and concurrency 4 and 8 of 64 output tokens took 3.5 s of CPU.
+    monkeypatch.setattr(search, "SCREEN_REQUESTS", 100)
+    a = advise(data=small_lab(), traffic=Traffic(2371, 2000, SHORT, (2, 24), (1, 2), given=True))
     assert a.bounded is None and 0 < a.shortlisted < len([c for c in a.candidates if c.rows])
     assert [c for c in a.candidates if c.status == search.SCREENED_HEAVIEST]
     words = text.text(a)
-    assert "at the heaviest point (prefix types 24, concurrency 8), the best 4 of each family" in words
+    assert "at the heaviest point (prefix types 24, concurrency 2), the best 4 of each family" in words
     assert "over 400 layouts" not in words
     # --json says which precision each figure has and which workload point each is at: a layout screened
     # at the heaviest point alone was labelled "full" and its one point (and what it breaks there) given
     # index 0, the workload's first point.
     as_json = yaml.safe_load(text.to_json(a))
-    heaviest = as_json["workload"]["points"].index({"prefix_types": 24, "concurrency": 8, "rate": None})
+    heaviest = as_json["workload"]["points"].index({"prefix_types": 24, "concurrency": 2, "rate": None})
     by_label = {c["layout"]: c for c in as_json["candidates"]}
     precision = {search.SCREENED_HEAVIEST: "screening at the heaviest point", search.SCREENED: "screening",
                  search.REFINED: "full"}
@@ -263,7 +269,7 @@ def test_a_familys_second_is_predicted_in_full_only_where_the_screening_could_be
 
 
 def test_with_no_shared_prefix_each_concurrency_is_one_point_and_the_output_says_why():
-    w = Traffic(1000, 0, 64, (2, 7, 12, 24), (1, 2), given=True)
+    w = Traffic(1000, 0, SHORT, (2, 7, 12, 24), (1, 2), given=True)  # the points are the test
     assert w.points == [Point(1, 1), Point(1, 2)]  # not 8 points of one workload
     keys = stack_file.traffic_keys(w)
     assert keys["benchmark"]["prefixTypes"] == [1] and keys["workload"]["prefixTypes"] == 1
@@ -282,7 +288,7 @@ def test_the_search_says_what_it_does_as_it_goes(monkeypatch):
     # screens, then how many of each family's best it predicts in full, and in between how far it is.
     monkeypatch.setattr(search, "PROGRESS_S", 0.0)  # every step due, so the in-between lines show too
     said: list[str] = []
-    a = search.search(inputs.Base.of("kv-routing", base()), "kv-routing", small_lab(), point(2, 4),
+    a = search.search(inputs.Base.of("kv-routing", base()), "kv-routing", small_lab(), point(2, 4, output_tokens=SHORT),
                       inputs.Goal(), FIXED, full=CHEAP, progress=said.append)
     heads = [m.rsplit(" (", 1)[0] for m in said]
     screened = [c for c in a.candidates if c.status in (search.SCREENED, search.REFINED)]
