@@ -97,6 +97,10 @@ CLUSTER_TIER = ["-m", "cluster", "-n", "2", "--dist", "loadfile"]
 # (dynamo_lab/cli.py; a test holds the two equal): anything else is refused before an install.
 OWN_COMMANDS = ("test", "test-slow", "test-lab", "test-engine", "peer", "time-tests", "time-render", "time-advise",
                 "cluster-tools", "test-cluster", "setup", "lock", "lock-bench", "lock-engine")
+# dev.py's commands that were renamed, by their old name: one line naming the new one, as
+# dynamo-lab's own (cli.main) says, rather than the list of every command. `cluster` was the local
+# lab cluster's until "cluster" came to mean only the cluster a stack deploys onto.
+RENAMED_COMMANDS = {"cluster": "local-cluster"}
 LAB_COMMANDS = ("render", "sizing", "preflight", "advise", "diff", "golden", "probe", "twin", "bench", "report",
                 "predict", "config-reference", "docs-samples", "up", "down", "pr-preview", "local-cluster")
 
@@ -337,6 +341,10 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
+    if command in RENAMED_COMMANDS:
+        _log(f"`python3 dev.py {command}` is `python3 dev.py {RENAMED_COMMANDS[command]}` now (\"cluster\" names "
+             "the cluster a stack deploys onto, kubernetes:context)")
+        return 2
     if command not in OWN_COMMANDS and command not in LAB_COMMANDS:
         _log(f"unknown command {command!r}. dev.py's own: {', '.join(OWN_COMMANDS)}; the lab's (dynamo-lab "
              f"COMMAND): {', '.join(LAB_COMMANDS)}. `python3 dev.py --help` says what each does.")

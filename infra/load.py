@@ -43,7 +43,7 @@ def _key_path(loc: tuple, data: dict[str, Any], err: Optional[dict[str, Any]] = 
     a section's check about one of its keys (fields.KeyProblem) points at that key."""
     problem = (err or {}).get("ctx", {}).get("error")
     if isinstance(problem, KeyProblem):
-        loc = (*loc, problem.key)
+        loc = (*loc, *problem.loc)
     if loc[:1] == ("target",) and len(loc) > 1:
         return KUBERNETES + str(loc[1])
     return _path(loc, data) or "(top level)"

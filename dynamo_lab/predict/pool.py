@@ -69,7 +69,8 @@ def simulate(jobs: list[Job], workers: Optional[int] = None,
     """Every job's (Row, Usage), in the jobs' order; `workers` processes (None: every core), one for
     a handful of jobs. A job this process has simulated before, here or in a pool (advise screens
     the heaviest point, then every point, the heaviest again), is recalled, not simulated again.
-    `done` is told how many have finished as they finish."""
+    `done` is told how many have finished as they finish, each count from 1 to len(jobs) once (advise
+    reports a candidate at each multiple of its points), recalled jobs first."""
     workers = cores() if workers is None else workers
     if workers <= 1 or len(jobs) < MIN_CELLS:
         out = []
@@ -83,8 +84,7 @@ def simulate(jobs: list[Job], workers: Optional[int] = None,
         cell = cells.recall(key)
         if cell is not None:
             found[k] = cell
-    if found:
-        done(len(found))
+            done(len(found))  # each count, as one process tells them: a caller may report every Nth
     # The largest jobs first (the most requests a run simulates): a pool handed a large job last
     # leaves its other cores idle while it runs; handed out largest first, the last jobs are small
     # and the cores finish together. Each job's figures are its own (cells.STREAM), whatever the order.

@@ -20,11 +20,13 @@ from infra import units
 
 class KeyProblem(ValueError):
     """A check that needs the whole section (so runs on the section) but is about one of its keys:
-    the stack file's error names that key (`model.name`), not the section (`model`)."""
+    the stack file's error names that key (`model.name`), not the section (`model`), and an item of a
+    list key by its index (`values`, 1: `values[1]`)."""
 
-    def __init__(self, key: str, message: str) -> None:
+    def __init__(self, key: str, message: str, index: Optional[int] = None) -> None:
         super().__init__(message)
-        self.key = key  # the stack file's spelling (camelCase alias)
+        # Where under the section, as a pydantic location: the stack file's spelling (camelCase alias).
+        self.loc: tuple[str | int, ...] = (key,) if index is None else (key, index)
 
 
 def did_you_mean(name: str, choices: list[str]) -> str:

@@ -30,8 +30,11 @@ class NodeRequirement(Section):
         if self.operator in ("In", "NotIn"):
             if not self.values:
                 raise KeyProblem("values", f"operator {self.operator} needs at least one value")
-            for value in self.values:
-                label_value(value)
+            for i, value in enumerate(self.values):
+                try:
+                    label_value(value)
+                except ValueError as exc:
+                    raise KeyProblem("values", str(exc), index=i) from None
         if self.operator in ("Gt", "Lt"):
             if len(self.values) != 1 or not re.fullmatch(r"-?\d+", self.values[0]):
                 raise KeyProblem("values",

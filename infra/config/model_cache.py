@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from infra import units
 from infra.config.base import Section
-from infra.config.fields import Bytes, OptionalDnsLabel
+from infra.config.fields import Bytes, KeyProblem, OptionalDnsLabel
 
 
 class ModelCacheClaim(Section):
@@ -36,11 +36,11 @@ class ModelCacheClaim(Section):
                  if name in self.model_fields_set]
         if self.claim_name is not None and given:
             verb = "describes" if len(given) == 1 else "describe"
-            raise ValueError(
-                f"{' and '.join(given)} {verb} a claim dynamo-lab creates, but claimName names an "
-                f"existing one, which it does not change. Remove {' and '.join(given)}, or remove "
-                "claimName to have a claim created"
-            )
+            message = (f"{' and '.join(given)} {verb} a claim dynamo-lab creates, but claimName names an "
+                       f"existing one, which it does not change. Remove {' and '.join(given)}, or remove "
+                       "claimName to have a claim created")
+            # One key given is the key to remove (fields.KeyProblem); two are the section's.
+            raise KeyProblem(given[0], message) if len(given) == 1 else ValueError(message)
         return self
 
 

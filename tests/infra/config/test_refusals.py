@@ -172,6 +172,15 @@ def _agg_with_kv_transfer(c: dict) -> None:
      "gpuClasses.gpu-8gb.nodeSelector[0].values: operator Gt needs exactly one integer value"),
     (_agg_with_kv_transfer, "workers.prefill.kvTransfer: kvTransfer applies to prefill and decode workers only"),
     (lambda c: c.update(model={"name": "qwen/qwen3-0.6b"}), "model.name: model 'qwen/qwen3-0.6b' is not built in"),
+    # a bad item of a list key: the item
+    (lambda c: c.update(gpuClasses=_classes({"key": "a", "operator": "In", "values": ["ok", "no way"]})),
+     "gpuClasses.gpu-8gb.nodeSelector[0].values[1]: 'no way' is not a Kubernetes label value"),
+    # the benchmark Job's requirements are read by the same model
+    (lambda c: c.update(benchmark={"nodeSelector": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+     "benchmark.nodeSelector[0].values: operator Exists takes no values"),
+    (lambda c: c.update(modelCache={"mode": "pvc", "pvc": {"claimName": "models", "storageClass": "fast"}}),
+     "modelCache.pvc.storageClass: storageClass describes a claim dynamo-lab creates, but claimName names an "
+     "existing one"),
 ])
 def test_a_section_check_about_one_key_names_that_key(edit, where):
     assert f"{F}: {where}" in refused_text(edit)

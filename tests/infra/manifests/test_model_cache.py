@@ -339,9 +339,13 @@ def test_a_claim_smaller_than_the_model_is_refused_with_the_size_to_write():
 
 def test_sizing_an_existing_claim_is_refused():
     assert _refusal("cross-server", {"mode": "pvc", "pvc": {"claimName": "models", "size": "5Gi"}}) == (
-        "Pulumi.cross-server.yaml: modelCache.pvc: size describes a claim dynamo-lab creates, but claimName "
+        "Pulumi.cross-server.yaml: modelCache.pvc.size: size describes a claim dynamo-lab creates, but claimName "
         "names an existing one, which it does not change. Remove size, or remove claimName to have a claim "
         "created")
+    # Both are the section's to settle, not one key's.
+    assert _refusal("cross-server", {"mode": "pvc", "pvc": {"claimName": "models", "size": "5Gi",
+                                                            "storageClass": "fast"}}).startswith(
+        "Pulumi.cross-server.yaml: modelCache.pvc: storageClass and size describe a claim dynamo-lab creates")
 
 
 def test_an_unknown_mode_lists_the_modes():

@@ -57,13 +57,16 @@ def test_cells_a_pool_simulated_are_recalled_without_simulating_them_again(monke
     # the pool's processes are gone by then, so the parent keeps what they made.
     jobs = _jobs()
     cells.forget()
-    first = pool.simulate(jobs, workers=2)
+    pool.simulate(jobs[:2], workers=1)  # two of them simulated here first: recalled below, the rest pooled
+    told: list[int] = []
+    first = pool.simulate(jobs, workers=2, done=told.append)
+    assert told == list(range(1, len(jobs) + 1))  # every count, recalled or pooled, as one process tells them
     monkeypatch.setattr(pool, "ProcessPoolExecutor", lambda *a, **k: (_ for _ in ()).throw(
         AssertionError("a pool was started for cells already simulated")))
     monkeypatch.setattr(cells, "ServingGraph", lambda *a, **k: (_ for _ in ()).throw(AssertionError("simulated twice")))
-    told: list[int] = []
+    told.clear()
     again = pool.simulate(list(reversed(jobs)), workers=2, done=told.append)
     assert again == list(reversed(first))
-    assert told == [len(jobs)]
+    assert told == list(range(1, len(jobs) + 1))  # every count, as one process tells them
     again[0][1].gpu_busy.clear()  # the caller's copy is its own
     assert pool.simulate(jobs, workers=2) == first
