@@ -26,6 +26,12 @@ request in flight":
   sharing a prefix on one worker count its blocks once, until the last of them is freed; output
   blocks are not tracked.
 
+The Rust files are read on ai-dynamo/dynamo's main, not at the v1.6.2 tag (the stored copy does not
+identify it): the 1.6.1 wheel's `_core.abi3.so` names sequences/single.rs, block_tracker.rs,
+prefill_tracker.rs and scheduling/selector/mod.rs among its sources and carries the same config
+fields, `potential_decode_blocks` and `effective_prefill_tokens`, so the structure is 1.6's; the
+selector's arithmetic itself is not readable from the binary.
+
 So a worker already serving a request of the same prefix costs a new one only its unique tail,
 and a worker in the middle of a cold prefill costs that prefill's tokens twice. The cached prefix
 blocks are what the worker's KV events say it holds (the router's radix tree), here its pool's
