@@ -20,7 +20,7 @@ from infra.catalogue import LAB_PREFILL_EFFICIENCY
 @dataclass(frozen=True)
 class LabParams:
     # Frontend + router per request (HTTP, tokenization, routing), seconds. FITTED.
-    frontend_s: float = 0.009013046308700333
+    frontend_s: float = 0.005466688923636528
     # The host side of one vLLM engine step, by mechanism (costs.HostCost). FITTED on the lab's
     # desktop CPU running Qwen3-0.6B, so extrapolated on any other host or model:
     # - the scheduler's pass and input preparation, once per step, seconds: the engine core's
@@ -31,7 +31,7 @@ class LabParams:
     #   engine core (vLLM's AsyncLLM output handler, Dynamo's Python handler streaming the token;
     #   Dynamo detokenizes in its Rust frontend), per request, not per token of the batch, seconds:
     #   it delays the token, not the next step.
-    output_per_request_s: float = 0.0007459123488206355
+    output_per_request_s: float = 0.0011127704642462347
     # ESTIMATES (no published cell separates them from the fitted ones; each with its range below):
     # - the scheduler's and input preparation's share per scheduled request (block tables,
     #   positions, its update after the step): tens of microseconds of Python; 30 us (10-100 us);
@@ -57,7 +57,7 @@ class LabParams:
     prefill_efficiency: float = LAB_PREFILL_EFFICIENCY
     # Disaggregated only: the prefill's answer back to the router and the decode request out
     # (Dynamo's request plane), seconds. FITTED.
-    handoff_s: float = 0.030326532985631677
+    handoff_s: float = 0.05
     # Copies between GPU blocks and the host KV buffers (kv_buffer_device cpu): the prefill worker's
     # after its forward, the decode worker's at the step that notices the pull; bytes/s of a
     # block-scattered copy over PCIe. FITTED.
@@ -68,7 +68,7 @@ class LabParams:
     # measured on 2 cores: several flows moved no more than one, finishing in order;
     # docs/measurements.md, "Several flows at once") and 4 (one per prefill/decode pair of the lab's
     # same-server stack, each pair's agents on cores of their own).
-    host_transfer_parallelism: float = 1.6262786389623964
+    host_transfer_parallelism: float = 3.6193496721438385
     # A NIXL agent pair's first transfer waits for their metadata exchange (vLLM's NixlConnector
     # handshake, once per prefill/decode pair), seconds. ESTIMATE: no published cell isolates it.
     handshake_s: float = 0.05
@@ -83,7 +83,7 @@ class LabParams:
     # the concurrency-4 cells constrain it. FITTED.
     # A stack's own prediction (`predict STACK`) uses its pools as configured.
     pool_scale: dict[str, float] = field(default_factory=lambda: {
-        "kv-routing": 0.6069865513504619, "same-server": 0.5809171213641416})
+        "kv-routing": 0.6708238842155612, "same-server": 0.5809171213641416})
 
 
 # What the hardware allows each FITTED constant: the fit searches inside and reports one at a bound.

@@ -39,8 +39,10 @@ What it models, because the lab's table shows it growing with load (docs/predict
   landed pull. A decode worker learns that a pull landed in the next step it launches (the
   connector's get_finished after the forward's launch) and schedules the request once that step's
   outputs are processed.
-- Prefix caches and routing as Dynamo 1.x does it: a prefill or aggregated worker by the KV
-  router's cost (blocks to compute + active blocks), a decode worker by load (fewest active blocks).
+- Prefix caches and routing as Dynamo 1.6 does it: a prefill or aggregated worker by the KV
+  router's cost over what its slot tracker holds (router.py: prompt tokens still to prefill, less
+  the cached prefix, plus unique active blocks, a prefix shared by requests in flight counted
+  once), a decode worker by load (fewest active blocks).
 - Transfers as flows on a shared path (events.Sharing): each flow at most the TCP software path's
   rate, all of a path's flows together at most its capacity: the link across nodes; on one node
   the host's TCP software path, which every same-node flow of that host goes through, in the
@@ -72,6 +74,7 @@ from dynamo_lab.predict.costs import (
 )
 from dynamo_lab.predict.events import EPS, Sharing, Sim
 from dynamo_lab.predict.kvcache import Cache
+from dynamo_lab.predict.router import Shape, SlotTracker, cost, prefill_tokens
 from dynamo_lab.predict.specs import Load, PathSpec, Stats, Timing, WorkerSpec
 from infra import prefix_cache
 
@@ -107,6 +110,7 @@ class Request:
     pull_tokens: int = 0  # prompt tokens the decode worker pulls (what its prefix cache lacks)
     source: Optional[tuple] = None  # (prefill worker, pinned, shares_prefix) held until pulled
     client: Optional[Callable] = None
+    booked_prefill: int = 0  # the prefill tokens the router booked for it (router.prefill_tokens)
 
     @property
     def known(self) -> int:
@@ -135,7 +139,8 @@ class Worker:
     stream: deque = field(default_factory=deque)
     landed: list = field(default_factory=list)
     handler_free: float = 0.0  # when the worker process's output handler is free
-    active_blocks: int = 0  # the router's view: blocks of the requests it sent here, not yet done
+    active_blocks: int = 0  # decode workers, the router's view: blocks of the requests it sent here, not yet done
+    slots: SlotTracker = field(default_factory=SlotTracker)  # prefill and aggregated workers, the KV router's view
     preemptions: int = 0
     group: str = ""  # the worker group it is a replica of
 
@@ -176,6 +181,7 @@ class ServingGraph:
         self.prefix_tokens = prefix_cache.reusable_prefix_tokens(load.prefix_tokens, load.block_tokens)
         self.prefix_blocks = self.prefix_tokens // load.block_tokens
         self.request_blocks = self.blocks(load.input_tokens + load.output_tokens)
+        self.shape = Shape(load.block_tokens, load.input_tokens, self.prefix_blocks)
         self.completed: list[Request] = []
         self.stats = Stats()
         self.shaken: set = set()  # (prefill, decode) worker pairs whose NIXL agents have met
@@ -208,11 +214,10 @@ class ServingGraph:
     def _pick_by_kv(self, candidates: list[Worker], req: Request) -> Worker:
         best, best_cost = [], None
         for w in candidates:
-            overlap = self.prefix_blocks if req.prefix in w.cache.items else 0
-            cost = self.timing.overlap_weight * (self.request_blocks - overlap) + w.active_blocks
-            if best_cost is None or cost < best_cost - EPS:
-                best, best_cost = [w], cost
-            elif abs(cost - best_cost) <= EPS:
+            c = cost(w.slots, self.shape, req.prefix, req.prefix in w.cache.items, self.timing.prefill_load_scale)
+            if best_cost is None or c < best_cost - EPS:
+                best, best_cost = [w], c
+            elif abs(c - best_cost) <= EPS:
                 best.append(w)
         return self.rng.choice(best)
 
@@ -231,10 +236,12 @@ class ServingGraph:
 
     def _route(self, req: Request) -> None:
         w = self._pick_by_kv([w for w in self.workers if w.role in ("agg", "prefill")], req)
+        cached = req.prefix in w.cache.items
         self.stats.prompt_tokens += req.input_tokens
-        if req.prefix in w.cache.items:
+        if cached:
             self.stats.cached_prompt_tokens += self.prefix_tokens
-        w.active_blocks += self.request_blocks
+        req.booked_prefill = prefill_tokens(self.shape, cached)
+        w.slots.add(req.prefix, req.booked_prefill)
         w.waiting.append(req)
         self._step(w)
 
@@ -522,6 +529,8 @@ class ServingGraph:
                 continue
             if req.first_token is None:
                 req.first_token = now
+                if w.role == "agg":
+                    w.slots.prefill_done(req.booked_prefill)  # the frontend saw its first token
             req.token_times.append(now)
             if last:
                 self._finish(w, req)
@@ -556,7 +565,9 @@ class ServingGraph:
 
     def _hand_off(self, prefill: Worker, req: Request) -> None:
         """The prefill's answer is back: the router sends the request on to a decode worker."""
-        prefill.active_blocks -= self.request_blocks  # the router's prefill request has returned
+        # The router's prefill request has returned: its prefill done and its slot freed.
+        prefill.slots.prefill_done(req.booked_prefill)
+        prefill.slots.free(req.prefix)
         decode = self._pick_by_load([w for w in self.workers if w.role == "decode"])
         decode.active_blocks += self.request_blocks
         self.sim.at(self.sim.now + self.timing.handoff_s, self._arrive, decode, req)
@@ -609,7 +620,10 @@ class ServingGraph:
     def _finish(self, w: Worker, req: Request) -> None:
         """Its last token reached the client (its blocks were freed when the engine core processed it)."""
         req.done = self.sim.now
-        w.active_blocks -= self.request_blocks
+        if w.role == "agg":
+            w.slots.free(req.prefix)
+        else:
+            w.active_blocks -= self.request_blocks
         self.completed.append(req)
         req.client(req)
 

@@ -21,7 +21,9 @@ class Timing:
     handshake_s: float
     frontend_jitter: float
     step_noise: float  # the scale of what interference adds to a step's GPU time (sim.ServingGraph._slowdown)
-    overlap_weight: float = 1.0  # the KV router's kv_overlap_score_weight
+    # The KV router's prefill_load_scale (router.cost; ai-dynamo 1.6.1's default, 1.0; its deprecated
+    # alias is --router-kv-overlap-score-weight).
+    prefill_load_scale: float = 1.0
 
 
 

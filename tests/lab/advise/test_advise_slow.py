@@ -45,9 +45,16 @@ def test_at_every_published_point_aggregated_kv_routing_ranks_above_same_node_se
         assert _rank(a, AGG) < _rank(a, name), (name, [c.layout.label for c in a.ranked])
     words = text.text(a)
     line = next(ln for ln in words.splitlines() if ln.startswith(f"- {ONE_NODE[0]}"))
-    # Why: each separated request's first token waits for its KV transfer, which aggregated workers never make.
-    assert "dropped (rank" in line and "its first tokens wait for a KV transfer" in line
-    assert "which aggregated workers never make" in line
+    # Why: each separated request's first token waits for its KV transfer, which aggregated workers
+    # never make; the line names it where it is over a quarter of the TTFT (text._why), and else
+    # what binds the layout (at 7 prefix types and concurrency 8, since the 2026-12-07 fit, the GPU's
+    # time-slices: the host's TCP path moves more transfers at once and the wait is a smaller share).
+    parts = family(a, ONE_NODE[0]).best.ttft_parts_ms
+    assert "dropped (rank" in line and parts.transfer > 0
+    if parts.transfer > 0.25 * parts.total:
+        assert "its first tokens wait for a KV transfer" in line and "which aggregated workers never make" in line
+    else:
+        assert "binds: " in line
     # One verdict: the separation line says what the ranking says, never the opposite.
     assert a.separation.answer in ("does not pay", "ties")
     assert "Does separating prefill and decode pay? It does not pay here" in words or "They tie here" in words

@@ -83,7 +83,10 @@ def test_a_layout_under_no_pressure_is_not_said_to_be_bound_by_anything():
     best = a.winner
     assert best.binding.level < text.NEAR_LIMIT
     assert f"nothing is near its limit (the most used: {best.binding.resource}" in text.text(a)
-    assert "binds: " not in next(ln for ln in text.text(a).splitlines() if ln.startswith("- aggregated"))
+    # The winner's family line (at this load the families' best tie, so which family wins is the
+    # noise's; another family's best may well bind, e.g. two workers' host memory on one node).
+    line = next(ln for ln in text.text(a).splitlines() if f"Best: {best.layout.label} (" in ln)
+    assert "binds: " not in line and "nothing is near its limit" in line
 
 
 def test_over_several_points_each_shown_layout_has_its_figure_at_every_point():
