@@ -59,15 +59,38 @@ def _valid_keys(loc: tuple) -> list[str]:
         if field is None:
             # Keys of a dict field (e.g. a GPU class name) lead to its value model.
             continue
-        ann = field.annotation
-        args = getattr(ann, "__args__", ())
-        candidates = [ann, *args] + [a for arg in args for a in getattr(arg, "__args__", ())]
-        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        model = _section(field)
     if model is None:
         return []
-    # `target` is filled from kubernetes:* keys, never written under dynamo-lab:.
-    return [f.alias for name, f in model.model_fields.items()
-            if f.alias and not (model is StackConfig and name == "target")]
+    return [f.alias for f in _written(model)]
+
+
+def _section(field: Any) -> Any:
+    """The model a field's value is (itself, a list's items or a map's values), else None."""
+    ann = field.annotation
+    args = getattr(ann, "__args__", ())
+    candidates = [ann, *args] + [a for arg in args for a in getattr(arg, "__args__", ())]
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+
+
+def _written(model: Any) -> list[Any]:
+    """A model's fields as a stack file writes them; `target` is filled from kubernetes:* keys, never
+    written under dynamo-lab:."""
+    return [f for name, f in model.model_fields.items() if f.alias and not (model is StackConfig and name == "target")]
+
+
+def _homes(key: str) -> list[str]:
+    """The sections (`workers`, `model`, ...) where `key` is a valid key: an unknown key that is one of
+    them was most likely indented to the wrong depth."""
+    homes, todo = [], [(StackConfig, "")]
+    while todo:
+        model, path = todo.pop(0)
+        for field in _written(model):
+            if field.alias == key and path:
+                homes.append(path)
+            if (sub := _section(field)) is not None and path.count(".") < 4:
+                todo.append((sub, f"{path}.{field.alias}" if path else field.alias))
+    return homes
 
 
 # Settings that must be Pulumi secrets (`pulumi config set --secret`); their values are never shown.
@@ -93,6 +116,9 @@ _TYPE_HINTS = {
     "bool_type": "is not true or false; write `{key}: true` or `{key}: false`",
     "list_type": "is not a list; write a YAML list, e.g. `{key}: [a, b]`, or one `- item` per line under it",
     "dict_type": "is not a map; write `key: value` pairs indented under `{key}:`",
+    # A section (`model`, `workload`, a worker, ...) given one value, or left empty because its keys
+    # were not indented under it: `dynamo-lab:model: Qwen/Qwen3-0.6B`.
+    "model_type": "is not a map; write `key: value` pairs indented under `{key}:`",
     "string_type": "is not text; write it as a string, e.g. `{key}: \"...\"`",
 }
 # The same mistakes where the value says what was meant (_meant): a number in quotes, which YAML
@@ -162,7 +188,12 @@ def _message(err: dict[str, Any]) -> str:
         close = difflib.get_close_matches(key, valid, n=1)
         if len(err["loc"]) == 1:  # a stack-file key: show it as written there
             key, close = f"{PROJECT}:{key}", [f"{PROJECT}:{c}" for c in close]
-        hint = f"; did you mean `{close[0]}`?" if close else ""
+        parent = ".".join(str(p) for p in err["loc"][:-1] if isinstance(p, str))
+        homes = [h for h in _homes(str(err["loc"][-1])) if h != parent][:3]
+        sections = " or ".join(", ".join(f"`{h}`" for h in homes).rsplit(", ", 1))
+        hint = f"; did you mean `{close[0]}`?" if close else (
+            f"; it is a key of {sections}: indent it under {'that section' if len(homes) == 1 else 'the one you meant'}"
+            ", level with the keys beside it there." if homes else "")
         listed = f" Valid keys here: {', '.join(valid)}." if valid else ""
         return f"unknown key `{key}`{hint}{listed}"
     if kind == "missing":

@@ -29,6 +29,22 @@ def test_probe_groups_resolve_with_did_you_mean():
 
 # --- keys, names and references ------------------------------------------------------------------
 
+@pytest.mark.parametrize("edit, message", [
+    # A worker's key written two spaces deep, level with `dynamo-lab:workers:` instead of under a worker.
+    (lambda c: c.update(kvCacheBytes=c["workers"][0].pop("kvCacheBytes")),
+     "kvCacheBytes: unknown key `dynamo-lab:kvCacheBytes`; it is a key of `workers`: indent it under that "
+     "section, level with the keys beside it there. Valid keys here: "),
+    # A workload key left under the section above it.
+    (lambda c: c.update(model={"name": "Qwen/Qwen3-0.6B", "inputTokens": 4000}),
+     "model.inputTokens: unknown key `inputTokens`; it is a key of `workload`: indent it under that section"),
+    (lambda c: c.update(name="Qwen/Qwen3-0.6B"),
+     "name: unknown key `dynamo-lab:name`; it is a key of `model`, `graph` or `workers`: indent it under the one "
+     "you meant"),
+])
+def test_a_key_at_the_wrong_depth_names_the_section_it_belongs_to(edit, message):
+    assert f"{F}: {message}" in str(refusal(edit))
+
+
 def test_misspelled_top_level_key_names_the_key_the_file_and_the_right_key():
     err = refusal(lambda c: c.update(worker=c.pop("workers")))
     assert (f"{F}: worker: unknown key `dynamo-lab:worker`; did you mean `dynamo-lab:workers`? Valid keys "
@@ -101,6 +117,10 @@ def test_a_word_for_a_number_gets_the_house_message_not_the_validators_text():
      "graph.networkPolicy: 'maybe' is not true or false; write `networkPolicy: true` or `networkPolicy: false`"),
     (lambda c: c.update(benchmark={"concurrency": "4,8"}), "benchmark.concurrency: '4,8' is not a list"),
     (lambda c: c.update(platform={"values": "x"}), "platform.values: 'x' is not a map"),
+    (lambda c: c.update(model="Qwen/Qwen3-0.6B"),
+     "model: 'Qwen/Qwen3-0.6B' is not a map; write `key: value` pairs indented under `model:`"),
+    (lambda c: c.update(workload=4000),
+     "workload: '4000' is not a map; write `key: value` pairs indented under `workload:`"),
     (lambda c: c["workers"][0].update(extraArgs="--max-num-seqs"),
      "workers.prefill.extraArgs: '--max-num-seqs' is not a list"),
     (lambda c: c.update(gpuClasses={"a": {"memory": "1Gi", "effectiveTflops": "fast", "nodeSelector": []}}),
