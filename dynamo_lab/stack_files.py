@@ -141,6 +141,11 @@ def config_from_doc(config: dict[str, Any], name: str = "the stack file") -> tup
             raw[key] = json.dumps(value, default=str)  # YAML dates and the like, as text
         elif isinstance(value, bool):
             raw[key] = "true" if value else "false"
+        elif value is None:
+            # A key with no value (`kubernetes:context:`, or `dynamo-lab:model:` whose keys were not
+            # indented under it) the Pulumi CLI hands over as "", with a warning (pulumi/pulumi
+            # sdk/go/common/workspace/loaders.go, checkForEmptyConfig); str() would make it 'None'.
+            raw[key] = ""
         else:
             raw[key] = str(value)
     return raw, secrets

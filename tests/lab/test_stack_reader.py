@@ -118,6 +118,23 @@ def test_aliases_within_the_bounds_read_as_written_out(project):
     assert stack_files.stack_doc("aliased", project) == stack_files.stack_doc("written", project)
 
 
+@pytest.mark.parametrize("edit, stderr", [
+    # Pulumi hands a key with no value over as "": an empty context is not set, not one named 'None'.
+    (lambda text: text.replace("kubernetes:context: dynamo-lab", "kubernetes:context:"),
+     "kubernetes:context: not set: without it this stack would deploy to whatever cluster"),
+    # A section whose keys were not indented under it is empty, and says where its keys go.
+    (lambda text: text + "  dynamo-lab:model:\n  name: Qwen/Qwen3-0.6B\n",
+     "model: '' is not a map; write `key: value` pairs indented under `model:`"),
+])
+def test_a_key_with_no_value_reads_as_the_pulumi_cli_hands_it(project, edit, stderr):
+    (project / "Pulumi.empty.yaml").write_text(edit((ROOT / "Pulumi.cross-server.yaml").read_text()))
+    for command in ("render", "sizing"):
+        done = run_cli(command, "empty", cwd=project)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert f"Pulumi.empty.yaml: {stderr}" in done.stderr
+        assert "None" not in done.stderr
+
+
 @pytest.mark.parametrize("text, line", [
     # The YAML error names the file and where, on one line, not `<unicode string>` and a snippet.
     ("config:\n  dynamo-lab:x: [1,\n  y: }\n",
