@@ -103,6 +103,16 @@ def stack_doc(stack: str, root: Optional[Path] = None) -> dict[str, Any]:
     doc = read_yaml(path) or {}
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
         raise StackFileError(f"{path.name}: `config` must be a map of keys to values, as Pulumi writes it")
+    # A namespaced key outside `config:` (written at column 0): the Pulumi CLI reads a stack file's
+    # settings from `config:` alone and drops other top-level keys without a word (ProjectStack in
+    # pulumi/pulumi sdk/go/common/workspace/project.go v3.274.1 has no field for them), so the stack
+    # would run on the defaults of what the user meant to set.
+    stray = [str(k) for k in doc if isinstance(k, str) and ":" in k]
+    if stray:
+        raise StackFileError(
+            f"{path.name}: {', '.join(f'`{k}`' for k in stray)} {'is' if len(stray) == 1 else 'are'} at the "
+            "top level, outside `config:`, where Pulumi ignores a setting (the stack would run on its "
+            "defaults). Indent it under `config:`, level with the keys there")
     return doc.get("config") or {}
 
 

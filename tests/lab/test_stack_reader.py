@@ -135,6 +135,18 @@ def test_a_key_with_no_value_reads_as_the_pulumi_cli_hands_it(project, edit, std
         assert "None" not in done.stderr
 
 
+def test_a_setting_outside_config_is_refused_not_left_to_pulumi_to_drop(project):
+    # Written at column 0, `dynamo-lab:workload:` is a top-level key Pulumi never reads: the stack
+    # would be sized and deployed for the default workload.
+    text = (ROOT / "Pulumi.cross-server.yaml").read_text() + "dynamo-lab:workload:\n  inputTokens: 4096\n"
+    (project / "Pulumi.stray.yaml").write_text(text)
+    for command in ("render", "sizing"):
+        done = run_cli(command, "stray", cwd=project)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert ("Pulumi.stray.yaml: `dynamo-lab:workload` is at the top level, outside `config:`, where Pulumi "
+                "ignores a setting (the stack would run on its defaults). Indent it under `config:`") in done.stderr
+
+
 @pytest.mark.parametrize("text, line", [
     # The YAML error names the file and where, on one line, not `<unicode string>` and a snippet.
     ("config:\n  dynamo-lab:x: [1,\n  y: }\n",
