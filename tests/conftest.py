@@ -5,8 +5,15 @@ from __future__ import annotations
 import gc
 
 import pytest
+from hypothesis import settings
 
-from tests.helpers import STACKS
+from tests.helpers import FAST_PROFILE_EXAMPLES, STACKS
+
+# The fast tier's hypothesis profile (dev.py FAST_TIER: --hypothesis-profile=fast): a quarter of each
+# property's examples, by hypothesis's own default for the tests that set none and by
+# tests.helpers.examples for those that set their count. The slow tier runs every property test
+# again without it, at the full count (dev.py SLOW_TIER), so each CI run still draws them all.
+settings.register_profile("fast", max_examples=FAST_PROFILE_EXAMPLES)
 
 
 @pytest.fixture(params=STACKS)

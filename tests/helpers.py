@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
 
 import pytest
+from hypothesis import settings
 
 from dynamo_lab import cli, mockrun, stack_files
 from infra import catalogue
@@ -33,6 +34,18 @@ DGD = "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 JOB = "kubernetes:batch/v1:Job"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
+# The fast tier's share of each property test's examples. dev.py's fast tier loads the hypothesis
+# profile "fast" (tests/conftest.py), whose default count (25, against hypothesis's 100) says it;
+# every other run, the slow tier's (which runs the same properties: dev.py SLOW_TIER), CI's included,
+# draws each test's full count.
+FAST_PROFILE_EXAMPLES = 25
+
+
+def examples(full: int) -> int:
+    """A property test's max_examples: `full`, or its share under the fast tier's profile (at least 5)."""
+    default = settings.get_profile("default").max_examples
+    return full if settings.default.max_examples == default else max(5, full * settings.default.max_examples // default)
 
 
 def raw_config(stack: str, edit: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, str]:

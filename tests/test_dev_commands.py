@@ -60,6 +60,16 @@ def test_every_marked_tier_is_left_out_of_the_fast_tier_and_run_by_ci():
         assert f"\npython3 dev.py test-{marker} " in ci, f".ci/run does not run the {marker} tier"
 
 
+def test_the_property_tests_the_fast_tier_cuts_short_run_whole_in_the_slow_tier():
+    # The fast tier's hypothesis profile draws a share of each property's examples (tests/conftest.py);
+    # the slow tier, which CI runs after it, selects every hypothesis test of the fast tier and loads
+    # no profile, so each draws its full count there.
+    assert "--hypothesis-profile=fast" in dev.FAST_TIER
+    slow = dev.SLOW_TIER[dev.SLOW_TIER.index("-m") + 1]
+    assert slow == "slow or (hypothesis and not lab and not engine and not cluster)"
+    assert not any(a.startswith("--hypothesis-profile") for a in dev.SLOW_TIER)
+
+
 @pytest.fixture
 def project(monkeypatch, tmp_path):
     """dev.py pointed at a project of its own in tmp_path, with uv recorded instead of run: a sync

@@ -15,7 +15,7 @@ from infra.config import engine_flags
 from infra.errors import ConfigError
 from infra.manifests.graph import deployment
 from infra.resolved import Context, ContextSource
-from tests.helpers import ROOT, loaded, refused, sized
+from tests.helpers import ROOT, examples, loaded, refused, sized
 
 F = "Pulumi.cross-server.yaml"
 KEY = f"{F}: workers.prefill.extraArgs: "
@@ -217,7 +217,7 @@ def managed_spellings(draw) -> tuple[str, list[str]]:
     return flag.options[0], _spell(draw, draw(st.sampled_from(flag.options)))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spelling=managed_spellings(), before=st.sampled_from([[], ["--enforce-eager"], ["--max-num-seqs", "8"]]))
 def test_no_spelling_of_a_managed_flag_gets_through(spelling, before):
     flag, args = spelling

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from infra.catalogue import EXAMPLE_STACKS
 from infra.errors import ConfigError, UserError
 from infra.plan import load_stack, plan
-from tests.helpers import ROOT, STACKS, encoded, run_cli
+from tests.helpers import ROOT, STACKS, encoded, examples, run_cli
 
 # The lab's stacks and the example beyond it (several nodes, whole GPUs, tensorParallel, RDMA).
 MUTATED = [*STACKS, *EXAMPLE_STACKS]
@@ -137,13 +137,13 @@ def test_every_single_mistake_is_built_or_refused_with_file_and_key(stack):
     assert failures == []
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(case=mutated())
 def test_a_mutated_stack_is_sized_and_built_or_refused_with_file_and_key(case):
     _built_or_refused(*case)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(case=mutated())
 def test_render_of_a_mutated_stack_prints_manifests_or_only_the_error(case):
     stack, config = case

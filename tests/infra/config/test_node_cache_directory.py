@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from infra.errors import ConfigError
 from infra.plan import plan
-from tests.helpers import loaded, refused
+from tests.helpers import examples, loaded, refused
 
 F = "Pulumi.cross-server.yaml"
 # The directories the issue names, written out here on their own (not read from the code under
@@ -177,7 +177,7 @@ ROOTS = st.sampled_from([None, ["/"], ["/var"], ["/var/lib"], ["/opt"], ["/etc"]
                          ["/var/spool"]])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(parts=st.lists(COMPONENTS, max_size=5), trailing=st.booleans(), namespace=NAMESPACES, roots=ROOTS,
        mode=st.sampled_from(["nodeVolume", "hostPath"]))
 def test_no_accepted_combination_reaches_a_directory_of_the_node(parts, trailing, namespace, roots, mode):

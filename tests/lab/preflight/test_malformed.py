@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, examples
 from tests.lab.preflight.saved_lab import lab, preflight, saved
 
 RESAVE = "save it again, unedited, with `kubectl version -o json` followed by `kubectl get "
@@ -113,7 +113,7 @@ def _paths(value, at=()):
 _ALL_PATHS = [p for i, obj in enumerate(_LAB[1]) for p in _paths(obj, (i,)) if len(p) > 1]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.sampled_from(_ALL_PATHS), value=_JSON)
 def test_any_value_anywhere_is_answered_or_refused_in_one_line(capsys, tmp_path, where, value):
     def edit(version, items):
