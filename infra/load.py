@@ -271,10 +271,14 @@ def _cluster(raw_config: dict[str, str], stack: str,
     found = {k[len(KUBERNETES):]: v for k, v in raw_config.items() if k.startswith(KUBERNETES)}
     problems = []
     for key in sorted(set(found) - set(CLUSTER_KEYS)):
+        close = difflib.get_close_matches(key, CLUSTER_KEYS, n=1)
+        # A slip of one of the two keys (kubernetes:contxt) is renamed, not removed: removing it
+        # leaves the context unset, the problem below.
+        meant = f", and write its value as `{KUBERNETES}{close[0]}` if that is what you meant" if close else ""
         problems.append((KUBERNETES + key, f"only Pulumi's default Kubernetes provider reads `{KUBERNETES}{key}`, "
                          "and this project uses an explicit provider built from kubernetes:context and "
                          f"kubernetes:kubeconfig alone, so it would be ignored. Remove it: pulumi config rm "
-                         f"{KUBERNETES}{key} --stack {stack}"))
+                         f"{KUBERNETES}{key} --stack {stack}{meant}"))
     if not found.get("context", "").strip():
         problems.append((KUBERNETES + "context", "not set: without it this stack would deploy to whatever "
                          "cluster your current kubectl context points at. Name the cluster it deploys to "

@@ -59,6 +59,17 @@ def test_default_provider_keys_that_would_be_ignored_are_refused():
     assert (f"{F}: kubernetes:namespace: only Pulumi's default Kubernetes provider reads `kubernetes:namespace`"
             in str(err))
     assert "pulumi config rm kubernetes:namespace --stack cross-server" in str(err)
+    assert "if that is what you meant" not in str(err)  # no key of ours is near `namespace`
+
+
+def test_a_misspelled_cluster_key_is_named_with_the_key_it_was_meant_to_be():
+    def edit(c):
+        c["kubernetes:contxt"] = c.pop("kubernetes:context")
+    err = str(_refusal(edit))
+    assert ("kubernetes:contxt: only Pulumi's default Kubernetes provider reads `kubernetes:contxt`" in err
+            and "pulumi config rm kubernetes:contxt --stack cross-server, and write its value as `kubernetes:context` "
+                "if that is what you meant" in err)
+    assert "kubernetes:context: not set" in err  # what the slip left unset is said too
 
 
 @pytest.mark.parametrize("key", ["cluster", "target"])
