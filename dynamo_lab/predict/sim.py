@@ -290,12 +290,6 @@ class ServingGraph:
         w.preemptions += 1
         w.waiting.appendleft(victim)
 
-    def _scheduled_out(self, w: Worker, req: Request) -> bool:
-        """Its last token is already scheduled (a prefill worker's request samples one): vLLM's
-        AsyncScheduler does not schedule a step past max_tokens (scheduler.py, the check on
-        num_output_placeholders); it stays running, holding its blocks, until its outputs come back."""
-        return req.generated >= (1 if w.role == "prefill" else req.output_tokens)
-
     # -- the engine core's loop (vLLM 0.31.0, EngineCore.step_with_batch_queue; costs.pipelined) -----
 
     def _step(self, w: Worker) -> None:
@@ -322,7 +316,7 @@ class ServingGraph:
         schedule that request's next token before this one's outputs are back."""
         # The running requests' loop runs for every request of every simulated step: it reads the
         # request's fields once and tests the common case (a decode token inside a block it holds)
-        # before calling _grow, the same arithmetic as _scheduled_out, Request.known and _grow.
+        # before calling _grow, the same arithmetic as Request.known and _grow.
         budget = w.limits.max_num_batched_tokens
         scheduled: list[tuple[Request, int, int]] = []  # (request, tokens computed before, tokens now)
         preempted = False
@@ -334,7 +328,11 @@ class ServingGraph:
         while i < len(running) and budget > 0:
             req = running[i]
             generated = req.generated
-            if generated >= (1 if prefill else req.output_tokens):  # _scheduled_out
+            if generated >= (1 if prefill else req.output_tokens):
+                # Its last token is already scheduled (a prefill worker's request samples one):
+                # vLLM's AsyncScheduler does not schedule a step past max_tokens (scheduler.py, the
+                # check on num_output_placeholders); it stays running, holding its blocks, until its
+                # outputs come back.
                 i += 1
                 continue
             c = req.computed
