@@ -6,6 +6,7 @@ import difflib
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -17,7 +18,7 @@ import yaml
 
 from dynamo_lab import mockrun, render, stack_files
 from infra import catalogue
-from infra.errors import UserError
+from infra.errors import UserError, stack_file
 
 GOLDEN_DIR = Path("tests") / "golden"
 
@@ -144,8 +145,10 @@ def _running_code_is(tree: Path) -> bool:
     return (tree / "infra").is_dir() and _code_digest(tree) == _code_digest(running.parent)
 
 
-def _render_tree(tree: Path, stacks: list[str]) -> dict[str, Optional[str]]:
-    """Render stacks with the code and stack files in `tree`.
+def _render_tree(tree: Path, stacks: list[str]) -> tuple[dict[str, Optional[str]], dict[str, list[str]]]:
+    """Render stacks with the code and stack files in `tree` (the working tree, or a git ref's):
+    each stack's manifests (None where the tree has no file of it), and each stack the tree's code
+    refuses, with its refusal's lines (as `render` words them, its own prefix taken off).
 
     The tree whose code is running (or the same code) renders in this process. Any other tree renders in
     processes of its own, with its own code, all stacks at once, through the entry that tree has:
@@ -154,24 +157,45 @@ def _render_tree(tree: Path, stacks: list[str]) -> dict[str, Optional[str]]:
     command line had a package entry of its own."""
     present = [s for s in stacks if (tree / f"Pulumi.{s}.yaml").is_file()]
     out: dict[str, Optional[str]] = {s: None for s in stacks}
+    refused: dict[str, list[str]] = {}
     if _running_code_is(tree):
         for stack in present:
             try:
                 out[stack] = render_yaml(stack, tree)
             except UserError as exc:
-                raise ReviewError(f"render {stack} in {tree} failed:\n{exc}") from None
-        return out
+                refused[stack] = str(exc).split("\n")
+        return out, refused
     entry = ("dynamo_lab" if (tree / "dynamo_lab" / "__main__.py").is_file()
              else "infra.lab" if (tree / "infra" / "lab" / "__main__.py").is_file() else "infra")
-    procs = {stack: subprocess.Popen([sys.executable, "-m", entry, "render", stack], cwd=tree,
+    procs = {stack: subprocess.Popen([sys.executable, "-m", entry, "render", "--", stack], cwd=tree,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for stack in present}
     for stack, proc in procs.items():
         stdout, stderr = proc.communicate(timeout=300)
-        if proc.returncode != 0:
-            raise ReviewError(f"render {stack} in {tree} failed:\n{stderr.strip()}")
-        out[stack] = stdout
-    return out
+        if proc.returncode == 0:
+            out[stack] = stdout
+        elif proc.returncode == 2:  # a refusal (a UserError), one line a problem
+            refused[stack] = [_CHILD_PREFIX.sub("", line) for line in stderr.strip().split("\n")]
+        else:  # the ref's code failed otherwise (a traceback): its last line says how
+            last = (stderr.strip().split("\n") or [""])[-1]
+            refused[stack] = [f"`python -m {entry} render {stack}` (the ref's own code) failed with exit "
+                              f"{proc.returncode}: {last}"]
+    return out, refused
+
+
+# How a ref's `render` begins each line of a refusal: `error: dynamo-lab render: ` (the one style of
+# dynamo_lab/cli.py), `error: ` in refs from before it, nothing before a ConfigError's lines then.
+# Taken off, so the line diff prints has its own prefix only.
+_CHILD_PREFIX = re.compile(r"^error: (?:dynamo-lab render: )?")
+
+
+def _naming_the_file(stack: str, ref: Optional[str], lines: list[str]) -> list[str]:
+    """A refusal's lines, each beginning with the stack's file (`Pulumi.STACK.yaml: `, as every
+    command names it; `Pulumi.STACK.yaml at REF: ` for the file of a git ref)."""
+    name = stack_file(stack)
+    named = f"{name} at {ref}" if ref else name
+    return [f"{named}:{line[len(name) + 1:]}" if line.startswith(name + ":") else f"{named}: {line}"
+            for line in lines]
 
 
 def summary(stack: str, before: Optional[str], after: Optional[str]) -> str:
@@ -183,8 +207,17 @@ def summary(stack: str, before: Optional[str], after: Optional[str]) -> str:
     return f"{stack}: {added} added, {changed} changed, {removed} removed"
 
 
+class StacksRefused(ReviewError):
+    """`diff` rendered and diffed every stack it could, and these it could not: one line a problem,
+    each naming its file (a ConfigError's lines, as every command prints them)."""
+
+
 def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase) -> int:
-    """Print a unified diff and a summary line per stack. 0: no change, 1: changes (like diff)."""
+    """Print a unified diff and a summary line per stack. 0: no change, 1: changes (like diff).
+
+    Every stack is rendered on its own: one whose file either tree's code refuses (a user's stack
+    file half written, say) is not diffed, and says so in its summary line, while every other stack
+    is diffed; then StacksRefused names each refused file with each of its problems, once."""
     base = base or default_base(root)
     commit = _git(root, "rev-parse", "--verify", f"{base}^{{commit}}")
     with tempfile.TemporaryDirectory(prefix="dynamo-lab-base-") as tmp:
@@ -194,11 +227,25 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
         # Every stack file either tree has, the lab's, the examples and a user's own alike (one a
         # change adds or removes shows as such).
         stacks = stacks or sorted(set(stack_files.stacks_in(root)) | set(stack_files.stacks_in(Path(tmp))))
-        before = _render_tree(Path(tmp), stacks)
-    after = _render_tree(root, stacks)
+        before, refused_before = _render_tree(Path(tmp), stacks)
+    after, refused_after = _render_tree(root, stacks)
+    refused = {stack: _naming_the_file(stack, None, lines) for stack, lines in refused_after.items()}
+    for stack, lines in refused_before.items():
+        # The ref's file refused as the working tree's is (the same file, the same code): said once.
+        if lines != refused_after.get(stack):
+            refused[stack] = [*_naming_the_file(stack, base, lines), *refused.get(stack, [])]
+    for stack in stacks:
+        if before[stack] is None and after[stack] is None and stack not in refused:
+            try:  # named, and neither tree has its file: the refusal every command words alike
+                stack_files.stack_file(stack, root)
+            except stack_files.StackFileError as exc:
+                refused[stack] = [f"{exc}; {base} has none either"]
     changed = False
     lines = []
     for stack in stacks:
+        if stack in refused:
+            lines.append(f"{stack}: not diffed (its error, on stderr, says why)")
+            continue
         a, b = before[stack] or "", after[stack] or ""
         if a != b:
             changed = True
@@ -207,4 +254,7 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
                 fromfile=f"a/{stack} ({base})", tofile=f"b/{stack} (working tree)"))
         lines.append(summary(stack, before[stack], after[stack]))
     out.write("\n".join(lines) + "\n")
+    if refused:
+        out.flush()
+        raise StacksRefused("\n".join(line for stack in stacks for line in refused.get(stack, [])))
     return 1 if changed else 0

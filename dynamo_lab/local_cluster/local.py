@@ -145,7 +145,7 @@ def on_the_lab_nodes(resolved) -> None:
         term = classes.class_expressions(resolved.config.gpu_classes[name])
         if not any(selectors.term_matches(term, n["metadata"]["labels"]) for n in nodes):
             raise LocalError(
-                f"local: gpuClasses.{name} selects none of the local cluster's nodes, which simulate the lab's "
+                f"gpuClasses.{name} selects none of the local cluster's nodes, which simulate the lab's "
                 f"({', '.join(n['metadata']['name'] for n in nodes)}): its workers and pre-pull Jobs would stay "
                 "Pending. The local cluster has the lab's shape only; a stack for another cluster is deployed "
                 "by the cluster tier onto a simulation of its own (docs/testing.md; for two-node-rdma: "
@@ -166,7 +166,7 @@ def without_outputs(text: str) -> str:
 def _print_result(inv: pulumi_cli.Invocation, what: str, out: TextIO, outputs: bool = True) -> None:
     out.write(inv.output if outputs or inv.rc != 0 else without_outputs(inv.output))
     if inv.rc != 0:
-        raise LocalError(f"local: {what} failed (exit {inv.rc}); Pulumi's words are above")
+        raise LocalError(f"{what} failed (exit {inv.rc}); Pulumi's words are above")
 
 
 @accounts_for_ctrl_c("up")
@@ -220,7 +220,7 @@ def down(stack: str, keep_local_cluster: bool = False, out: TextIO = sys.stdout,
     with procs.signals_held():  # a Ctrl-C now would leave a cluster half stopped
         killed = harness.stop(state)
         if harness.leftovers(state):
-            raise LocalError("local: cluster processes are still running:\n  " + "\n  ".join(harness.leftovers(state)))
+            raise LocalError("cluster processes are still running:\n  " + "\n  ".join(harness.leftovers(state)))
         local_state.remove(state, ignore_errors=True)
     log("local: cluster stopped" + (f" (had to kill {', '.join(killed)})" if killed else "") + "; nothing left running")
     return 0
@@ -275,7 +275,7 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
         check_stack(stack)
     for ref in (base, head):
         if ref.startswith("-"):  # git would read it as an option
-            raise LocalError(f"pr-preview: {ref!r} is not a git ref (it starts with '-'); name a branch, tag or commit")
+            raise LocalError(f"{ref!r} is not a git ref (it starts with '-'); name a branch, tag or commit")
     bins = _bins(log)
     failed, refused_files = [], []
     with tempfile.TemporaryDirectory(prefix="dynamo-lab-pr-preview-", dir=local_state.temporary_root()) as tmp:
@@ -285,7 +285,7 @@ def pr_preview(base: str, head: str, stacks: Optional[list[str]] = None, out: Te
             names = stacks or sorted(set(stacks_of(base_tree)) | set(stacks_of(head_tree)))
             for stack in names:  # a tree's file names are the pull request's: each names a workspace
                 if (problem := stack_name_problem(stack)) is not None:
-                    raise LocalError(f"pr-preview: a stack file of {base} or {head}: {problem}; nothing was "
+                    raise LocalError(f"a stack file of {base} or {head}: {problem}; nothing was "
                                      "deployed. Rename the file Pulumi.<stack>.yaml with a stack name")
             state = tmp_path / "cluster"
             with harness.running(state, bins, _crd_dir(tmp_path / "crds"), log=log) as local_cluster:

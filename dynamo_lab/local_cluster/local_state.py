@@ -86,7 +86,7 @@ def remove(path: Path, ignore_errors: bool = False) -> bool:
     try:
         return root_paths.remove_tree(path, root_paths.trusted_uid(), ignore_errors=ignore_errors)
     except root_paths.Refused as e:
-        raise LocalError(f"local: not removing {path}: {e.why}: nothing was removed; fix: {e.fix}") from None
+        raise LocalError(f"not removing {path}: {e.why}: nothing was removed; fix: {e.fix}") from None
 
 
 def temporary_root() -> Path:
@@ -96,7 +96,7 @@ def temporary_root() -> Path:
     where = Path(tempfile.gettempdir())
     why = root_paths.path_problem(where, root_paths.trusted_uid())
     if why:
-        raise LocalError(f"pr-preview: {why.why}, and pr-preview makes and removes a directory in {where} as root: "
+        raise LocalError(f"{why.why}, and pr-preview makes and removes a directory in {where} as root: "
                          f"nothing was touched; fix: {why.fix}, or set TMPDIR to a directory only root can write")
     return where
 
@@ -106,7 +106,7 @@ def make(path: Path, mode: int = 0o755) -> Path:
     try:
         root_paths.make_dirs(path, root_paths.trusted_uid(), mode=mode)
     except root_paths.Refused as e:
-        raise LocalError(f"local: not making {path}: {e.why}: nothing was made; fix: {e.fix}") from None
+        raise LocalError(f"not making {path}: {e.why}: nothing was made; fix: {e.fix}") from None
     return path
 
 
@@ -147,7 +147,7 @@ def report_overrides(stack: str, doc: dict, ws: Workspace, log) -> None:
         existing = read_stack_document(ws.stack_file) if ws.stack_file.is_file() else None
         overrides = local_overrides(ws.kubeconfig, kubeconfig_context(ws.kubeconfig))
     except RuntimeError as exc:
-        raise LocalError(f"local: {stack}: {exc}") from None
+        raise LocalError(f"{stack}: {exc}") from None
     changed, left_out = local_changes(doc, stack_document(doc, existing, overrides))
     cluster = [k for k in changed if k in overrides and k not in LOCAL_OVERRIDES]
     local = [k for k in changed if k in LOCAL_OVERRIDES]

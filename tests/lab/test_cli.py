@@ -162,3 +162,33 @@ def test_a_refused_command_line_is_one_line_worded_as_every_refusal_without_the_
     assert done.returncode == 2 and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: dynamo-lab") and "--help)" in line, line
+
+
+def test_no_refusal_begins_with_a_prefix_of_its_own_under_the_commands():
+    # main prints every UserError as `error: dynamo-lab COMMAND: MESSAGE`: a message that begins with
+    # `error: `, a command's name or the local run's `local: ` tag would print that prefix twice
+    # (`error: dynamo-lab pr-preview: pr-preview: ...`). Every error class of the tools is a UserError,
+    # and each raise here words its message with the literal it begins with.
+    import argparse
+    import ast
+
+    (sub,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = {*sub.choices, "local", "local-cluster", "error"}
+    doubled = []
+    for path in sorted((ROOT / "dynamo_lab").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
+                continue
+            first = node.exc.args[0]
+            first = first.values[0] if isinstance(first, ast.JoinedStr) and first.values else first
+            text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+            if text.split(":")[0] in commands and ":" in text:
+                doubled.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]!r}")
+    assert doubled == []
+
+
+def test_pr_previews_refusal_has_one_prefix():
+    said = run_cli("pr-preview", "--", "--output=/tmp/x", "HEAD", cwd=ROOT)
+    assert said.returncode == 2 and said.stdout == ""
+    assert said.stderr == ("error: dynamo-lab pr-preview: '--output=/tmp/x' is not a git ref (it starts with '-'); "
+                           "name a branch, tag or commit\n")

@@ -61,8 +61,8 @@ def project_repo(tmp_path):
     repo.mkdir()
     for package in ("infra", "dynamo_lab"):
         shutil.copytree(ROOT / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
-    # The project file and the stacks it ships, not whatever else is beside them: a user's own stack
-    # file, half written, would make `diff` (every stack) refuse here (tests see the checkout's files).
+    # The project file and the stacks it ships, not whatever else is beside them: the tests below ask
+    # for the exact stacks diffed, and a user's own stack file in the checkout would be one more.
     for name in ("Pulumi.yaml", *(f"Pulumi.{s}.yaml" for s in (*STACKS, *catalogue.EXAMPLE_STACKS))):
         shutil.copy(ROOT / name, repo / name)
     _git(repo, "init", "-q", "-b", "main")
@@ -121,6 +121,79 @@ def test_a_base_with_other_code_renders_with_its_own_code(project_repo):
     changed = [line[0] + line[1:].strip() for line in proc.stdout.splitlines()
                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changed == ["-dynamo-lab/old-stack: cross-server", "+dynamo-lab/stack: cross-server"] * 2
+
+
+def _commit(repo, message):
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+
+
+def _broken_stack_files(repo) -> dict[str, str]:
+    """Two stack files of a user's beside the shipped ones, each refused: one with a misspelled key,
+    one half written (cut off mid-list, as an editor's crash leaves one); each name with the line
+    its refusal must be."""
+    text = (repo / "Pulumi.kv-routing.yaml").read_text()
+    assert "  dynamo-lab:workers:\n" in text
+    (repo / "Pulumi.mine-typo.yaml").write_text(text.replace("  dynamo-lab:workers:\n", "  dynamo-lab:wrokers:\n"))
+    half = text[:text.index("  dynamo-lab:workers:\n")] + "  dynamo-lab:workers: [\n"
+    (repo / "Pulumi.mine-half.yaml").write_text(half)
+    return {"mine-typo": "Pulumi.mine-typo.yaml: wrokers: unknown key `dynamo-lab:wrokers`; did you mean "
+                         "`dynamo-lab:workers`?",
+            "mine-half": "Pulumi.mine-half.yaml: not valid YAML at line "}
+
+
+def test_a_broken_stack_file_is_named_once_and_every_other_stack_is_still_diffed(project_repo):
+    broken = _broken_stack_files(project_repo)
+    cross = project_repo / "Pulumi.cross-server.yaml"
+    cross.write_text(cross.read_text().replace("      kvCacheBytes: 4Gi\n",
+                                               "      kvCacheBytes: 4Gi\n      extraArgs: [--max-num-seqs, '16']\n"))
+    proc = _diff(project_repo)  # no stack named: every stack file in the directory
+    assert proc.returncode == 2, proc.stderr
+    # The good stacks are diffed all the same: the changed one's diff, a summary line of each.
+    assert "+          - --max-num-seqs" in proc.stdout
+    good = [*STACKS, *catalogue.EXAMPLE_STACKS]
+    for stack in good:
+        changed = 1 if stack == "cross-server" else 0
+        assert f"{stack}: 0 added, {changed} changed, 0 removed" in proc.stdout.splitlines()
+    for stack in broken:
+        assert f"{stack}: not diffed (its error, on stderr, says why)" in proc.stdout.splitlines()
+    # Each broken file named with its key, why and the fix, once; one prefix a line, the one every
+    # command's refusal has; nothing of the good stacks.
+    lines = proc.stderr.splitlines()
+    prefix = "error: dynamo-lab diff: "
+    assert all(line.startswith(prefix) and line.count("error:") == 1 and line.count("dynamo-lab diff") == 1
+               for line in lines), proc.stderr
+    assert len(lines) == len(set(lines)) == 2, proc.stderr  # each file's one problem, said once
+    for stack, why in broken.items():
+        assert [line for line in lines if f"Pulumi.{stack}.yaml" in line][0].startswith(prefix + why), proc.stderr
+    # As `render` refuses the same file, word for word, but for the command's name.
+    typo = run_cli("render", "mine-typo", cwd=project_repo)
+    assert typo.returncode == 2
+    assert typo.stderr.replace("dynamo-lab render: ", "dynamo-lab diff: ") in proc.stderr
+    # Named, the same: the good one diffed, the broken and a stack no tree has each refused.
+    named = _diff(project_repo, "mine-typo", "same-server", "no-such-stack")
+    assert named.returncode == 2, named.stderr
+    assert "same-server: 0 added, 0 changed, 0 removed" in named.stdout.splitlines()
+    said = named.stderr.splitlines()
+    assert said[0].startswith(prefix + broken["mine-typo"]) and len(said) == 2, named.stderr
+    assert said[1].startswith(prefix + "no stack file Pulumi.no-such-stack.yaml in "), named.stderr
+
+
+def test_a_refs_broken_stack_file_rendered_by_its_own_code_is_named_with_the_ref(project_repo):
+    # The base renders in a process of its own (other code), whose refusal carries `render`'s prefix:
+    # diff says it once, its own, and names the ref the file is refused at.
+    broken = _broken_stack_files(project_repo)
+    _commit(project_repo, "a user's files")
+    package = project_repo / "infra" / "__init__.py"
+    package.write_text(package.read_text() + "\n# moved\n")
+    _commit(project_repo, "other code")
+    (project_repo / "Pulumi.mine-typo.yaml").unlink()  # the working tree's stack is gone: only the ref's is refused
+    proc = _diff(project_repo, "--base", "HEAD~1", "mine-typo")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "mine-typo: not diffed (its error, on stderr, says why)\n"
+    why = broken["mine-typo"].replace("Pulumi.mine-typo.yaml: ", "Pulumi.mine-typo.yaml at HEAD~1: ")
+    assert proc.stderr.startswith("error: dynamo-lab diff: " + why) and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.count("error:") == 1, proc.stderr
 
 
 def _advised_stack(repo) -> str:

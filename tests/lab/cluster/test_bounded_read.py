@@ -145,10 +145,10 @@ def test_report_overrides_refuses_a_hostile_workspace_file_or_kubeconfig_in_one_
     ws.stack_file.write_bytes(HOSTILE["huge"][0])
     with pytest.raises(local_state.LocalError) as caught:
         local_state.report_overrides("lab", LAB_FILE, ws, print)
-    assert str(caught.value) == f"local: lab: Pulumi.lab.yaml cannot be read as a stack file ({HOSTILE['huge'][1]})"
+    assert str(caught.value) == f"lab: Pulumi.lab.yaml cannot be read as a stack file ({HOSTILE['huge'][1]})"
     ws.stack_file.unlink()
     bomb = pulumi_workspace.Workspace(ws.root, "lab", _hostile(tmp_path, "alias-bomb", "kubeconfig"))
-    with pytest.raises(local_state.LocalError, match=r"^local: lab: the local cluster's kubeconfig .* cannot be read "
+    with pytest.raises(local_state.LocalError, match=r"^lab: the local cluster's kubeconfig .* cannot be read "
                                                      r"\(.*its aliases \(\*name\) expand to more than 5,000 values"):
         local_state.report_overrides("lab", LAB_FILE, bomb, print)
 

@@ -148,7 +148,7 @@ def test_pr_preview_refuses_a_stack_file_whose_name_is_no_stack_name_before_any_
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "head")
     monkeypatch.setattr(local, "_bins", lambda log: {})
-    refusal = r"pr-preview: a stack file of HEAD~1 or HEAD: '\.\.' is not a stack name"
+    refusal = r"^a stack file of HEAD~1 or HEAD: '\.\.' is not a stack name"
     with pytest.raises(local.LocalError, match=refusal):
         local.pr_preview("HEAD~1", "HEAD", repo=repo, log=lambda m: None)
     with pytest.raises(local.LocalError, match="starts with '-'"):
@@ -344,7 +344,7 @@ def test_up_refuses_a_stack_whose_gpu_class_selects_none_of_the_local_nodes_befo
         "effectiveTflops: 40, nodeSelector: [{key: nvidia.com/gpu.memory, operator: Gt, values: ['20000']}]}\n"), 1))
     with pytest.raises(UserError) as refused:
         local.up("cross-server", log=lambda m: None)
-    assert str(refused.value).startswith("local: gpuClasses.gpu-8gb selects none of the local cluster's nodes, which "
+    assert str(refused.value).startswith("gpuClasses.gpu-8gb selects none of the local cluster's nodes, which "
                                          "simulate the lab's (gpu-server, gpu-laptop)")
     assert started == []
 
@@ -419,7 +419,7 @@ def test_a_local_run_removes_nothing_through_a_link_and_says_so_in_one_line(tmp_
     with pytest.raises(local_state.LocalError) as refused:
         local_state.remove(tmp_path / "local" / "stacks" / "foo")
     line = str(refused.value)
-    assert line.startswith(f"local: not removing {tmp_path / 'local' / 'stacks' / 'foo'}: "
+    assert line.startswith(f"not removing {tmp_path / 'local' / 'stacks' / 'foo'}: "
                            f"{tmp_path / 'local' / 'stacks'} is a symbolic link")
     assert "nothing was removed; fix: use the directory it points to" in line and "\n" not in line
     assert (victim / "foo" / "data").read_text() == "important"
