@@ -40,12 +40,22 @@ Steady-state cross-node P/D was published only as its first requests (published.
 is inside by the rules above when its classes and link are the lab's, but its validated error is
 the table's, measured on same-node P/D and aggregated workers.
 
+A worker on a card other than the lab's runs on another host than the lab's desktop, whose CPU the
+host side was fitted on (params.py: the scheduler's pass, the worker process's output handling per
+sampled request): so each GPU class of another card (another memory than the lab's two) names its
+host as outside too (`_host`). Where the
+output handling sets a decode's pace (many requests a step), ITL, TPOT and throughput rest on that
+extrapolation (docs/peer.md, "The worker's output handling").
+
 What agreement with the peer adds (docs/peer.md): the lab measured none of the cards, models or
 tensor-parallel degrees AIConfigurator has kernel data for, and AIConfigurator models no loaded
-graph. A figure outside only in its GPU classes, model and tensorParallel, each a case where the
-predictor's step costs agree with AIConfigurator 0.12.0's (PEER_AGREES), rests on the lab for what
-a loaded graph adds and on the peer for its steps: its basis is "lab+peer", not "physics". Its
-error is still not validated (`extrapolated`): the lab's error was measured on the lab's steps.
+graph. A figure outside only in its GPU classes (and so their hosts), model and tensorParallel,
+each a case where the predictor's engine step (its host side overlapping the GPU) agrees with
+AIConfigurator 0.12.0's (PEER_AGREES), rests on the lab for what a loaded graph adds and on the
+peer for the engine's steps: its basis is "lab+peer", not "physics". The agreement does not cover
+the worker's output handling, which the peer does not model: that stays the lab's desktop's,
+extrapolated. Its error is still not validated (`extrapolated`): the lab's error was measured on
+the lab's steps.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
+from dynamo_lab.predict.params import LAB
 from infra import units
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_GPU_CLASSES, DEFAULT_MODEL, SAME_NODE_BYTES_PER_SECOND
 from infra.config.fields import GPU_CAPABLE_TLS, expand_tls
@@ -81,12 +92,19 @@ _GEOMETRY = ("layers", "kv_heads", "head_dim", "hidden_size", "attention_heads",
 _SELECTS_NODES = {"node_selector", "resource", "rdma_resource", "slices_per_gpu"}
 
 
-# Where the predictor's step costs agree with AIConfigurator 0.12.0's (docs/peer.md): (model,
+# Where the predictor's engine step agrees with AIConfigurator 0.12.0's (docs/peer.md): (model,
 # tensorParallel, memoryBandwidth bytes/s, peakTflops), each a case whose static prefill and decode
-# steps are all within their tolerances (dynamo_lab/predict/peer.py; the slow tier holds this set to
-# what the comparison finds). None yet: on every card and model compared, the prefill or the decode
-# step of 64 requests is outside (measured 2026-12-06, docs/peer.md).
-PEER_AGREES: frozenset[tuple[str, int, float, float]] = frozenset()
+# steps, the engine's (its host side overlapping the GPU, without the worker's output handling,
+# which the peer does not model), are all within their tolerances (dynamo_lab/predict/peer.py; the
+# slow tier holds this set to what the comparison finds). Measured 2026-12-06: every case compared,
+# on the H100 SXM (3.35 TB/s) and the H200 SXM (4.8 TB/s), both 989 dense BF16 TFLOP/s.
+_H100, _H200, _PEAK = 3350e9, 4800e9, 989.0
+PEER_AGREES: frozenset[tuple[str, int, float, float]] = frozenset(
+    (model, tp, bandwidth, _PEAK)
+    for model, tp in (("Qwen/Qwen3-8B", 1), ("meta-llama/Llama-3.1-8B-Instruct", 1), ("Qwen/Qwen3-32B", 2),
+                      ("Qwen/Qwen3-32B", 4), ("meta-llama/Llama-3.1-70B-Instruct", 4),
+                      ("meta-llama/Llama-3.1-70B-Instruct", 8))
+    for bandwidth in (_H100, _H200))
 
 
 @dataclass(frozen=True)
@@ -253,11 +271,14 @@ def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
     """What of one figure's inputs (the stack, at prefix types x concurrency, or at an open-loop
     `rate` of requests/s) is outside what the validation covered (this module's docstring)."""
     cfg = stack.config
-    classes = [why for name in stack.worker_classes if (why := gpu_class(name, cfg.gpu_classes[name])) is not None]
+    differs = {name: why for name in stack.worker_classes
+               if (why := gpu_class(name, cfg.gpu_classes[name])) is not None}
+    classes = list(differs.values())
+    hosts = [_host(name) for name in differs if _another_card(cfg.gpu_classes[name])]
     model = _model(cfg)
     tp = [f"tensorParallel {g.tensor_parallel} of {g.name} (validated: 1, one GPU a worker)"
           for g in stack.active if g.tensor_parallel != 1]
-    out = classes + _transfers(stack) + model + _shape(cfg) + tp
+    out = classes + hosts + _transfers(stack) + model + _shape(cfg) + tp
     prefix = cfg.benchmark.prefix_tokens if cfg.benchmark.prefix_tokens is not None else cfg.workload.prefix_tokens
     low, high = PREFIX_TYPES
     if prefix and not low <= prefix_types <= high:
@@ -266,8 +287,23 @@ def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
         out.append(f"open loop at {rate:g} requests/s (validated: closed loop, concurrency 1 to {MAX_CONCURRENCY})")
     elif concurrency > MAX_CONCURRENCY:
         out.append(f"concurrency {concurrency} > {MAX_CONCURRENCY} (validated up to {MAX_CONCURRENCY})")
-    peer = out == classes + model + tp and all(_peer_case(cfg, g) in PEER_AGREES for g in stack.active)
+    peer = out == classes + hosts + model + tp and all(_peer_case(cfg, g) in PEER_AGREES for g in stack.active)
     return Envelope(tuple(out), bool(out) and peer)
+
+
+def _another_card(c: GpuClass) -> bool:
+    """A class of another memory than either of the lab's is another card, so on another host than
+    the lab's desktop; a lab class with other figures (an efficiency, a bandwidth) is taken for the
+    lab's card on its host."""
+    return all(known.memory != c.memory for known in _lab_classes().values())
+
+
+def _host(name: str) -> str:
+    """Another card's workers run on another host than the lab's desktop, whose CPU the host side
+    was fitted on (params.py)."""
+    return (f"host of {name}'s workers: the scheduler's pass ({LAB.schedule_s * 1e3:.1f} ms a step) and the worker's "
+            f"output handling ({LAB.output_per_request_s * 1e3:.2f} ms a sampled request) as fitted on the lab's "
+            "desktop CPU (validated: that CPU; docs/peer.md)")
 
 
 def _peer_case(cfg: StackConfig, g: WorkerGroup) -> Optional[tuple[str, int, float, float]]:
@@ -280,8 +316,10 @@ def _peer_case(cfg: StackConfig, g: WorkerGroup) -> Optional[tuple[str, int, flo
 
 
 PHYSICS_ONLY = "physics only, no validated error applies (docs/predictor.md, Envelope)"
-PEER_BASIS = ("outside only in GPU classes, model and tensorParallel where the predictor's step costs agree with "
-              "AIConfigurator 0.12.0's (docs/peer.md): lab+peer, the steps on the peer, the rest on the lab")
+PEER_BASIS = ("outside only in GPU classes (and their hosts), model and tensorParallel where the predictor's engine "
+              "step (its host side overlapping the GPU) agrees with AIConfigurator 0.12.0's (docs/peer.md): lab+peer, "
+              "the engine's steps on the peer, the rest on the lab; the worker's output handling, which the peer "
+              "does not model, is the lab's desktop's, extrapolated")
 
 
 def outside_lines(figures: list[tuple[str, Envelope]], every: str = "every figure") -> list[str]:

@@ -30,7 +30,10 @@ class LabParams:
     # - each request that samples a token: its output processing in the worker's process beside the
     #   engine core (vLLM's AsyncLLM output handler, Dynamo's Python handler streaming the token;
     #   Dynamo detokenizes in its Rust frontend), per request, not per token of the batch, seconds:
-    #   it delays the token, not the next step.
+    #   it delays the token, not the next step. vLLM 0.31.0's own part of it measures 10-26 us a
+    #   request (tests/engine/output_cost.py) and public vLLM serving on an H100 streams at 80 us a
+    #   token or less: on a data-centre host this value is implausible, and the peer comparison
+    #   leaves it out of what it compares (docs/peer.md, "The worker's output handling").
     output_per_request_s: float = 0.0011127704642462347
     # ESTIMATES (no published cell separates them from the fitted ones; each with its range below):
     # - the scheduler's and input preparation's share per scheduled request (block tables,

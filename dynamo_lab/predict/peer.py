@@ -5,11 +5,11 @@
 
 Both price one engine step of one worker on a card from its datasheet: the predictor from its own
 physics (costs.py: the roofline of the step's FLOPs and bytes at its efficiencies, tensor
-parallelism's all-reduces; the host side of a step, costs.host_seconds and output_seconds, and
-what of it overlaps the GPU's time, costs.pipelined; params.py's constants), AIConfigurator from
-kernels measured per GPU and vLLM version (its wheel ships the model configs and the per-GPU data;
-nothing is downloaded). Compared, for a few models, GPUs and tensor-parallel degrees AIConfigurator
-has vLLM data for (CASES):
+parallelism's all-reduces; the engine core's host side of a step, costs.host_seconds, and what of it
+overlaps the GPU's time, costs.pipelined; params.py's constants), AIConfigurator from kernels
+measured per GPU and vLLM version (its wheel ships the model configs and the per-GPU data; nothing is
+downloaded). Compared, for a few models, GPUs and tensor-parallel degrees AIConfigurator has vLLM
+data for (CASES):
 - the static prefill: one request's PREFILL_TOKENS-token prompt alone on an aggregated worker, to
   its first token (AIConfigurator's `static_ctx` estimate; the predictor's chunks of the scheduler's
   batched-token budget, each a step with its host cost, each launched while the last runs on the
@@ -17,8 +17,17 @@ has vLLM data for (CASES):
   simulation's (sim.py), which AIConfigurator does not model.
 - the decode step: B requests each at DECODE_CONTEXT tokens of context, one token each
   (AIConfigurator's `static_gen` TPOT; the predictor's time between two steps of those B requests
-  decoding steadily: the slowest of the engine core's host time, the GPU's and the worker process's
-  output handling, which run side by side).
+  decoding steadily: the slower of the engine core's host time and the GPU's, which overlap).
+
+What is compared is the engine's step only (StepCost.engine). The worker process's output handling
+(costs.output_seconds: vLLM's output processor and Dynamo's handler streaming each token), which
+runs beside the engine core, is priced and shown (StepCost.output, and the step as the predictor
+delivers it with it, StepCost.seconds) but not compared: AIConfigurator's static TPOT and TTFT are
+the sums of its measured kernels (its sdk/backends/base_backend.py `run_static`: `tpot =
+generation_latency / (osl - 1)`, the latency the sum of its ops' measured times; "Silicon benchmarks
+measure isolated kernel time", its `_prefill_dispatch_overhead_ms`, which only its aggregated TTFT
+adds), so it has no such term, and the predictor's is fitted on the lab's desktop CPU
+(params.output_per_request_s), so on a data-centre node's host it is extrapolated (docs/peer.md).
 
 Both price the same card: the predictor's GPU class is the shipped example's 80GB class
 (Pulumi.two-node-rdma.yaml) with the peer's datasheet figures for the system (memory, DRAM
@@ -94,13 +103,18 @@ class PeerError(UserError):
 
 @dataclass(frozen=True)
 class StepCost:
-    """One step's cost on one side, seconds: in all; the predictor's host side (the peer has none),
-    its engine core's (`host`: scheduling and launches, which overlap the GPU's time) and its worker
-    process's output handling (`output`); the GPU's (`gpu`, all-reduces included) and of it tensor
-    parallelism's all-reduces; `share`: the step's work (the predictor's count of FLOPs for a
-    prefill, of bytes for a decode step) over its GPU time less the all-reduces, as a fraction of the
-    worker's peak FLOP/s or DRAM bandwidth."""
+    """One step's cost on one side, seconds. `engine`: the engine's step, its host side overlapping
+    the GPU's time as costs.pipelined runs them with no output handling: what both sides model and
+    what is compared (the peer's is its whole step). `seconds`: the step as the predictor delivers
+    it, its worker process's output handling included (the peer's: its step). Of the predictor's:
+    its engine core's host side (`host`: scheduling and launches, which overlap the GPU's time; the
+    peer has none) and its worker process's output handling (`output`, not compared: the peer does
+    not model it); the GPU's (`gpu`, all-reduces included) and of it tensor parallelism's
+    all-reduces; `share`: the step's work (the predictor's count of FLOPs for a prefill, of bytes
+    for a decode step) over its GPU time less the all-reduces, as a fraction of the worker's peak
+    FLOP/s or DRAM bandwidth."""
 
+    engine: float
     seconds: float
     host: float
     output: float
@@ -123,11 +137,17 @@ class Comparison:
 
     @property
     def ratio(self) -> float:
-        return self.predictor.seconds / self.peer.seconds
+        """The compared quantity, predictor / peer: the engine's step on both sides (no output handling)."""
+        return self.predictor.engine / self.peer.engine
 
     @property
     def within(self) -> bool:
         return abs(self.ratio - 1) <= TOLERANCE[self.quantity]
+
+    @property
+    def delivered_ratio(self) -> float:
+        """Shown, not compared: the predictor's step with its worker's output handling, over the peer's."""
+        return self.predictor.seconds / self.peer.seconds
 
 
 # --- The predictor's side: its own step costs ------------------------------------------------------
@@ -178,8 +198,9 @@ def _priced(w: PricedWorker, steps: list[tuple[list[tuple[int, int]], int]], wha
     """Steps run back to back from an idle engine (costs.pipelined: vLLM 0.31.0's async scheduling
     launches each step while the last runs on the GPU), each step its scheduled requests and how
     many of them sample a token; `seconds` is when the last one's outputs are handled, the first
-    decode step after it launched first (a request goes on decoding). A decode step's cost is the
-    steady state's, the time between two of them (`predictor_decode`)."""
+    decode step after it launched first (a request goes on decoding), `engine` the same run with no
+    output handling (when the engine core hands the last one's outputs over). A decode step's cost
+    is the steady state's, the time between two of them (`predictor_decode`)."""
     eff = w.timing.efficiency
     alone = dataclasses.replace(w.card, ranks=1)  # the same worker without its all-reduces
     host = [costs.host_seconds(w.timing.host, w.model, w.limits, s) for s, _ in steps]
@@ -188,12 +209,13 @@ def _priced(w: PricedWorker, steps: list[tuple[list[tuple[int, int]], int]], wha
     roofline = sum(costs.step_seconds(alone, eff, w.model, s) for s, _ in steps)
     last = steps[-1][0]
     following = [(c + n, 1) for c, n in last]  # each request's first decode after its last chunk
-    handled = costs.pipelined(list(zip(host, gpu, output, strict=True))
-                              + [(costs.host_seconds(w.timing.host, w.model, w.limits, following), 0.0, 0.0)])
+    after = (costs.host_seconds(w.timing.host, w.model, w.limits, following), 0.0, 0.0)
+    handled = costs.pipelined(list(zip(host, gpu, output, strict=True)) + [after])
+    engine = costs.pipelined([(h, g, 0.0) for h, g in zip(host, gpu, strict=True)] + [after])
     work = sum(_count(w, s, what) for s, _ in steps)
     peak = w.peak_flops if what == "flops" else w.bandwidth
-    return StepCost(handled[len(steps) - 1], sum(host), sum(output), sum(gpu), sum(gpu) - roofline,
-                work / roofline / peak)
+    return StepCost(engine[len(steps) - 1], handled[len(steps) - 1], sum(host), sum(output), sum(gpu),
+                    sum(gpu) - roofline, work / roofline / peak)
 
 
 def predictor_prefill(w: PricedWorker, tokens: int) -> StepCost:
@@ -205,11 +227,13 @@ def predictor_prefill(w: PricedWorker, tokens: int) -> StepCost:
 
 
 def predictor_decode(w: PricedWorker, batch: int, context: int) -> StepCost:
-    """One step of a batch decoding steadily: steps come max(host, GPU, output handling) apart
-    (costs.pipelined), whichever binds."""
+    """One step of a batch decoding steadily: the engine's steps come max(host, GPU) apart, and
+    with the worker's output handling max(host, GPU, output handling) (costs.pipelined), whichever
+    binds."""
     one = _priced(w, [([(context, 1)] * batch, batch)], "bytes")
     steady = costs.pipelined([(one.host, one.gpu, one.output)] * 4)
-    return dataclasses.replace(one, seconds=steady[2] - steady[1])
+    engine = costs.pipelined([(one.host, one.gpu, 0.0)] * 4)
+    return dataclasses.replace(one, engine=engine[2] - engine[1], seconds=steady[2] - steady[1])
 
 
 # --- The peer's side --------------------------------------------------------------------------------
@@ -268,7 +292,7 @@ def peer_step(estimate, model: str, system: str, tp: int, mode: str, batch: int,
     else:
         ms, latency = r.tpot, r.summary.get_generation_latency_dict()
     allreduce = _allreduce_ms(latency) / 1e3
-    return StepCost(ms / 1e3, 0.0, 0.0, ms / 1e3, allreduce, work / (ms / 1e3 - allreduce) / peak)
+    return StepCost(ms / 1e3, ms / 1e3, 0.0, 0.0, ms / 1e3, allreduce, work / (ms / 1e3 - allreduce) / peak)
 
 
 # --- Both, and the table ------------------------------------------------------------------------------
@@ -297,8 +321,9 @@ def compare() -> list[Comparison]:
 
 
 def agreeing(rows: list[Comparison]) -> frozenset[tuple[str, int, float, float]]:
-    """The cases whose every compared step is within its tolerance, as envelope.PEER_AGREES names
-    them (model, tensorParallel, the card's DRAM bytes/s and peak TFLOP/s)."""
+    """The cases whose every compared step (the engine's: Comparison.ratio) is within its tolerance,
+    as envelope.PEER_AGREES names them (model, tensorParallel, the card's DRAM bytes/s and peak
+    TFLOP/s)."""
     within: dict[tuple[str, int, float, float], bool] = {}
     for r in rows:
         case = (r.model, r.tp, *r.card)
@@ -311,25 +336,30 @@ def _ms(seconds: float) -> str:
 
 
 def table(rows: list[Comparison]) -> str:
-    head = ["model", "GPU", "TP", "step", "predictor ms", "host", "output", "GPU", "all-reduce", "peer ms",
-            "all-reduce", "share of peak", "ratio", "within"]
+    head = ["model", "GPU", "TP", "step", "engine ms", "host", "GPU", "all-reduce", "peer ms", "all-reduce",
+            "share of peak", "ratio", "within", "output", "with output ms", "ratio with output"]
     body = [[r.model.split("/")[1], r.system, str(r.tp),
              f"prefill {r.tokens:,}" if r.quantity == "prefill" else f"decode {r.batch} x {r.tokens:,}",
-             _ms(r.predictor.seconds), _ms(r.predictor.host), _ms(r.predictor.output), _ms(r.predictor.gpu),
-             _ms(r.predictor.allreduce), _ms(r.peer.seconds), _ms(r.peer.allreduce),
+             _ms(r.predictor.engine), _ms(r.predictor.host), _ms(r.predictor.gpu), _ms(r.predictor.allreduce),
+             _ms(r.peer.engine), _ms(r.peer.allreduce),
              f"{'FLOP/s' if r.quantity == 'prefill' else 'DRAM'} {r.predictor.share:.0%} / {r.peer.share:.0%}",
-             f"{r.ratio:.2f}", "yes" if r.within else "no"] for r in rows]
+             f"{r.ratio:.2f}", "yes" if r.within else "no",
+             _ms(r.predictor.output), _ms(r.predictor.seconds), f"{r.delivered_ratio:.2f}"] for r in rows]
     tolerance = ", ".join(f"{q} {t:.0%}" for q, t in TOLERANCE.items())
     return "\n".join([
-        f"The predictor's step costs beside {PEER} {PEER_VERSION}'s ({PEER_BACKEND} {PEER_BACKEND_VERSION} kernel "
+        f"The predictor's engine step beside {PEER} {PEER_VERSION}'s ({PEER_BACKEND} {PEER_BACKEND_VERSION} kernel "
         f"data), ms; ratio = predictor / peer, within: |ratio - 1| <= {tolerance}.",
         "prefill N: one N-token prompt alone, to its first token; decode B x C: one step of B requests at C tokens "
-        "of context. The predictor's host (its engine core's scheduling and launches), output (its worker "
-        "process's output handling) and GPU run side by side, each step's host while the last is on the GPU: its "
-        "step is not their sum. share of peak: the step's FLOPs (prefill) or bytes (decode), as the predictor "
-        "counts them, over its GPU time less all-reduce, of the worker's peak (predictor / peer).",
+        "of context. engine: the predictor's step as both model it, its engine core's host side (scheduling and "
+        "launches) overlapping the GPU, each step's host while the last is on the GPU: not their sum. share of "
+        "peak: the step's FLOPs (prefill) or bytes (decode), as the predictor counts them, over its GPU time less "
+        "all-reduce, of the worker's peak (predictor / peer).",
+        "Not compared: output, the worker process's output handling, which the peer does not model and the "
+        "predictor fits on the lab's desktop CPU (extrapolated here), runs beside the engine core; with output: "
+        "the predictor's step with it, as its figures have it, and its ratio to the peer's.",
         text_table(head, body),
-        "Cases where every step agrees (envelope.PEER_AGREES: their figures rest on the lab and the peer): "
+        "Cases where every engine step agrees (envelope.PEER_AGREES: their figures rest on the lab and the peer, "
+        "the worker's output handling on the lab alone, extrapolated): "
         + (", ".join(f"{m.split('/')[1]} at TP {tp} on {bw / 1e12:g} TB/s, {peak:g} TFLOP/s"
                      for m, tp, bw, peak in sorted(agreeing(rows))) or "none")])
 

@@ -1,11 +1,13 @@
 """The predictor's step costs beside AIConfigurator 0.12.0's (dynamo_lab/predict/peer.py,
-docs/peer.md): where both model the same thing, they agree within the stated tolerances.
+docs/peer.md): where both model the same thing, the engine's step, they agree within the stated
+tolerances; the worker's output handling, which only the predictor models, is shown and not compared.
 
 The slow tier runs the comparison (dev.py installs the `peer` extra for it); the fast tier checks the
 predictor's side and the refusals, which need no peer."""
 
 from __future__ import annotations
 
+import dataclasses
 from importlib import metadata
 
 import pytest
@@ -67,26 +69,33 @@ def test_a_model_whose_geometry_differs_from_the_peers_is_refused():
 
 
 @pytest.mark.slow
-def test_the_static_prefill_agrees_with_the_peer(rows):
-    ratios = _ratios(rows, "prefill")
-    assert len(ratios) == len(peer.SYSTEMS) * len(peer.CASES)
-    outside = {k: v for k, v in ratios.items() if abs(v - 1) > peer.TOLERANCE["prefill"]}
+def test_the_engines_prefill_and_decode_steps_agree_with_the_peer_on_every_case(rows):
+    # Like with like (docs/peer.md): the engine's step, its host side overlapping the GPU, beside the
+    # peer's sum of measured kernels; the worker's output handling is the peer's blind spot, not compared.
+    assert len(rows) == len(peer.SYSTEMS) * len(peer.CASES) * (1 + len(peer.DECODE_BATCHES))
+    outside = {k: v for q in ("prefill", "decode") for k, v in _ratios(rows, q).items()
+               if abs(v - 1) > peer.TOLERANCE[q]}
     assert outside == {}
+    assert peer.agreeing(rows) == {(r.model, r.tp, *r.card) for r in rows}
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "measured 2026-12-06 with vLLM's async scheduling modelled (issue 46, after merging main): a decode step of 64 "
-    "requests at 4,096 tokens comes every 47.7 ms, 1.77-3.94x the peer's (12 of 12 outside 25%; batch 1: 0.82-1.09, "
-    "all within): its GPU time (10.4-28.6 ms, 0.83-1.14x the peer's whole step) and the engine core's host time (5.2 "
-    "ms) overlap, but the worker process's output handling, fitted on the lab's desktop at 0.75 ms a request "
-    "(params.LAB.output_per_request_s), takes 64 x 0.75 ms a step and binds. Remove this marker when the comparison "
-    "passes"))
-def test_the_decode_step_agrees_with_the_peer(rows):
-    ratios = _ratios(rows, "decode")
-    assert len(ratios) == len(peer.SYSTEMS) * len(peer.CASES) * len(peer.DECODE_BATCHES)
-    outside = {k: v for k, v in ratios.items() if abs(v - 1) > peer.TOLERANCE["decode"]}
-    assert outside == {}
+def test_the_output_handling_is_shown_beside_the_compared_step_never_in_it(rows):
+    for r in rows:
+        ours = r.predictor
+        # The compared quantity is the engine's step, which the peer's whole step is set against ...
+        assert r.ratio == ours.engine / r.peer.seconds and r.peer.engine == r.peer.seconds
+        # ... and the step as the predictor's figures have it, the output handling with it, is shown.
+        assert r.delivered_ratio == ours.seconds / r.peer.seconds
+        assert ours.seconds >= ours.engine * (1 - 1e-9)  # (the steady state's differences, to rounding)
+        if r.quantity == "decode":
+            assert ours.engine == pytest.approx(max(ours.host, ours.gpu))
+            assert ours.seconds == pytest.approx(max(ours.host, ours.gpu, ours.output))
+    # Where it binds (64 requests a step at the lab's fitted cost a request) the full step is several
+    # times the peer's: the table keeps that ratio in view, and it is not what `within` judges.
+    bound = [r for r in rows if r.predictor.output > max(r.predictor.host, r.predictor.gpu)]
+    assert {r.batch for r in bound} == {64}
+    assert all(r.delivered_ratio > 1 + peer.TOLERANCE["decode"] and r.within for r in bound)
 
 
 # --- Without the peer -------------------------------------------------------------------------------
@@ -124,6 +133,7 @@ def test_a_prompt_longer_than_the_step_budget_is_prefilled_in_chunks_each_launch
     # From an idle engine the first chunk's host time runs alone; every later chunk's is launched
     # while the one before runs on the GPU, so a prompt's time is not its steps' host + GPU.
     assert one.seconds == pytest.approx(one.host + one.gpu + one.output)
+    assert one.engine == pytest.approx(one.host + one.gpu)  # the engine core hands its token over
     assert three.gpu + host([(0, budget)]) + three.output <= three.seconds < three.host + three.gpu + three.output
 
 
@@ -135,7 +145,25 @@ def test_a_decode_step_takes_the_slowest_of_the_host_the_gpu_and_the_output_hand
         for batch in (1, 64):
             step = peer.predictor_decode(w, batch, 4096)
             assert step.seconds == pytest.approx(max(step.host, step.gpu, step.output))
+            assert step.engine == pytest.approx(max(step.host, step.gpu))  # what is compared: no output
             assert step.host == costs.host_seconds(w.timing.host, w.model, w.limits, [(4096, 1)] * batch)
+
+
+def test_the_compared_step_does_not_move_with_the_output_handling():
+    # The worker's output handling is fitted on the lab's desktop and not modelled by the peer: were it
+    # to enter the compared quantity, a slower one would move the ratio. It moves only what is shown.
+    w = _worker("Qwen/Qwen3-8B", 1)
+    slow = dataclasses.replace(w, timing=dataclasses.replace(
+        w.timing, host=dataclasses.replace(w.timing.host, output_per_request_s=0.05)))
+    for price in (lambda x: peer.predictor_prefill(x, 8192), lambda x: peer.predictor_decode(x, 64, 4096),
+                  lambda x: peer.predictor_decode(x, 1, 4096)):
+        ours, slower = price(w), price(slow)
+        assert slower.engine == ours.engine and slower.seconds > ours.seconds
+        theirs = peer.StepCost(0.02, 0.02, 0.0, 0.0, 0.02, 0.0, 0.5)
+        rows = [peer.Comparison("Qwen/Qwen3-8B", "h100_sxm", 1, "decode", 64, 4096, cost, theirs, (3350e9, 989.0))
+                for cost in (ours, slower)]
+        assert rows[0].ratio == rows[1].ratio and rows[0].within == rows[1].within
+        assert rows[1].delivered_ratio > rows[0].delivered_ratio
 
 
 def test_the_peer_missing_or_another_version_is_refused_with_the_command_that_installs_it(monkeypatch, capsys):
