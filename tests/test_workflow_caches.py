@@ -51,3 +51,30 @@ def test_the_engine_preview_restores_what_mains_cluster_job_kept_and_writes_no_c
     names = [s.get("name", "") for s in job["steps"]]
     assert names.index("Hand the restored tools to root") < names.index(
         "Real preview diff against the base branch, on a local cluster")
+
+
+def test_every_ci_job_that_installs_from_the_lock_keeps_uvs_downloads_by_the_lock_in_its_own_entry():
+    # The fast and slow tiers (AIConfigurator's extra: about 760 MB) and the lab tier (.venv-twin:
+    # about 2 GB) download what uv.lock pins on every cold run; one entry per job, as each installs
+    # a different selection and a shared key would keep whichever job saved first.
+    keys = {}
+    for name, job in workflow("ci.yml")["jobs"].items():
+        if any("python3 dev.py test" in s.get("run", "") for s in job["steps"]):
+            (uv,) = [s for p, s in _cache_steps(job).items() if p == "~/.cache/uv"]
+            assert "'uv.lock')" in uv["with"]["key"], name
+            keys[name] = uv["with"]["key"]
+    assert {"test", "lab", "cluster", "engine"} <= set(keys)
+    assert len(set(keys.values())) == len(keys), keys
+
+
+def test_gos_caches_are_kept_by_the_go_version_the_tools_are_built_with_and_the_wrappers_pins():
+    # A new Go compiles every package again: its build cache restored from the old one would carry
+    # the old packages along unused (and grow each save).
+    for wf, name in (("ci.yml", "cluster"), ("preview.yml", "engine-preview")):
+        job = workflow(wf)["jobs"][name]
+        (go,) = [s for s in job["steps"] if "go-build" in s.get("with", {}).get("path", "")]
+        key = go["with"]["key"]
+        assert "${{ env.GOTOOLCHAIN }}" in key and "tools/cluster/**/go.sum" in key, (wf, key)
+        assert job["env"]["GOTOOLCHAIN"].startswith("go1."), (wf, name)  # the job's, so the key has it
+        restore = go["with"].get("restore-keys", "")
+        assert not restore or "${{ env.GOTOOLCHAIN }}" in restore, (wf, restore)

@@ -73,12 +73,14 @@ class ControlPlane:
                 return f"{c.name} exited with {code}"
         return None
 
-    def outage(self, seconds: float, sleep: Callable[[float], None] = time.sleep) -> None:
-        """Stop the API server for `seconds`, then start it again as it was started (a fault test: what
-        a client sees when the API server goes away during its work). A restart that fails is raised."""
+    def outage(self, seconds: float, wait: Callable[[float], None] = time.sleep) -> None:
+        """Stop the API server, `wait(seconds)`, then start it again as it was started (a fault test:
+        what a client sees when the API server goes away during its work). `wait` may return sooner,
+        when whoever asked for the outage ends it (the inner's: namespaces.py); `seconds` is then its
+        bound. A restart that fails is raised."""
         apiserver = self.component(KubeApiserver)
         apiserver.stop(20)
         self.record(apiserver="stopped", apiserver_stopped_at=time.time())
-        sleep(seconds)
+        wait(seconds)
         apiserver.start(f"{apiserver.name} (restarted)")
         self.record(apiserver="running", apiserver_restarted_at=time.time())

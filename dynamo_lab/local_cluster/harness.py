@@ -48,9 +48,14 @@ class Handle:
         return Api(self.server, Startup.read(self.state_dir.plan).token, self.state_dir.ca)
 
     def stop_apiserver(self, seconds: float) -> None:
-        """Ask the control plane for an outage: its API server stopped for `seconds`, then started
-        again (ControlPlane.outage; returns at once; see `apiserver_back`)."""
+        """Ask the control plane for an outage: its API server stopped until `end_outage` or for
+        `seconds`, whichever comes first, then started again (ControlPlane.outage; returns at once;
+        see `apiserver_back`)."""
         self.state_dir.apiserver_outage.write_text(f"{seconds}\n")
+
+    def end_outage(self) -> None:
+        """Ask for the API server to be started again now (returns at once; see `apiserver_back`)."""
+        self.state_dir.apiserver_outage_end.write_text("\n")
 
     def apiserver_back(self) -> bool:
         return not self.state_dir.apiserver_outage.exists() and status_of(self.state_dir.path).apiserver == "running"

@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from dynamo_lab.local_cluster import forward, status
@@ -56,6 +57,17 @@ def _loopback_only() -> list[str]:
     if any(not line.split(":")[1].strip().startswith("lo") for line in links.splitlines() if line.strip()):
         raise LocalClusterError(f"the namespace has links besides loopback:\n{links}")
     return addrs.split("\n")
+
+
+def outage_wait(sd: StateDir, stopping: threading.Event, seconds: float) -> None:
+    """An outage's wait: `seconds` at most, over as soon as its end is asked for (Handle.end_outage)
+    or the cluster is stopping, so a fault test waits only as long as what it tests takes."""
+    deadline = time.monotonic() + seconds
+    while not sd.apiserver_outage_end.exists() and not stopping.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        stopping.wait(min(0.2, left))
 
 
 def inner(state: Path) -> int:
@@ -92,7 +104,9 @@ def inner(state: Path) -> int:
         record(ready=True, crds=crds, pids=plane.pids())
         while not stopping.wait(0.5):
             if sd.apiserver_outage.exists():
-                plane.outage(float(sd.apiserver_outage.read_text().strip() or 10))
+                plane.outage(float(sd.apiserver_outage.read_text().strip() or 10),
+                             wait=lambda s: outage_wait(sd, stopping, s))
+                sd.apiserver_outage_end.unlink(missing_ok=True)  # first: a later outage waits its own end
                 sd.apiserver_outage.unlink()
             gone = plane.exited()
             if gone:

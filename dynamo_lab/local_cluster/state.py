@@ -65,6 +65,11 @@ class StateDir:
         return self.path / "apiserver-outage"
 
     @property
+    def apiserver_outage_end(self) -> Path:
+        """Written to end the outage before its seconds are up; the inner removes it with the outage's."""
+        return self.path / "apiserver-outage-end"
+
+    @property
     def kwok_stages(self) -> Path:
         return self.path / "kwok-stages.yaml"
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from dynamo_lab.local_cluster import status
 from dynamo_lab.local_cluster.api import LocalClusterError
 from dynamo_lab.local_cluster.components import ControlPlaneProcess, KubeApiserver
 from dynamo_lab.local_cluster.control_plane import ControlPlane
+from dynamo_lab.local_cluster.namespaces import outage_wait
 from dynamo_lab.local_cluster.state import StateDir
 
 
@@ -84,7 +87,7 @@ def test_the_outage_stops_the_api_server_for_its_seconds_then_starts_it_again_as
                          record=lambda **f: recorded.append(f))
     plane.start()
     del seen[:], recorded[:]
-    plane.outage(40, sleep=lambda s: seen.append(f"down {s} s"))
+    plane.outage(40, wait=lambda s: seen.append(f"down {s} s"))
     assert seen == ["stop kube-apiserver 20", "down 40 s", "start kube-apiserver (restarted)"]
     assert [f["apiserver"] for f in recorded] == ["stopped", "running"]
     assert recorded[0]["apiserver_stopped_at"] <= recorded[1]["apiserver_restarted_at"]
@@ -99,7 +102,7 @@ def test_an_api_server_that_does_not_come_back_fails_the_outage():
     recorded: list[dict] = []
     plane.record = lambda **f: recorded.append(f)
     with pytest.raises(LocalClusterError, match="not ready after 120 s"):
-        plane.outage(1, sleep=lambda s: None)
+        plane.outage(1, wait=lambda s: None)
     assert [f.get("apiserver") for f in recorded] == ["stopped"]
 
 
@@ -166,3 +169,22 @@ def test_no_status_file_reads_as_an_empty_status(tmp_path):
 def test_a_field_the_status_does_not_have_is_refused(tmp_path):
     with pytest.raises(TypeError, match="no field 'apiserver_state'"):
         status.update(tmp_path / "status.json", apiserver_state="down")
+
+
+def test_an_outage_waits_until_its_end_is_asked_for_its_bound_or_the_stop(tmp_path):
+    # The fault test's outage lasts as long as the `up` it tests takes, not a fixed time: the inner's
+    # wait ends when Handle.end_outage writes its file, at its bound, or when the cluster stops.
+    sd = StateDir(tmp_path)
+    stopping = threading.Event()
+    started = time.monotonic()
+    outage_wait(sd, stopping, 0.3)
+    assert time.monotonic() - started >= 0.3  # nothing asked: the bound
+    sd.apiserver_outage_end.write_text("\n")
+    started = time.monotonic()
+    outage_wait(sd, stopping, 60)
+    assert time.monotonic() - started < 5  # asked: at once, not after 60 s
+    sd.apiserver_outage_end.unlink()
+    stopping.set()
+    started = time.monotonic()
+    outage_wait(sd, stopping, 60)
+    assert time.monotonic() - started < 5

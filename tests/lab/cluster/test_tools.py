@@ -380,7 +380,8 @@ def test_what_will_be_built_and_how_long_a_cold_build_took_is_said_up_front(tmp_
     monkeypatch.setattr(tools, "build", lambda tool, root, env, log: (_ for _ in ()).throw(RuntimeError("no go")))
     said: list[str] = []
     tools.ensure(["etcd"], env={**os.environ, "DYNAMO_LAB_CACHE": str(tmp_path), "PATH": ""}, log=said.append)
-    assert said[0].startswith("1 of 1 tools to build from Go modules (etcd): a cold build of all five took about 22")
+    assert said[0].startswith("1 of 1 tools to build from Go modules (etcd), 1 at once: a cold build of all five "
+                              "one at a time took about 22")
 
 
 # ---- every directory from / down (issue 43): what runs as root trusts the paths above its own ----
@@ -454,3 +455,43 @@ def test_refused_above_the_cache_by_the_command_exits_2_in_one_line_and_builds_n
     line = _refused_by_the_command(home / "c", monkeypatch, capsys)
     assert f"fix: chmod go-w {home}" in line and "DYNAMO_LAB_CACHE" in line
     assert not (home / "c" / "cluster-tools").exists()
+
+
+def test_two_builds_run_at_once_most_valuable_first_and_a_failed_one_stops_no_other(tmp_path, monkeypatch):
+    # A cold run's builds are most of it on 2 cores: two at once (tools.BUILDS_AT_ONCE), so one's
+    # downloads and link use what the other's compiles leave. Never more (a kube-apiserver link
+    # takes GBs of memory); the result keeps the tools' order whatever order they end in.
+    import threading
+    import time
+
+    names = ["kubernetes", "etcd", "kwok", "pulumi", "pulumi-resource-kubernetes"]
+    monkeypatch.setattr(tools, "decide",
+                        lambda tool, env, root, *a, **k: ToolChoice(tool, "build", root / tool.key / "bin"))
+    lock, running, most, started = threading.Lock(), set(), [0], []
+    both = threading.Barrier(2, timeout=10)
+
+    def build(tool, root, env, log):
+        with lock:
+            running.add(tool.name)
+            started.append(tool.name)
+            most[0] = max(most[0], len(running))
+        if tool.name in ("kubernetes", "etcd"):
+            both.wait()  # both first builds must run at the same time, or this times out
+        time.sleep(0.05)
+        with lock:
+            running.discard(tool.name)
+        if tool.name == "kwok":
+            raise RuntimeError("go build failed (exit 1)")
+        return 1.0
+
+    monkeypatch.setattr(tools, "build", build)
+    monkeypatch.setattr(tools, "version_of", lambda binary, tool: "v")
+    said = []
+    results = tools.ensure(names, env={"DYNAMO_LAB_CACHE": str(tmp_path)}, log=said.append)
+    assert list(results) == names
+    assert {n: d.action for n, d in results.items()} == {**{n: "built" for n in names}, "kwok": "failed"}
+    assert most[0] == tools.BUILDS_AT_ONCE == 2
+    assert started[:2] == ["kubernetes", "etcd"] or started[:2] == ["etcd", "kubernetes"]
+    assert started.index("pulumi") < started.index("pulumi-resource-kubernetes")
+    assert any(line.startswith("kwok v0.8.0: FAILED after") for line in said)
+    assert "5 of 5 tools to build from Go modules" in said[0] and "2 at once" in said[0]
