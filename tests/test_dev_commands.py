@@ -236,3 +236,14 @@ def test_ci_fails_when_the_pip_installed_command_does_not_run(tmp_path):
     assert done.returncode != 0 and "REACHED-THE-END" not in done.stdout, done
     assert "gives a working dynamo-lab" not in done.stdout
 
+
+def test_ci_shows_why_collecting_a_tier_to_install_what_it_needs_failed(tmp_path):
+    # The slow and lab tiers are collected early (their installs, beside the tools' build) with the
+    # collection's output kept out of the log; a collection error (pytest writes it on stdout) must
+    # still be seen, not end the run with an exit code alone.
+    done = _ci_lines_run_under_errexit(
+        tmp_path, "python3 dev.py test-slow -q --collect-only", "python3 dev.py test-lab -q --collect-only",
+        {"python3": 'echo "ERROR collecting tests/lab/predict/test_peer.py: ImportError: no aiconfigurator"; exit 2'},
+        collect_log=str(tmp_path / "collect.log"))
+    assert done.returncode == 2 and "REACHED-THE-END" not in done.stdout, done
+    assert "ERROR collecting tests/lab/predict/test_peer.py" in done.stdout + done.stderr, done
