@@ -198,3 +198,52 @@ def test_ci_builds_the_tools_from_its_start_and_runs_the_lab_tier_with_nothing_b
     assert at('wait "$tools_pid"') < lab < at("setsid python3 dev.py test-slow ") < at("python3 dev.py test-cluster ")
     assert not lines[lab].endswith("&")
     assert at('wait "$slow_pid"') > at("python3 dev.py test-cluster ")
+
+
+def _ci_lines_run_under_errexit(tmp_path, first: str, last: str, stubs: dict[str, str], **variables: str):
+    """.ci/run's lines from the one containing `first` to the one containing `last`, run by bash as
+    .ci/run runs them (set -euo pipefail) with `variables` set and `stubs` (name: script body) first
+    on PATH: what a failure of those lines does to the run."""
+    import os
+    import subprocess
+
+    from tests.helpers import ROOT
+
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    (start,) = [i for i, line in enumerate(lines) if first in line]
+    end = next(i for i in range(start, len(lines)) if last in lines[i])
+    bin_dir = tmp_path / "stubs"
+    bin_dir.mkdir()
+    for name, body in stubs.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    script = "set -euo pipefail\n" + "".join(f"{k}={v}\n" for k, v in variables.items()) + "\n".join(
+        lines[start:end + 1]) + "\necho REACHED-THE-END\n"
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+
+
+def test_ci_fails_when_the_pip_installed_command_does_not_run(tmp_path):
+    # set -e ignores a failure anywhere in an && list but its last command: `(check) && echo ok`
+    # went on, exit 0, when `dynamo-lab --help` of a plain pip install failed.
+    venv_bin = tmp_path / "pipcheck" / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "dynamo-lab").write_text("#!/bin/sh\necho 'ModuleNotFoundError: no module infra' >&2\nexit 1\n")
+    (venv_bin / "dynamo-lab").chmod(0o755)
+    done = _ci_lines_run_under_errexit(tmp_path, '"$pipcheck/venv/bin/dynamo-lab" --help',
+                                       "pip install . gives a working dynamo-lab", {},
+                                       pipcheck=str(tmp_path / "pipcheck"))
+    assert done.returncode != 0 and "REACHED-THE-END" not in done.stdout, done
+    assert "gives a working dynamo-lab" not in done.stdout
+
+
+def test_ci_shows_why_collecting_a_tier_to_install_what_it_needs_failed(tmp_path):
+    # The slow and lab tiers are collected early (their installs, beside the tools' build) with the
+    # collection's output kept out of the log; a collection error (pytest writes it on stdout) must
+    # still be seen, not end the run with an exit code alone.
+    done = _ci_lines_run_under_errexit(
+        tmp_path, "python3 dev.py test-slow -q --collect-only", "python3 dev.py test-lab -q --collect-only",
+        {"python3": 'echo "ERROR collecting tests/lab/predict/test_peer.py: ImportError: no aiconfigurator"; exit 2'},
+        collect_log=str(tmp_path / "collect.log"))
+    assert done.returncode == 2 and "REACHED-THE-END" not in done.stdout, done
+    assert "ERROR collecting tests/lab/predict/test_peer.py" in done.stdout + done.stderr, done

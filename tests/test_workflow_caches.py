@@ -78,3 +78,7 @@ def test_gos_caches_are_kept_by_the_go_version_the_tools_are_built_with_and_the_
         assert job["env"]["GOTOOLCHAIN"].startswith("go1."), (wf, name)  # the job's, so the key has it
         restore = go["with"].get("restore-keys", "")
         assert not restore or "${{ env.GOTOOLCHAIN }}" in restore, (wf, restore)
+    # The same template names the same entry only with the same value: the preview restores by the
+    # exact key (no restore-keys), so another Go there than in ci.yml's cluster job misses every time.
+    assert workflow("preview.yml")["jobs"]["engine-preview"]["env"]["GOTOOLCHAIN"] == \
+        workflow("ci.yml")["jobs"]["cluster"]["env"]["GOTOOLCHAIN"]

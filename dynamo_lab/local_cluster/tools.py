@@ -43,6 +43,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
@@ -256,7 +257,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     unknown = [n for n in args.tools if n not in BY_NAME]
     if unknown:
         p.error(f"unknown tool {', '.join(unknown)}; the tools are {', '.join(BY_NAME)}")
-    results = ensure(args.tools, log=lambda m: print(f"cluster-tools: {m}", flush=True))
+    said = threading.Lock()
+
+    def log(message: str) -> None:
+        # Two builds log from two threads, their heartbeats due at the same moments: print writes a
+        # line and its newline apart, so one line is one write, under a lock.
+        with said:
+            sys.stdout.write(f"cluster-tools: {message}\n")
+            sys.stdout.flush()
+
+    results = ensure(args.tools, log=log)
     if args.json:
         print(json.dumps({n: str(d) for n, d in bin_dirs(results).items()}, indent=2))
     refused = [n for n, d in results.items() if d.action == "refused"]

@@ -495,3 +495,27 @@ def test_two_builds_run_at_once_most_valuable_first_and_a_failed_one_stops_no_ot
     assert started.index("pulumi") < started.index("pulumi-resource-kubernetes")
     assert any(line.startswith("kwok v0.8.0: FAILED after") for line in said)
     assert "5 of 5 tools to build from Go modules" in said[0] and "2 at once" in said[0]
+
+
+def test_each_line_of_the_command_is_written_whole_while_two_builds_say_theirs(monkeypatch):
+    # Two builds log from two threads (BUILDS_AT_ONCE), their heartbeats due at the same moments:
+    # print writes a line and its newline in two writes, between which the other thread's line can
+    # land ("cluster-tools: a...cluster-tools: b...\n\n"). One write a line keeps each line whole.
+    writes: list[str] = []
+
+    class Out:
+        def write(self, s):
+            writes.append(s)
+            return len(s)
+
+        def flush(self):
+            pass
+
+    def ensure(names, log):
+        log("etcd v3.6.16: still building: 0 min 30 s, 12 packages compiled")
+        return {}
+
+    monkeypatch.setattr(tools, "ensure", ensure)
+    monkeypatch.setattr(sys, "stdout", Out())
+    assert tools.main([]) == 0
+    assert writes == ["cluster-tools: etcd v3.6.16: still building: 0 min 30 s, 12 packages compiled\n"]
