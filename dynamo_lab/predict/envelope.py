@@ -45,7 +45,9 @@ host side was fitted on (params.py: the scheduler's pass, the worker process's o
 sampled request): so each GPU class of another card (another memory than the lab's two) names its
 host as outside too (`_host`). Where the
 output handling sets a decode's pace (many requests a step), ITL, TPOT and throughput rest on that
-extrapolation (docs/peer.md, "The worker's output handling").
+extrapolation (docs/peer.md, "The worker's output handling"); where, at the figure's concurrency,
+that output handling would outlast a decoding worker's engine step by more than the peer
+comparison's decode tolerance, the list names the group's "decode pace" as well (`_output_paced`).
 
 What agreement with the peer adds (docs/peer.md): the lab measured none of the cards, models or
 tensor-parallel degrees AIConfigurator has kernel data for, and AIConfigurator models no loaded
@@ -64,13 +66,15 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
+from dynamo_lab.predict import cells, costs, params
 from dynamo_lab.predict.params import LAB
+from dynamo_lab.predict.peer import TOLERANCE
 from infra import units
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_GPU_CLASSES, DEFAULT_MODEL, SAME_NODE_BYTES_PER_SECOND
 from infra.config.fields import GPU_CAPABLE_TLS, expand_tls
 from infra.config.gpu_classes import GpuClass
 from infra.config.schema import Model, StackConfig, WorkerGroup
-from infra.resolved import ResolvedStack
+from infra.resolved import ResolvedStack, model_kv_bytes_per_token
 
 # The validated request shape (published.py, docs/lab.md "The workload").
 PREFIX_TOKENS, UNIQUE_TOKENS, OUTPUT_TOKENS = 2000, 371, 64
@@ -278,7 +282,8 @@ def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
     model = _model(cfg)
     tp = [f"tensorParallel {g.tensor_parallel} of {g.name} (validated: 1, one GPU a worker)"
           for g in stack.active if g.tensor_parallel != 1]
-    out = classes + hosts + _transfers(stack) + model + _shape(cfg) + tp
+    paced = [] if rate is not None else _output_paced(stack, concurrency)
+    out = classes + hosts + paced + _transfers(stack) + model + _shape(cfg) + tp
     prefix = cfg.benchmark.prefix_tokens if cfg.benchmark.prefix_tokens is not None else cfg.workload.prefix_tokens
     low, high = PREFIX_TYPES
     if prefix and not low <= prefix_types <= high:
@@ -289,6 +294,43 @@ def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
         out.append(f"concurrency {concurrency} > {MAX_CONCURRENCY} (validated up to {MAX_CONCURRENCY})")
     peer = out == classes + hosts + model + tp and all(_peer_case(cfg, g) in PEER_AGREES for g in stack.active)
     return Envelope(tuple(out), bool(out) and peer)
+
+
+def _output_paced(stack: ResolvedStack, concurrency: int) -> list[str]:
+    """Each decoding group on another card whose worker's output handling, fitted on the lab's
+    desktop (params.py), would set its decode pace at this concurrency: its figures' ITL, TPOT and
+    throughput then rest on that extrapolation, which the peer does not model (docs/peer.md, "The
+    worker's output handling"), so they are not "lab+peer". Closed loop: the concurrency spread
+    evenly over the decoding replicas (at most the scheduler's max_num_seqs each), every request at
+    its prompt plus half its output of context; paced where the output handling of one step exceeds
+    the engine's step (costs.pipelined: the slower of its host side and GPU) by more than the peer
+    comparison's decode tolerance."""
+    cfg = stack.config
+    decoding = [g for g in stack.active if g.role != "prefill"]
+    replicas = sum(g.replicas for g in decoding)
+    b = cfg.benchmark
+    context = b.prefix_tokens + b.unique_tokens + b.output_tokens // 2
+    timing = cells.timing(LAB)
+    model = costs.model_cost(cfg.model, model_kv_bytes_per_token(cfg.model))
+    out = []
+    for g in decoding:
+        cls = cfg.gpu_classes[g.gpu_class]
+        if not _another_card(cls):
+            continue  # the lab's card on the lab's host, where the output handling was fitted
+        limits = costs.limits(g, cls)
+        batch = max(1, min(-(-concurrency // replicas), limits.max_num_seqs))
+        card = costs.tensor_parallel(costs.card(g.gpu_class, cls), g.tensor_parallel, params.ALLREDUCE_BYTES_PER_S,
+                                     params.ALLREDUCE_LATENCY_S)
+        scheduled = [(context, 1)] * batch
+        engine = max(costs.host_seconds(timing.host, model, limits, scheduled),
+                     costs.step_seconds(card, timing.efficiency, model, scheduled))
+        output = costs.output_seconds(timing.host, batch)
+        if output > engine * (1 + TOLERANCE["decode"]):
+            out.append(f"decode pace of {g.name} at {batch} requests a step: the worker's output handling "
+                       f"({output * 1e3:.1f} ms a step, as fitted on the lab's desktop CPU) outlasts its engine's step "
+                       f"({engine * 1e3:.1f} ms), so ITL, TPOT and throughput rest on that extrapolation "
+                       "(validated: the lab's host; docs/peer.md)")
+    return out
 
 
 def _another_card(c: GpuClass) -> bool:

@@ -192,3 +192,35 @@ def test_today_the_engines_steps_agree_with_the_peer_so_such_a_figure_rests_on_b
     # The agreement is the engine's step: the label says the output handling is not covered.
     assert "the worker's output handling, which the peer does not model, is the lab's desktop's, extrapolated" in (
         env.PEER_BASIS)
+
+
+def _on_h200(model: str, replicas: int, concurrency: int) -> env.Envelope:
+    """Aggregated workers of `model` on the peer comparison's H200 SXM (an agreeing case)."""
+    rdma = yaml.safe_load((ROOT / "Pulumi.two-node-rdma.yaml").read_text())["config"]
+
+    def edit(c):
+        c["gpuClasses"] = {"gpu-80gb": {**rdma["dynamo-lab:gpuClasses"]["gpu-80gb"], "memoryBandwidth": "4800G",
+                                        "memory": "141Gi"}}
+        c["model"] = {"name": model}
+        c["workers"] = [{"name": "agg", "role": "agg", "replicas": replicas, "gpuClass": "gpu-80gb"}]
+
+    return env.envelope(loaded("kv-routing", edit).resolved, 2, concurrency)
+
+
+def test_a_figure_whose_decode_the_extrapolated_output_handling_paces_rests_on_physics_not_the_peer():
+    # Review of issue 46's like-with-like comparison: the peer agrees on the engine's step only, and
+    # at 8 requests a step on an H200 Qwen3-8B's engine step is shorter than 8 x 1.11 ms of output
+    # handling, so that figure's ITL and throughput rest on the lab desktop's output handling.
+    case = ("Qwen/Qwen3-8B", 1, 4800e9, 989.0)
+    assert case in env.PEER_AGREES
+    light = _on_h200("Qwen/Qwen3-8B", 8, 8)  # one request a step each: the engine's step binds
+    assert light.basis == "lab+peer" and not any("decode pace" in o for o in light.outside)
+    paced = _on_h200("Qwen/Qwen3-8B", 1, 8)
+    assert paced.basis == "physics"
+    [line] = [o for o in paced.outside if o.startswith("decode pace of agg at 8 requests a step")]
+    assert "output handling (8.9 ms a step, as fitted on the lab's desktop CPU)" in line
+    # An open loop's batch is not known here; it is outside as an open loop already.
+    assert not any("decode pace" in o for o in env.envelope(
+        loaded("kv-routing").resolved, 2, 4, rate=50.0).outside)
+    # On the lab's cards the output handling was fitted on their host: never named.
+    assert not any("decode pace" in o for o in env.envelope(loaded("kv-routing").resolved, 2, 8).outside)
