@@ -6,7 +6,8 @@ pieces that can live here, so an SDK upgrade has one module to check:
 
 - `under_pulumi_cli()`, `raw_config()`, `is_secret()`: what the Pulumi CLI handed the program;
 - `run_with_mocks()`: runs a program function under `pulumi.runtime` mocks on an event loop this
-  module creates and closes, and records every registration.
+  module creates and closes, and records every registration, without the source positions the SDK
+  takes for the engine (`_get_stack_trace`), which no mock reads.
 
 The event loops are owned here because the SDK makes its own: `MockMonitor.RegisterResource` runs
 on the SDK's worker threads and gives each thread a fresh loop that nobody closes
@@ -27,8 +28,10 @@ from typing import Any, Callable, Iterator
 
 import pulumi
 from pulumi.runtime import config as _config
+from pulumi.runtime import resource as _resource
 from pulumi.runtime import settings as _settings
 from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import wait_for_rpcs
 
 
@@ -117,6 +120,24 @@ def _offline_kube_env() -> Iterator[None]:
         os.environ.update(saved)
 
 
+@contextlib.contextmanager
+def _no_source_positions() -> Iterator[None]:
+    # Every resource constructor asks _get_stack_trace for the frames above it, each made a file://
+    # URI (pulumi/runtime/resource.py, register_resource, 3.272.0), so the engine can show where in
+    # the program a resource was declared. MockMonitor.RegisterResource never reads them, and they
+    # were about a sixth of a run's time (more under a deep caller: pytest). An SDK without the
+    # function runs as before (test_pulumi_runtime checks the pinned one has it).
+    saved = getattr(_resource, "_get_stack_trace", None)
+    if saved is None:
+        yield
+        return
+    _resource._get_stack_trace = source_pb2.StackTrace  # an empty trace: no source position
+    try:
+        yield
+    finally:
+        _resource._get_stack_trace = saved
+
+
 def normalize(value: Any) -> Any:
     """The mocks hand back ints inside untyped maps as floats (docs/sources.md): make them ints
     again, once, as each registration is recorded."""
@@ -150,7 +171,7 @@ def run_with_mocks(program: Callable[[], Any], *, project: str, stack: str, conf
     asyncio.set_event_loop(loop)
     monitor = _RecordingMonitor(_Mocks(), record)
     try:
-        with _offline_kube_env():
+        with _offline_kube_env(), _no_source_positions():
             # A fresh root Stack per run: earlier runs in this process must not leak resources.
             _settings.reset_options()
             pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False,

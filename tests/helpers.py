@@ -4,6 +4,7 @@ the command line in-process, and the pieces of a rendered graph the tests look a
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import json
 import os
@@ -249,7 +250,13 @@ def deploy_checklist(readme: str) -> list[ChecklistStep]:
 
 
 def workflow(name: str) -> dict:
-    """A GitHub workflow of the repository (.github/workflows/NAME), parsed."""
+    """A GitHub workflow of the repository (.github/workflows/NAME), parsed (each caller's own copy)."""
+    return copy.deepcopy(_parsed_workflow((ROOT / ".github" / "workflows" / name).read_text()))
+
+
+@functools.cache
+def _parsed_workflow(text: str) -> dict:
+    # Parsed once per text and process: a dozen tests, some per stack, read the same few files.
     import yaml
 
-    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+    return yaml.safe_load(text)

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.helpers import ROOT, unavailable, workflow
 
@@ -74,7 +73,7 @@ def test_zizmor_is_not_vacuous(tmp_path):
 
 def test_every_action_is_pinned_to_a_commit_and_permissions_are_least_privilege():
     for wf in WORKFLOWS:
-        doc = yaml.safe_load(wf.read_text())
+        doc = workflow(wf.name)
         assert doc["permissions"] == {"contents": "read"}, wf.name
         for job in doc["jobs"].values():
             for step in job.get("steps", []):
@@ -84,7 +83,7 @@ def test_every_action_is_pinned_to_a_commit_and_permissions_are_least_privilege(
 
 
 def test_live_preview_uses_pulumi_actions_with_pr_comments_and_skips_visibly():
-    doc = yaml.safe_load((ROOT / ".github" / "workflows" / "preview.yml").read_text())
+    doc = workflow("preview.yml")
     live = doc["jobs"]["live-preview"]
     assert live["strategy"]["matrix"]["stack"] == ["same-server", "cross-server", "kv-routing"]
     (pulumi,) = [s for s in live["steps"] if s.get("uses", "").startswith("pulumi/actions@")]
@@ -108,7 +107,7 @@ def test_the_live_preview_runs_only_in_the_protected_environment_for_this_reposi
 
 def test_secrets_other_than_the_token_are_read_only_inside_the_protected_environment():
     for wf in WORKFLOWS:
-        for name, job in yaml.safe_load(wf.read_text())["jobs"].items():
+        for name, job in workflow(wf.name)["jobs"].items():
             used = set(re.findall(r"secrets\.([A-Z_]+)", json.dumps(job))) - {"GITHUB_TOKEN"}
             assert not used or job.get("environment") == "live-preview", (wf.name, name, used)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import yaml
+import json
 
 from dynamo_lab.advise import candidates, inputs, search, text, write
 from dynamo_lab.advise.traffic import Traffic
@@ -23,7 +23,7 @@ def test_at_concurrency_16_advise_says_physics_only_and_names_what_is_outside():
     assert (f"Outside what the validation covered ({SIXTEEN}), no validated error applies: that error is a floor, the "
             "real one is unknown.") in verdict
     assert f"  each: {SIXTEEN}" in words.splitlines()  # under the table, whose rows each say "outside"
-    as_json = yaml.safe_load(text.to_json(a))
+    as_json = json.loads(text.to_json(a))
     assert (as_json["tie"] is None) == verdict.startswith("Recommended")
     assert as_json["comparison"] == {"extrapolated": True, "basis": "physics", "outside": [SIXTEEN]}
     predicted = [c for c in as_json["candidates"] if "means" in c]
@@ -41,7 +41,7 @@ def test_at_the_labs_points_every_figure_is_inside_and_the_output_is_as_before()
     assert "(an estimate, physics only)" not in words
     # What no measurement checks anywhere, inside too, is said: the decode side (docs/predictor.md).
     assert "The lab's table has no ITL, TPOT or E2E: they are physics only" in words
-    as_json = yaml.safe_load(text.to_json(a))
+    as_json = json.loads(text.to_json(a))
     assert as_json["comparison"] == {"extrapolated": False, "basis": "lab", "outside": []}
     assert all(c["extrapolated"] is False for c in as_json["candidates"] if "means" in c)
 
@@ -83,4 +83,4 @@ def test_a_tie_says_what_measurement_would_separate_the_two():
     assert "No recommendation between them (--write writes the first)" in verdict
     assert "To separate them, benchmark both at prefix types 2, concurrency 4" in verdict
     assert "Recommended" not in text.text(a)
-    assert yaml.safe_load(text.to_json(a))["recommended"] is None
+    assert json.loads(text.to_json(a))["recommended"] is None

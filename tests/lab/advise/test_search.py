@@ -4,10 +4,10 @@ bounds. The figures come from a cheap search (one simulated run per point); the 
 (test_advise_slow.py) checks the rankings with the predictor's full estimate."""
 
 
+import json
 import re
 
 import pytest
-import yaml
 
 from dynamo_lab import stack_files
 from dynamo_lab.advise import candidates, inputs, search, stack_file, text
@@ -231,7 +231,7 @@ def test_a_search_whose_screening_would_simulate_too_many_requests_screens_the_h
     # --json says which precision each figure has and which workload point each is at: a layout screened
     # at the heaviest point alone was labelled "full" and its one point (and what it breaks there) given
     # index 0, the workload's first point.
-    as_json = yaml.safe_load(text.to_json(a))
+    as_json = json.loads(text.to_json(a))
     heaviest = as_json["workload"]["points"].index({"prefix_types": 24, "concurrency": 2, "rate": None})
     by_label = {c["layout"]: c for c in as_json["candidates"]}
     precision = {search.SCREENED_HEAVIEST: "screening at the heaviest point", search.SCREENED: "screening",
