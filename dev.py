@@ -416,22 +416,26 @@ def run_to_the_end(cmd: list[str], **popen) -> int:
     import signal
 
     stopped_by: list[int] = []
+    pending: list[int] = []  # arrived before the command had started: passed on once it has
     proc: subprocess.Popen | None = None
 
     def on_signal(signum, frame):
         # Recorded, never raised: a Ctrl-C between starting the command and waiting for it must not
-        # leave dev.py without waiting (the command gets Ctrl-C from the terminal itself).
+        # leave dev.py without waiting (the command gets Ctrl-C from the terminal itself). Each
+        # signal is passed on once, here or below: a second SIGTERM would interrupt its cleanup.
         stopped_by.append(signum)
-        if signum != signal.SIGINT and proc is not None:
-            proc.send_signal(signum)
+        if signum != signal.SIGINT:
+            if proc is None:
+                pending.append(signum)
+            else:
+                proc.send_signal(signum)
     # No SIGHUP on Windows.
     handled = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
     previous = {sig: signal.signal(sig, on_signal) for sig in handled}
     try:
         proc = subprocess.Popen(cmd, **popen)
-        for sig in stopped_by:  # arrived while it was starting
-            if sig != signal.SIGINT:
-                proc.send_signal(sig)
+        while pending:  # arrived while it was starting; any later one the handler passes on itself
+            proc.send_signal(pending.pop(0))
         code = proc.wait()
     finally:
         for sig, handler in previous.items():

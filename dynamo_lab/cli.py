@@ -273,8 +273,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("stacks", nargs="*", metavar="STACK")
     g.set_defaults(func=_golden)
     d = sub.add_parser("diff", help="manifest diff, git ref vs working tree, of every stack file (the lab's, the "
-                       "examples, your own) or each STACK named; exit 0 same, 1 changed, 2 a stack file could not "
-                       "be rendered (each named, with why; every other stack is still diffed) or another error")
+                       "examples, your own) or each STACK named; exit 0 same, 1 changed, 2 a working tree's stack "
+                       "file could not be rendered (each named, with why; every other stack is still diffed) or "
+                       "another error")
     d.add_argument("--base", help="git ref to compare with (default: merge base with main)")
     d.add_argument("stacks", nargs="*", metavar="STACK")
     d.set_defaults(func=_diff)

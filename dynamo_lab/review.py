@@ -220,9 +220,11 @@ class StacksRefused(ReviewError):
 def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase) -> int:
     """Print a unified diff and a summary line per stack. 0: no change, 1: changes (like diff).
 
-    Every stack is rendered on its own: one whose file either tree's code refuses (a user's stack
-    file half written, say) is not diffed, and says so in its summary line, while every other stack
-    is diffed; then StacksRefused names each refused file with each of its problems, once."""
+    Every stack is rendered on its own: one whose file the working tree's code refuses (a user's
+    stack file half written, say) is not diffed, and says so in its summary line, while every other
+    stack is diffed; then StacksRefused names each refused file with each of its problems, once (and
+    the ref's, where they differ). One refused at the ref only (the change mends or deletes it) is
+    diffed against nothing, its summary line followed by the ref's problems."""
     base = base or default_base(root)
     commit = _git(root, "rev-parse", "--verify", f"{base}^{{commit}}")
     with tempfile.TemporaryDirectory(prefix="dynamo-lab-base-") as tmp:
@@ -235,12 +237,18 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
         before, refused_before = _render_tree(Path(tmp), stacks)
     after, refused_after = _render_tree(root, stacks)
     refused = {stack: _naming_the_file(stack, None, lines) for stack, lines in refused_after.items()}
+    # A file refused at the ref only (the change fixes or deletes it): no fault of the working tree's,
+    # so it is diffed against nothing and its summary says why, rather than failing the diff of the
+    # very change that mends it (a pull request's check would otherwise report the fix as broken).
+    mended: dict[str, list[str]] = {}
     for stack, lines in refused_before.items():
+        if stack not in refused:
+            mended[stack] = _naming_the_file(stack, base, lines)
         # The ref's file refused as the working tree's is (the same file, the same code): said once.
-        if lines != refused_after.get(stack):
-            refused[stack] = [*_naming_the_file(stack, base, lines), *refused.get(stack, [])]
+        elif lines != refused_after.get(stack):
+            refused[stack] = [*_naming_the_file(stack, base, lines), *refused[stack]]
     for stack in stacks:
-        if before[stack] is None and after[stack] is None and stack not in refused:
+        if before[stack] is None and after[stack] is None and stack not in refused and stack not in mended:
             try:  # named, and neither tree has its file: the refusal every command words alike
                 stack_files.stack_file(stack, root)
             except stack_files.StackFileError as exc:
@@ -258,6 +266,9 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
                 a.splitlines(keepends=True), b.splitlines(keepends=True),
                 fromfile=f"a/{stack} ({base})", tofile=f"b/{stack} (working tree)"))
         lines.append(summary(stack, before[stack], after[stack]))
+        if stack in mended:
+            lines[-1] += f" (against nothing: its file at {base} is refused, as follows)"
+            lines += [f"  {line}" for line in mended[stack]]
     out.write("\n".join(lines) + "\n")
     if refused:
         out.flush()

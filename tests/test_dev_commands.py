@@ -247,3 +247,18 @@ def test_ci_shows_why_collecting_a_tier_to_install_what_it_needs_failed(tmp_path
         collect_log=str(tmp_path / "collect.log"))
     assert done.returncode == 2 and "REACHED-THE-END" not in done.stdout, done
     assert "ERROR collecting tests/lab/predict/test_peer.py" in done.stdout + done.stderr, done
+
+
+def test_ci_shows_what_the_tools_build_said_when_a_tier_fails_before_it_ends(tmp_path):
+    # The tools build in the background into a log shown when they end; a tier failing first ends the
+    # run, and the log went with it: a build failing too was learnt only on the rerun.
+    done = _ci_lines_run_under_errexit(
+        tmp_path, 'tools_log="$(mktemp)"', "python3 dev.py test -q -rs",
+        {"python3": 'case "$*" in\n'
+                    '  *-c*) echo kubernetes ;;\n'
+                    '  *cluster-tools*) echo "dev.py: kubernetes: go: module lookup disabled"; sleep 30 ;;\n'
+                    '  *) sleep 1; exit 1 ;;\n'
+                    'esac'})
+    assert done.returncode == 1 and "REACHED-THE-END" not in done.stdout, done
+    assert "cluster-tools, stopped as the run ends (exit 1)" in done.stdout, done
+    assert "dev.py: kubernetes: go: module lookup disabled" in done.stdout, done

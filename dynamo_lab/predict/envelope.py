@@ -66,7 +66,7 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
-from dynamo_lab.predict import cells, costs, params
+from dynamo_lab.predict import peer
 from dynamo_lab.predict.params import LAB
 from dynamo_lab.predict.peer import TOLERANCE
 from infra import units
@@ -74,7 +74,7 @@ from infra.catalogue import BUILTIN_MODELS, DEFAULT_GPU_CLASSES, DEFAULT_MODEL, 
 from infra.config.fields import GPU_CAPABLE_TLS, expand_tls
 from infra.config.gpu_classes import GpuClass
 from infra.config.schema import Model, StackConfig, WorkerGroup
-from infra.resolved import ResolvedStack, model_kv_bytes_per_token
+from infra.resolved import ResolvedStack
 
 # The validated request shape (published.py, docs/lab.md "The workload").
 PREFIX_TOKENS, UNIQUE_TOKENS, OUTPUT_TOKENS = 2000, 371, 64
@@ -310,21 +310,15 @@ def _output_paced(stack: ResolvedStack, concurrency: int) -> list[str]:
     replicas = sum(g.replicas for g in decoding)
     b = cfg.benchmark
     context = b.prefix_tokens + b.unique_tokens + b.output_tokens // 2
-    timing = cells.timing(LAB)
-    model = costs.model_cost(cfg.model, model_kv_bytes_per_token(cfg.model))
     out = []
     for g in decoding:
         cls = cfg.gpu_classes[g.gpu_class]
         if not _another_card(cls):
             continue  # the lab's card on the lab's host, where the output handling was fitted
-        limits = costs.limits(g, cls)
-        batch = max(1, min(-(-concurrency // replicas), limits.max_num_seqs))
-        card = costs.tensor_parallel(costs.card(g.gpu_class, cls), g.tensor_parallel, params.ALLREDUCE_BYTES_PER_S,
-                                     params.ALLREDUCE_LATENCY_S)
-        scheduled = [(context, 1)] * batch
-        engine = max(costs.host_seconds(timing.host, model, limits, scheduled),
-                     costs.step_seconds(card, timing.efficiency, model, scheduled))
-        output = costs.output_seconds(timing.host, batch)
+        w = peer.priced_worker(cfg.model, g, cls)
+        batch = max(1, min(-(-concurrency // replicas), w.limits.max_num_seqs))
+        step = peer.predictor_decode(w, batch, context)
+        engine, output = step.engine, step.output
         if output > engine * (1 + TOLERANCE["decode"]):
             out.append(f"decode pace of {g.name} at {batch} requests a step: the worker's output handling "
                        f"({output * 1e3:.1f} ms a step, as fitted on the lab's desktop CPU) outlasts its engine's step "

@@ -180,12 +180,21 @@ def project_class(spec: dict) -> GpuClass:
 
 
 def worker(model: str, system: str, tp: int, cls: GpuClass) -> PricedWorker:
-    m = Model(name=model)
-    card = costs.tensor_parallel(costs.card(system, cls), tp, params.ALLREDUCE_BYTES_PER_S, params.ALLREDUCE_LATENCY_S)
+    """A comparison's case: the model by name, one aggregated worker of `tp` ranks of the system's card."""
     group = WorkerGroup(name="peer", role="agg", replicas=1, gpuClass=system, tensorParallel=tp)
-    return PricedWorker(card, costs.model_cost(m, model_kv_bytes_per_token(m)),
-                  costs.limits(group, cls), cells.timing(params.LAB), cls.peak_tflops * 1e12 * tp,
-                  float(cls.memory_bandwidth) * tp)
+    return priced_worker(Model(name=model), group, cls)
+
+
+def priced_worker(model: Model, group: WorkerGroup, cls: GpuClass) -> PricedWorker:
+    """One worker of `group` (its tensorParallel ranks of `cls`, its scheduler's limits) serving
+    `model`, priced as the predictor prices it: the one home of that pricing, which the comparison
+    and the envelope's check of a decode's pace (envelope._output_paced) both read."""
+    tp = group.tensor_parallel
+    card = costs.tensor_parallel(costs.card(group.gpu_class, cls), tp, params.ALLREDUCE_BYTES_PER_S,
+                                 params.ALLREDUCE_LATENCY_S)
+    return PricedWorker(card, costs.model_cost(model, model_kv_bytes_per_token(model)),
+                        costs.limits(group, cls), cells.timing(params.LAB), float(cls.peak_tflops) * 1e12 * tp,
+                        float(cls.memory_bandwidth) * tp)
 
 
 def _count(w: PricedWorker, scheduled: list[tuple[int, int]], what: str) -> float:

@@ -179,21 +179,42 @@ def test_a_broken_stack_file_is_named_once_and_every_other_stack_is_still_diffed
     assert said[1].startswith(prefix + "no stack file Pulumi.no-such-stack.yaml in "), named.stderr
 
 
-def test_a_refs_broken_stack_file_rendered_by_its_own_code_is_named_with_the_ref(project_repo):
+def test_a_refs_broken_stack_file_the_change_mends_or_deletes_is_diffed_against_nothing(project_repo):
     # The base renders in a process of its own (other code), whose refusal carries `render`'s prefix:
-    # diff says it once, its own, and names the ref the file is refused at.
+    # diff says it once, its own, naming the ref the file is refused at, and does not fail the change
+    # that mends it (a pull request's check would report the fix as broken).
     broken = _broken_stack_files(project_repo)
     _commit(project_repo, "a user's files")
     package = project_repo / "infra" / "__init__.py"
     package.write_text(package.read_text() + "\n# moved\n")
     _commit(project_repo, "other code")
-    (project_repo / "Pulumi.mine-typo.yaml").unlink()  # the working tree's stack is gone: only the ref's is refused
-    proc = _diff(project_repo, "--base", "HEAD~1", "mine-typo")
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == "mine-typo: not diffed (its error, on stderr, says why)\n"
     why = broken["mine-typo"].replace("Pulumi.mine-typo.yaml: ", "Pulumi.mine-typo.yaml at HEAD~1: ")
-    assert proc.stderr.startswith("error: dynamo-lab diff: " + why) and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.count("error:") == 1, proc.stderr
+    # Mended: the working tree's file renders; everything it deploys is new against nothing.
+    shutil.copy(project_repo / "Pulumi.kv-routing.yaml", project_repo / "Pulumi.mine-typo.yaml")
+    fixed = _diff(project_repo, "--base", "HEAD~1", "mine-typo")
+    assert fixed.returncode == 1, fixed.stderr
+    said = fixed.stdout.splitlines()
+    at = said.index("mine-typo: 10 added, 0 changed, 0 removed "
+                    "(against nothing: its file at HEAD~1 is refused, as follows)")
+    assert said[at + 1].startswith("  " + why) and said[at + 2:] == [], fixed.stdout
+    assert fixed.stderr == "", fixed.stderr
+    # Deleted: nothing deployed before or after, and the ref's problem still said.
+    (project_repo / "Pulumi.mine-typo.yaml").unlink()
+    gone = _diff(project_repo, "--base", "HEAD~1", "mine-typo")
+    assert gone.returncode == 0, gone.stderr
+    assert gone.stdout.splitlines()[0] == ("mine-typo: 0 added, 0 changed, 0 removed "
+                                           "(against nothing: its file at HEAD~1 is refused, as follows)")
+    assert gone.stdout.splitlines()[1].startswith("  " + why) and gone.stderr == "", gone.stdout
+    # Still broken in the working tree, differently: both trees' problems, each once, and exit 2.
+    (project_repo / "Pulumi.mine-typo.yaml").write_text(
+        (project_repo / "Pulumi.kv-routing.yaml").read_text().replace("  dynamo-lab:workers:\n",
+                                                                      "  dynamo-lab:wrkers:\n"))
+    both = _diff(project_repo, "--base", "HEAD~1", "mine-typo")
+    assert both.returncode == 2, both.stderr
+    assert both.stdout == "mine-typo: not diffed (its error, on stderr, says why)\n"
+    lines = both.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: dynamo-lab diff: " + why), both.stderr
+    assert lines[1].startswith("error: dynamo-lab diff: Pulumi.mine-typo.yaml: wrkers: unknown key"), both.stderr
 
 
 def _advised_stack(repo) -> str:
