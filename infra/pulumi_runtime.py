@@ -20,6 +20,7 @@ the run ends.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import threading
@@ -168,6 +169,12 @@ def run_with_mocks(program: Callable[[], Any], *, project: str, stack: str, conf
     program raises (a rejected stack file must have registered nothing).
     """
     loop = asyncio.new_event_loop()
+    # The SDK hands each registration to the loop's default executor (run_in_executor(None, ...),
+    # pulumi/runtime/resource.py, 3.272.0), by default a pool of up to min(32, cores + 4) threads
+    # started afresh for each run, contending for the GIL with the loop that feeds them. One thread
+    # does the same calls in the order the SDK makes them: a run of the shipped stacks took about a
+    # quarter less CPU and a fifth less time (34-39 ms against 46-52 ms a run, 2 cores).
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
     asyncio.set_event_loop(loop)
     monitor = _RecordingMonitor(_Mocks(), record)
     try:

@@ -54,10 +54,11 @@ def _git(cwd, *args):
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
-@pytest.fixture
-def project_repo(tmp_path):
-    """A throwaway git repo holding the project (code + stack files), committed on main."""
-    repo = tmp_path / "repo"
+@pytest.fixture(scope="module")
+def _project_template(tmp_path_factory):
+    """The project (code + stack files) committed on main in a git repo, made once per test process:
+    its copies below cost no git process (nine repos made from scratch were 27 git runs)."""
+    repo = tmp_path_factory.mktemp("review") / "repo"
     repo.mkdir()
     for package in ("infra", "dynamo_lab"):
         shutil.copytree(ROOT / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
@@ -68,7 +69,15 @@ def project_repo(tmp_path):
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    _git(repo, "repack", "-a", "-d", "-q")  # one pack, not a file per object, for each copy to copy
     return repo
+
+
+@pytest.fixture
+def project_repo(_project_template, tmp_path):
+    """A throwaway git repo holding the project (code + stack files), committed on main: each test's
+    own copy, free to change."""
+    return shutil.copytree(_project_template, tmp_path / "repo", symlinks=True)
 
 
 def _diff(repo, *args):
