@@ -145,10 +145,11 @@ def _running_code_is(tree: Path) -> bool:
     return (tree / "infra").is_dir() and _code_digest(tree) == _code_digest(running.parent)
 
 
-def _render_tree(tree: Path, stacks: list[str]) -> tuple[dict[str, Optional[str]], dict[str, list[str]]]:
+def _render_tree(tree: Path, stacks: list[str]) -> tuple[dict[str, Optional[str]], dict[str, list[str]], set[str]]:
     """Render stacks with the code and stack files in `tree` (the working tree, or a git ref's):
-    each stack's manifests (None where the tree has no file of it), and each stack the tree's code
-    refuses, with its refusal's lines (as `render` words them, its own prefix taken off).
+    each stack's manifests (None where the tree has no file of it), each stack the tree's code
+    refuses, with its refusal's lines (as `render` words them, its own prefix taken off), and those
+    of them where the tree's code failed otherwise (a traceback: nothing said of the stack file).
 
     The tree whose code is running (or the same code) renders in this process. Any other tree renders in
     processes of its own, with its own code, all stacks at once, through the entry that tree has:
@@ -158,13 +159,14 @@ def _render_tree(tree: Path, stacks: list[str]) -> tuple[dict[str, Optional[str]
     present = [s for s in stacks if (tree / f"Pulumi.{s}.yaml").is_file()]
     out: dict[str, Optional[str]] = {s: None for s in stacks}
     refused: dict[str, list[str]] = {}
+    failed: set[str] = set()
     if _running_code_is(tree):
         for stack in present:
             try:
                 out[stack] = render_yaml(stack, tree)
             except UserError as exc:
                 refused[stack] = str(exc).split("\n")
-        return out, refused
+        return out, refused, failed
     entry = ("dynamo_lab" if (tree / "dynamo_lab" / "__main__.py").is_file()
              else "infra.lab" if (tree / "infra" / "lab" / "__main__.py").is_file() else "infra")
     procs = {stack: subprocess.Popen([sys.executable, "-m", entry, "render", "--", stack], cwd=tree,
@@ -180,7 +182,8 @@ def _render_tree(tree: Path, stacks: list[str]) -> tuple[dict[str, Optional[str]
             last = (stderr.strip().split("\n") or [""])[-1]
             refused[stack] = [f"`python -m {entry} render {stack}` (the ref's own code) failed with exit "
                               f"{proc.returncode}: {last}"]
-    return out, refused
+            failed.add(stack)
+    return out, refused, failed
 
 
 # How a ref's `render` begins each line of a refusal: `error: dynamo-lab render: ` (the one style of
@@ -234,19 +237,21 @@ def diff(root: Path, base: Optional[str], stacks: list[str], out: io.TextIOBase)
         # Every stack file either tree has, the lab's, the examples and a user's own alike (one a
         # change adds or removes shows as such).
         stacks = stacks or sorted(set(stack_files.stacks_in(root)) | set(stack_files.stacks_in(Path(tmp))))
-        before, refused_before = _render_tree(Path(tmp), stacks)
-    after, refused_after = _render_tree(root, stacks)
+        before, refused_before, failed_before = _render_tree(Path(tmp), stacks)
+    after, refused_after, _ = _render_tree(root, stacks)
     refused = {stack: _naming_the_file(stack, None, lines) for stack, lines in refused_after.items()}
     # A file refused at the ref only (the change fixes or deletes it): no fault of the working tree's,
     # so it is diffed against nothing and its summary says why, rather than failing the diff of the
     # very change that mends it (a pull request's check would otherwise report the fix as broken).
+    # The ref's code failing otherwise (a traceback) says nothing of the file and diffed nothing:
+    # trouble, exit 2, never everything the stack deploys reported as added.
     mended: dict[str, list[str]] = {}
     for stack, lines in refused_before.items():
-        if stack not in refused:
+        if stack not in refused and stack not in failed_before:
             mended[stack] = _naming_the_file(stack, base, lines)
         # The ref's file refused as the working tree's is (the same file, the same code): said once.
         elif lines != refused_after.get(stack):
-            refused[stack] = [*_naming_the_file(stack, base, lines), *refused[stack]]
+            refused[stack] = [*_naming_the_file(stack, base, lines), *refused.get(stack, [])]
     for stack in stacks:
         if before[stack] is None and after[stack] is None and stack not in refused and stack not in mended:
             try:  # named, and neither tree has its file: the refusal every command words alike

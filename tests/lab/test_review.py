@@ -226,6 +226,24 @@ def test_a_refs_broken_stack_file_the_change_mends_or_deletes_is_diffed_against_
     assert lines[1].startswith("error: dynamo-lab diff: Pulumi.mine-typo.yaml: wrkers: unknown key"), both.stderr
 
 
+def test_a_ref_whose_own_code_fails_is_trouble_not_a_stack_file_the_change_mends(project_repo):
+    # The ref's code crashing (a traceback, not render's refusal: exit 1, say an SDK the change
+    # upgrades that the ref's code cannot import) says nothing of its stack files: diffing every
+    # stack against nothing would report all it deploys as added, exit 1, where nothing was diffed.
+    main = project_repo / "dynamo_lab" / "__main__.py"
+    original = main.read_text()
+    main.write_text('raise RuntimeError("the ref cannot run here")\n' + original)
+    _commit(project_repo, "code that cannot run")
+    main.write_text(original)
+    _commit(project_repo, "code that runs")
+    proc = _diff(project_repo, "--base", "HEAD~1", "cross-server")
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stdout == "cross-server: not diffed (its error, on stderr, says why)\n", proc.stdout
+    assert proc.stderr.startswith("error: dynamo-lab diff: Pulumi.cross-server.yaml at HEAD~1: `python -m "
+                                  "dynamo_lab render cross-server` (the ref's own code) failed with exit 1: "
+                                  "RuntimeError: the ref cannot run here"), proc.stderr
+
+
 def _advised_stack(repo) -> str:
     """A user's own stack file beside the shipped ones, as `advise --write` makes one (docs/advise.md),
     added after the repo's commit; its name, one no stack file of the checkout has (the checkout may
