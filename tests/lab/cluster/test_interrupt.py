@@ -197,10 +197,14 @@ CREATING_ROW = re.compile(r"^\s*\+\s+kubernetes:\S+\s+\S+\s+creating\b", re.M)
 
 
 @pytest.fixture
-def local_home(engine_bins, cluster_bins, tmp_path):
+def local_home(engine_bins, cluster_bins, tmp_path_factory):
     """A local root of its own (DYNAMO_LAB_CACHE), its cluster-tools the built ones (hard links:
     the same files, so the same sha256 and owner), and a TMPDIR to find what is left there. The
-    cluster `up` starts there is stopped at the end whatever happened."""
+    cluster `up` starts there is stopped at the end whatever happened. Under tmp_path_factory, not
+    tmp_path: pytest (tmp_path_retention_policy = "failed") removes a tmp_path whose test body
+    passed, even when this teardown's check of leftovers then fails, taking the cluster's state and
+    logs with it; a session that fails keeps the factory's directories."""
+    tmp_path = tmp_path_factory.mktemp("local-home")
     try:
         upstream.locate()
     except upstream.UpstreamUnavailable as exc:
