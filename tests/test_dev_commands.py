@@ -260,5 +260,5 @@ def test_ci_shows_what_the_tools_build_said_when_a_tier_fails_before_it_ends(tmp
                     '  *) sleep 1; exit 1 ;;\n'
                     'esac'})
     assert done.returncode == 1 and "REACHED-THE-END" not in done.stdout, done
-    assert "cluster-tools, stopped as the run ends (exit 1)" in done.stdout, done
+    assert "the run ends with exit 1 while cluster-tools was running" in done.stdout, done
     assert "dev.py: kubernetes: go: module lookup disabled" in done.stdout, done
