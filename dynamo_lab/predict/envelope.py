@@ -68,7 +68,6 @@ from typing import Optional
 
 from dynamo_lab.predict import peer
 from dynamo_lab.predict.params import LAB
-from dynamo_lab.predict.peer import TOLERANCE
 from infra import units
 from infra.catalogue import BUILTIN_MODELS, DEFAULT_GPU_CLASSES, DEFAULT_MODEL, SAME_NODE_BYTES_PER_SECOND
 from infra.config.fields import GPU_CAPABLE_TLS, expand_tls
@@ -292,8 +291,8 @@ def envelope(stack: ResolvedStack, prefix_types: int, concurrency: int, *,
         out.append(f"open loop at {rate:g} requests/s (validated: closed loop, concurrency 1 to {MAX_CONCURRENCY})")
     elif concurrency > MAX_CONCURRENCY:
         out.append(f"concurrency {concurrency} > {MAX_CONCURRENCY} (validated up to {MAX_CONCURRENCY})")
-    peer = out == classes + hosts + model + tp and all(_peer_case(cfg, g) in PEER_AGREES for g in stack.active)
-    return Envelope(tuple(out), bool(out) and peer)
+    on_peer = out == classes + hosts + model + tp and all(_peer_case(cfg, g) in PEER_AGREES for g in stack.active)
+    return Envelope(tuple(out), bool(out) and on_peer)
 
 
 def _output_paced(stack: ResolvedStack, concurrency: int) -> list[str]:
@@ -319,7 +318,7 @@ def _output_paced(stack: ResolvedStack, concurrency: int) -> list[str]:
         batch = max(1, min(-(-concurrency // replicas), w.limits.max_num_seqs))
         step = peer.predictor_decode(w, batch, context)
         engine, output = step.engine, step.output
-        if output > engine * (1 + TOLERANCE["decode"]):
+        if output > engine * (1 + peer.TOLERANCE["decode"]):
             out.append(f"decode pace of {g.name} at {batch} requests a step: the worker's output handling "
                        f"({output * 1e3:.1f} ms a step, as fitted on the lab's desktop CPU) outlasts its engine's step "
                        f"({engine * 1e3:.1f} ms), so ITL, TPOT and throughput rest on that extrapolation "
