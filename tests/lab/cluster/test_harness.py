@@ -8,6 +8,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from dynamo_lab.local_cluster import api, components, nodes, state
 
 BINS = {"kubernetes": "/k", "etcd": "/e", "kwok": "/w"}
@@ -56,14 +58,23 @@ def _mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
 
 
-def test_the_admin_credentials_are_the_owners_only_whatever_the_umask(tmp_path):
-    """The admin token (tokens.csv, the kubeconfig, the plan) and the service account signing key are
-    a cluster-admin credential: 0600, in 0700 directories, even under a umask that would share them."""
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> state.StateDir:
+    """A new cluster's state directory, prepared once under a umask that would share its files (0002):
+    prepare makes its service account key with two openssl runs (an RSA key, about 0.35 s of CPU), and
+    the tests below only read what it wrote."""
     old = os.umask(0o002)
     try:
-        sd = state.prepare(tmp_path / "state", {"kubernetes": Path("/k"), "etcd": Path("/e")})
+        return state.prepare(tmp_path_factory.mktemp("prepared") / "state",
+                             {"kubernetes": Path("/k"), "etcd": Path("/e")})
     finally:
         os.umask(old)
+
+
+def test_the_admin_credentials_are_the_owners_only_whatever_the_umask(prepared):
+    """The admin token (tokens.csv, the kubeconfig, the plan) and the service account signing key are
+    a cluster-admin credential: 0600, in 0700 directories, even under a umask that would share them."""
+    sd = prepared
     token = state.Startup.read(sd.plan).token
     assert json.loads(sd.plan.read_text())["token"] == token
     assert _mode(sd.path) == 0o700 and _mode(sd.pki) == 0o700
@@ -73,9 +84,8 @@ def test_the_admin_credentials_are_the_owners_only_whatever_the_umask(tmp_path):
     assert sorted(p.name for p in holding) == ["kubeconfig.inner", "plan.json", "tokens.csv"]
 
 
-def test_the_plan_names_each_tools_directory_and_no_kwok_without_its_stages(tmp_path):
-    sd = state.prepare(tmp_path / "state", {"kubernetes": Path("/k"), "etcd": Path("/e")})
-    plan = state.Startup.read(sd.plan)
+def test_the_plan_names_each_tools_directory_and_no_kwok_without_its_stages(prepared):
+    plan = state.Startup.read(prepared.plan)
     assert plan.bins == {"kubernetes": "/k", "etcd": "/e"} and plan.kwok_stages is None and plan.nodes == []
 
 
