@@ -3,6 +3,7 @@ the command line in-process, and the pieces of a rendered graph the tests look a
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import io
@@ -98,6 +99,21 @@ def run_stack(stack: str, edit=None, secret_keys=None) -> mockrun.Run:
     if key not in _RUNS:
         _RUNS[key] = mockrun.run(stack, raw, list(secret_keys or []))
     return copy.deepcopy(_RUNS[key])
+
+
+@functools.cache
+def syntax_tree(source: str) -> ast.Module:
+    """`source` parsed (ast.parse), once per text and process: the structure tests read every module of
+    the project (test_structure, test_one_definition, test_plan, test_cli's refusals), each parse
+    about 2.5 ms. Shared: read it, do not change it."""
+    return ast.parse(source)
+
+
+@functools.cache
+def syntax_nodes(source: str) -> tuple[ast.AST, ...]:
+    """Every node of `source`'s syntax tree, in ast.walk's order, walked once per text and process
+    (a walk of a module costs about what its parse does). Shared: read them, do not change them."""
+    return tuple(ast.walk(syntax_tree(source)))
 
 
 def run_cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:

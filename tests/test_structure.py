@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, syntax_tree
 
 PACKAGES = ("infra", "dynamo_lab")
 
@@ -63,7 +63,7 @@ def _modules() -> dict[str, Path]:
 
 @cache
 def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text())
+    return syntax_tree(path.read_text())
 
 
 @cache

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, syntax_nodes
 
 INFRA = ROOT / "infra"
 PACKAGES = (INFRA, ROOT / "dynamo_lab")
@@ -90,7 +90,7 @@ def second_builders(source: str, where: str) -> list[str]:
     """Each line of `source` (the module at `where`, relative to the project) that builds a derived
     fact its owner builds."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in syntax_nodes(source):
         if isinstance(node, ast.JoinedStr) and where != NAMES and _derived_name(node):
             found.append(f"{where}:{node.lineno}: a graph-derived name built outside {NAMES}")
         elif isinstance(node, ast.Compare) and where != PLACEMENT and _active_filter(node):

@@ -10,7 +10,7 @@ from typing import Optional
 import pytest
 
 from infra.plan import load_stack, plan
-from tests.helpers import ROOT, everything_on, loaded, raw_config, run_stack
+from tests.helpers import ROOT, everything_on, loaded, raw_config, run_stack, syntax_nodes
 
 # The builders that make a stack's objects: only the plan reaches them (their own modules aside).
 STACK_BUILDERS = {
@@ -70,7 +70,7 @@ def builder_references(source: str, package: str) -> list[tuple[int, str]]:
     (`g = graph`), `getattr(module, "builder")`, or a star import of a builder's module. Scopes are not
     told apart: a name bound to a builder's module anywhere in the file counts everywhere in it.
     """
-    tree = ast.parse(source)
+    nodes = syntax_nodes(source)
     bound: dict[str, str] = {}  # local name -> the dotted name it stands for
     found: list[tuple[int, str]] = []
 
@@ -86,7 +86,7 @@ def builder_references(source: str, package: str) -> list[tuple[int, str]]:
             return None
         return ".".join([bound[chain[0]], *chain[1]])
 
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
@@ -105,14 +105,14 @@ def builder_references(source: str, package: str) -> list[tuple[int, str]]:
                         found.append((node.lineno, f"{base}.{a.name}"))
     # Names assigned from a bound name (`g = graph`, `build = graph.deployment`), until none is added.
     while True:
-        more = {t.id: target for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AnnAssign))
+        more = {t.id: target for node in nodes if isinstance(node, (ast.Assign, ast.AnnAssign))
                 and node.value is not None and (target := resolve(node.value)) is not None
                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
                 if isinstance(t, ast.Name) and bound.get(t.id) != target}
         if not more:
             break
         bound.update(more)
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
             target = resolve(node)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
@@ -200,7 +200,7 @@ def test_the_builder_check_passes_what_is_not_a_builder():
 def test_only_the_components_and_the_provider_import_the_kubernetes_sdk():
     importers = set()
     for path in _sources():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in syntax_nodes(path.read_text()):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(n.split(".")[0] == "pulumi_kubernetes" for n in names):

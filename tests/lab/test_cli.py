@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dynamo_lab import cli
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, run_cli, syntax_nodes
 
 
 def test_render_json_lists_registrations_in_order():
@@ -176,7 +176,7 @@ def test_no_refusal_begins_with_a_prefix_of_its_own_under_the_commands():
     commands = {*sub.choices, "local", "local-cluster", "error"}
     doubled = []
     for path in sorted((ROOT / "dynamo_lab").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in syntax_nodes(path.read_text()):
             if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
                 continue
             first = node.exc.args[0]
