@@ -7,18 +7,24 @@ import gc
 import pytest
 from hypothesis import settings
 
-from tests.helpers import FAST_PROFILE_EXAMPLES, STACKS
+from infra import catalogue
+
+# Nothing here imports tests.helpers (the lab's command line, the config schema, the plan): pytest
+# imports this file in xdist's controller too, which runs no test, and there that import was about
+# 0.25 s of CPU a run spent for nothing.
 
 # The fast tier's hypothesis profile (dev.py FAST_TIER: --hypothesis-profile=fast): a quarter of each
-# property's examples, by hypothesis's own default for the tests that set none and by
-# tests.helpers.examples for those that set their count. The slow tier runs every property test
-# again without it, at the full count (dev.py SLOW_TIER), so each CI run still draws them all.
+# property's examples (25, against hypothesis's 100), by hypothesis's own default for the tests that
+# set none and by tests.helpers.examples for those that set their count. The slow tier runs every
+# property test again without it, at the full count (dev.py SLOW_TIER), so each CI run still draws
+# them all.
+FAST_PROFILE_EXAMPLES = 25
 settings.register_profile("fast", max_examples=FAST_PROFILE_EXAMPLES)
 
 
-@pytest.fixture(params=STACKS)
+@pytest.fixture(params=list(catalogue.SHIPPED_STACKS))
 def stack(request) -> str:
-    """Each shipped stack in turn."""
+    """Each shipped stack in turn (tests.helpers.STACKS)."""
     return request.param
 
 

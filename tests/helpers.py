@@ -37,15 +37,12 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 JOB = "kubernetes:batch/v1:Job"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 
-# The fast tier's share of each property test's examples. dev.py's fast tier loads the hypothesis
-# profile "fast" (tests/conftest.py), whose default count (25, against hypothesis's 100) says it;
-# every other run, the slow tier's (which runs the same properties: dev.py SLOW_TIER), CI's included,
-# draws each test's full count.
-FAST_PROFILE_EXAMPLES = 25
-
-
 def examples(full: int) -> int:
-    """A property test's max_examples: `full`, or its share under the fast tier's profile (at least 5)."""
+    """A property test's max_examples: `full`, or its share under the fast tier's profile (at least 5).
+
+    dev.py's fast tier loads the hypothesis profile "fast" (tests/conftest.py), whose default count
+    says the share; every other run, the slow tier's (which runs the same properties: dev.py
+    SLOW_TIER), CI's included, draws each test's full count."""
     default = settings.get_profile("default").max_examples
     return full if settings.default.max_examples == default else max(5, full * settings.default.max_examples // default)
 
