@@ -45,6 +45,13 @@ def test_aiconfigurator_is_installed_for_the_comparison_and_the_slow_tier_only(i
     assert "ran -m dynamo_lab.predict.peer" in installs
 
 
+def _selects(tier: list[str], *marks: str) -> bool:
+    """Whether the tier's -m expression selects a test with these marks, as pytest judges it."""
+    from _pytest.mark.expression import Expression
+
+    return Expression.compile(tier[tier.index("-m") + 1]).evaluate(lambda name, **_: name in marks)
+
+
 def test_every_marked_tier_is_left_out_of_the_fast_tier_and_run_by_ci():
     import tomllib
 
@@ -52,15 +59,21 @@ def test_every_marked_tier_is_left_out_of_the_fast_tier_and_run_by_ci():
 
     markers = [m.split(":")[0] for m in tomllib.loads((ROOT / "pyproject.toml").read_text())
                ["tool"]["pytest"]["ini_options"]["markers"]]
-    assert set(markers) == {"slow", "lab", "engine", "cluster"}
-    selection = dev.FAST_TIER[dev.FAST_TIER.index("-m") + 1]
+    assert set(markers) == {"slow", "process", "lab", "engine", "cluster"}
+    tiers = ("slow", "lab", "engine", "cluster")
     # A line that runs the tier (in the background too), not one that only installs what it needs.
     runs = [line.strip().removeprefix("setsid ") for line in (ROOT / ".ci" / "run").read_text().splitlines()
             if "--collect-only" not in line]
+    assert _selects(dev.FAST_TIER) and _selects(dev.FAST_TIER, "hypothesis")
     for marker in markers:
-        assert f"not {marker}" in selection.split(" and "), marker
-        assert any(line.startswith(f"python3 dev.py test-{marker} ") for line in runs), \
-            f".ci/run does not run the {marker} tier"
+        assert not _selects(dev.FAST_TIER, marker), marker
+    for tier in tiers:
+        assert any(line.startswith(f"python3 dev.py test-{tier} ") for line in runs), \
+            f".ci/run does not run the {tier} tier"
+    # The tests of a process the fast tier leaves out run in the slow tier, and no other tier's twice.
+    assert _selects(dev.SLOW_TIER, "process") and _selects(dev.SLOW_TIER, "process", "hypothesis")
+    for other in ("lab", "engine", "cluster"):
+        assert not _selects(dev.SLOW_TIER, "process", other), other
 
 
 def test_the_property_tests_the_fast_tier_cuts_short_run_whole_in_the_slow_tier():
@@ -68,8 +81,10 @@ def test_the_property_tests_the_fast_tier_cuts_short_run_whole_in_the_slow_tier(
     # the slow tier, which CI runs after it, selects every hypothesis test of the fast tier and loads
     # no profile, so each draws its full count there.
     assert "--hypothesis-profile=fast" in dev.FAST_TIER
-    slow = dev.SLOW_TIER[dev.SLOW_TIER.index("-m") + 1]
-    assert slow == "slow or (hypothesis and not lab and not engine and not cluster)"
+    assert _selects(dev.SLOW_TIER, "hypothesis")
+    for other in ("lab", "engine", "cluster"):
+        assert not _selects(dev.SLOW_TIER, "hypothesis", other), other
+    assert not _selects(dev.SLOW_TIER)  # a plain fast-tier test is not run twice
     assert not any(a.startswith("--hypothesis-profile") for a in dev.SLOW_TIER)
 
 

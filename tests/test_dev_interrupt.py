@@ -15,6 +15,9 @@ import pytest
 
 from tests.helpers import ROOT
 
+# Each test runs dev.py as a process of its own and signals it: the slow tier's (pyproject.toml's markers).
+pytestmark = pytest.mark.process
+
 DEV = ROOT / "dev.py"
 # The command dev.py runs: it takes 0.5 s to clean up after SIGINT or SIGTERM, longer than the
 # 0.25 s subprocess.run gives a child before killing it.

@@ -15,6 +15,9 @@ import pytest
 
 from tests.helpers import ROOT, unavailable, workflow
 
+# Each test runs the workflows' scripts under node, a process of its own: the slow tier's (pyproject.toml's markers).
+pytestmark = pytest.mark.process
+
 GITHUB_SCRIPT = r"""
 const fs = require('fs');
 const [scriptPath, fixturePath] = process.argv.slice(2);

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.helpers import ROOT
 
 # Starts the program the way pulumi-language-python-exec does: cwd = project root, the exec script's
@@ -48,6 +50,7 @@ PULUMI_LIKE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process
 def test_pulumi_cli_style_start_registers_the_stack():
     proc = subprocess.run([sys.executable, "-c", PULUMI_LIKE], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
@@ -65,6 +68,7 @@ def test_the_entry_changes_no_import_path():
     assert "path" not in attrs and "sys.path" not in names
 
 
+@pytest.mark.process
 def test_python_m_infra_outside_pulumi_points_to_the_lab_without_importing_it():
     # Run as `python -m infra` would be, then look at what it imported: the program never imports the lab.
     probe = ("import runpy, sys\n"
@@ -78,6 +82,7 @@ def test_python_m_infra_outside_pulumi_points_to_the_lab_without_importing_it():
     assert "deploy a stack with `pulumi up --stack STACK`" in proc.stderr and "dynamo-lab COMMAND" in proc.stderr
 
 
+@pytest.mark.process
 def test_python_m_infra_lab_is_the_lab_command_line():
     proc = subprocess.run([sys.executable, "-m", "dynamo_lab", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)

@@ -80,6 +80,7 @@ def test_sizing_json_has_the_documented_keys():
     assert 2.2 <= t["cold_seconds"] <= 2.6 and t["warm_seconds"] < t["expected_seconds"] < t["cold_seconds"]
 
 
+@pytest.mark.process
 def test_console_script_is_installed():
     exe = shutil.which("dynamo-lab", path=str(Path(sys.executable).parent))
     assert exe, "pyproject.toml [project.scripts] installs dynamo-lab"
@@ -88,6 +89,7 @@ def test_console_script_is_installed():
     assert proc.stdout.startswith("Stack same-server: Qwen/Qwen3-0.6B")
 
 
+@pytest.mark.process
 def test_a_reader_that_stops_early_gets_no_traceback():
     # `dynamo-lab sizing STACK | head -1`: the reader is gone before the report is written (`true` reads nothing).
     proc = subprocess.run(f"{sys.executable} -m dynamo_lab sizing cross-server | true",
@@ -95,6 +97,7 @@ def test_a_reader_that_stops_early_gets_no_traceback():
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.process
 def test_a_python_without_the_projects_packages_is_told_to_use_dev_py():
     # -S: this Python without its site-packages, as the system python3 outside .venv is.
     proc = subprocess.run([sys.executable, "-S", "-m", "dynamo_lab", "sizing", "cross-server"], cwd=ROOT,
@@ -143,6 +146,7 @@ def test_an_installed_copy_run_outside_a_project_says_no_project_was_found(tmp_p
     assert run_cli("sizing", "cross-server", cwd=ROOT / "infra").returncode == 0
 
 
+@pytest.mark.process
 def test_the_process_entry_exits_with_the_commands_code_and_its_whole_output():
     # python -m dynamo_lab (and the console script) end through cli.entry, which freezes the heap
     # before exit: the output still arrives whole and the exit code is the command's.

@@ -63,6 +63,7 @@ def _signal_while_waiting_for_the_link(net: Path, env: dict, sig: int) -> subpro
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_the_shaped_probe_removes_its_namespaces_on_every_signal(fake_net, sig):
     net, env = fake_net
@@ -76,6 +77,7 @@ def test_the_shaped_probe_removes_its_namespaces_on_every_signal(fake_net, sig):
                            "nothing it started is left running\n")
 
 
+@pytest.mark.process
 def test_namespaces_an_earlier_probe_left_are_removed_at_start(fake_net):
     net, env = fake_net
     gone = 4_999_999  # above any pid_max: no such process

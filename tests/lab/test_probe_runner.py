@@ -180,6 +180,7 @@ def test_shaped_link_without_root_says_so(monkeypatch):
             pass
 
 
+@pytest.mark.process
 def test_probe_needs_bytes_or_a_stack():
     proc = subprocess.run([sys.executable, "-m", "dynamo_lab", "probe", "local"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False)

@@ -116,6 +116,7 @@ def test_diff_reports_added_stacks_and_bad_refs(project_repo):
     assert "no-such-ref" in bad.stderr
 
 
+@pytest.mark.process
 def test_a_base_with_other_code_renders_with_its_own_code(project_repo):
     # The base's program labels namespaces differently; the working tree has the code that runs.
     manifests = project_repo / "infra" / "manifests" / "__init__.py"
@@ -188,6 +189,7 @@ def test_a_broken_stack_file_is_named_once_and_every_other_stack_is_still_diffed
     assert said[1].startswith(prefix + "no stack file Pulumi.no-such-stack.yaml in "), named.stderr
 
 
+@pytest.mark.process
 def test_a_refs_broken_stack_file_the_change_mends_or_deletes_is_diffed_against_nothing(project_repo):
     # The base renders in a process of its own (other code), whose refusal carries `render`'s prefix:
     # diff says it once, its own, naming the ref the file is refused at, and does not fail the change
@@ -226,6 +228,7 @@ def test_a_refs_broken_stack_file_the_change_mends_or_deletes_is_diffed_against_
     assert lines[1].startswith("error: dynamo-lab diff: Pulumi.mine-typo.yaml: wrkers: unknown key"), both.stderr
 
 
+@pytest.mark.process
 def test_a_ref_whose_own_code_fails_is_trouble_not_a_stack_file_the_change_mends(project_repo):
     # The ref's code crashing (a traceback, not render's refusal: exit 1, say an SDK the change
     # upgrades that the ref's code cannot import) says nothing of its stack files: diffing every

@@ -109,6 +109,7 @@ def test_prepare_refuses_a_workspace_file_that_is_no_stack_file(tmp_path):
         pulumi_workspace.prepare(ws, ROOT / "Pulumi.cross-server.yaml")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind", ["huge", "alias-bomb", "deep"])
 def test_the_driver_run_as_a_script_refuses_the_stack_file_in_one_line(tmp_path, kind):
     # As pulumi_cli runs it: a script, its siblings (bounded_read.py among them) its only project modules.

@@ -176,6 +176,7 @@ def test_the_closing_line_says_what_is_kept_running_and_claims_nothing_more():
         procs.forget()
 
 
+@pytest.mark.process
 def test_local_cluster_down_does_not_count_the_command_that_started_it_as_the_cluster(tmp_path):
     """`python3 dev.py local-cluster down --state DIR` (or sudo) names the directory too, as its parent."""
     state = tmp_path / "state"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dynamo_lab.predict import cells, pool
 from dynamo_lab.predict.params import LAB
 from tests.helpers import sized
@@ -14,6 +16,7 @@ def _jobs() -> list[pool.Job]:
             for prefix_types, concurrency in ((1, 1), (2, 2), (3, 4), (2, 1), (1, 2))]
 
 
+@pytest.mark.process
 def test_two_processes_give_each_cell_the_figures_one_gives_in_the_jobs_order():
     jobs = _jobs()
     assert len(jobs) >= pool.MIN_CELLS
@@ -52,6 +55,7 @@ def test_a_cell_simulated_again_is_the_same_figures_and_not_shared_with_the_call
     assert pool.simulate([job], workers=1) == first
 
 
+@pytest.mark.process
 def test_cells_a_pool_simulated_are_recalled_without_simulating_them_again(monkeypatch):
     # advise screens its heaviest point, then every point: the heaviest is the same cell again, and
     # the pool's processes are gone by then, so the parent keeps what they made.
