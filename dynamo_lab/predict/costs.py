@@ -166,16 +166,20 @@ def model_cost(m: Model, kv_bytes_per_token: int) -> ModelCost:
                      layers=m.layers, flops_per_sequence=2.0 * m.head_parameters)
 
 
-def step_work(m: ModelCost, scheduled: list[tuple[int, int]]) -> tuple[int, float, float]:
-    """A step's tokens, FLOPs and bytes of DRAM traffic."""
+def step_work(m: ModelCost, scheduled: list[tuple[int, int]]) -> tuple[int, float, float, bool]:
+    """A step's tokens, FLOPs, bytes of DRAM traffic, and whether it only decodes (each scheduled
+    request one token: what decides host_seconds' CUDA graph), counted in one pass: the one count of
+    a step's work that step_seconds, step_floor_seconds, host_seconds and step_costs read."""
     tokens = kv_touched = 0
     pairs = 0.0
+    decodes_only = True
     for c, n in scheduled:  # one pass: this runs once per simulated step
         tokens += n
         pairs += n * c + n * (n - 1) / 2
         kv_touched += c + n
+        decodes_only = decodes_only and n == 1
     flops = tokens * m.flops_per_token + len(scheduled) * m.flops_per_sequence + pairs * m.attention_flops_per_pair
-    return tokens, flops, m.weight_bytes + kv_touched * m.kv_bytes_per_token
+    return tokens, flops, m.weight_bytes + kv_touched * m.kv_bytes_per_token, decodes_only
 
 
 def _allreduces(card: Card, m: ModelCost, tokens: int) -> float:
@@ -191,7 +195,11 @@ def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tupl
     """GPU seconds of one step: each scheduled request as (tokens already computed, tokens now); a
     decoding request is (its context, 1). Never below step_floor_seconds: the math runs at the
     sustained rate (at most the peak), the traffic at a fraction of the bandwidth (at most 1)."""
-    tokens, flops, nbytes = step_work(m, scheduled)
+    return _gpu_seconds(card, eff, m, step_work(m, scheduled))
+
+
+def _gpu_seconds(card: Card, eff: Efficiency, m: ModelCost, work: tuple[int, float, float, bool]) -> float:
+    tokens, flops, nbytes, _ = work
     roofline = max(flops / card.sustained_flops, nbytes / (card.bandwidth * eff.memory))
     return roofline + _allreduces(card, m, tokens)
 
@@ -199,7 +207,7 @@ def step_seconds(card: Card, eff: Efficiency, m: ModelCost, scheduled: list[tupl
 def step_floor_seconds(card: Card, m: ModelCost, scheduled: list[tuple[int, int]]) -> float:
     """The least GPU time a step can take: its bytes at the card's full DRAM bandwidth (the HBM or
     GDDR floor) or its FLOPs at the dense peak, whichever is slower. No noise takes a step below it."""
-    tokens, flops, nbytes = step_work(m, scheduled)
+    tokens, flops, nbytes, _ = step_work(m, scheduled)
     return max(flops / card.peak_flops, nbytes / card.bandwidth) + _allreduces(card, m, tokens)
 
 
@@ -208,19 +216,30 @@ def host_seconds(h: HostCost, m: ModelCost, limits: Limits, scheduled: list[tupl
     pass, each scheduled request's share of it (its input preparation and its update after the
     step), and the kernel launches. A step that schedules no token (vLLM's engine loop passing only
     a KV connector's work, `kv_connector_no_forward`) prepares and launches nothing: none."""
-    tokens, decodes_only = 0, True
-    for _, n in scheduled:  # one pass: this runs once per simulated step
-        tokens += n
-        decodes_only = decodes_only and n == 1
+    return _host_seconds(h, m, limits, step_work(m, scheduled), len(scheduled))
+
+
+def _host_seconds(h: HostCost, m: ModelCost, limits: Limits, work: tuple[int, float, float, bool],
+                  requests: int) -> float:
+    tokens, _, _, decodes_only = work
     if tokens == 0:
         return 0.0
-    if tokens <= limits.cudagraph_tokens and decodes_only:
+    graphed = tokens <= limits.cudagraph_tokens
+    if graphed and decodes_only:
         launches = h.graph_replay_s  # a decode-only batch: one full CUDA graph
-    elif tokens <= limits.cudagraph_tokens:
+    elif graphed:
         launches = m.layers * h.piecewise_per_layer_s  # piecewise graphs, attention launched per layer
     else:
         launches = m.layers * h.launch_per_layer_s  # beyond the captured sizes: every kernel launched
-    return h.schedule_s + h.schedule_per_request_s * len(scheduled) + launches
+    return h.schedule_s + h.schedule_per_request_s * requests + launches
+
+
+def step_costs(card: Card, eff: Efficiency, h: HostCost, m: ModelCost, limits: Limits,
+               scheduled: list[tuple[int, int]]) -> tuple[float, float]:
+    """(host_seconds, step_seconds) of one step from one step_work count (the simulation calls this
+    once per simulated step)."""
+    work = step_work(m, scheduled)
+    return _host_seconds(h, m, limits, work, len(scheduled)), _gpu_seconds(card, eff, m, work)
 
 
 def output_seconds(h: HostCost, sampled: int) -> float:

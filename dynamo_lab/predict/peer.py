@@ -199,7 +199,7 @@ def priced_worker(model: Model, group: WorkerGroup, cls: GpuClass) -> PricedWork
 
 def _count(w: PricedWorker, scheduled: list[tuple[int, int]], what: str) -> float:
     """The step's FLOPs or bytes as the predictor counts them (costs.step_work)."""
-    _, flops, nbytes = costs.step_work(w.model, scheduled)
+    _, flops, nbytes, _ = costs.step_work(w.model, scheduled)
     return flops if what == "flops" else nbytes
 
 

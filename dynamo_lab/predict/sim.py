@@ -68,9 +68,8 @@ from dynamo_lab.predict.costs import (
     Card,
     Limits,
     copy_seconds,
-    host_seconds,
     output_seconds,
-    step_seconds,
+    step_costs,
 )
 from dynamo_lab.predict.events import EPS, Sharing, Sim
 from dynamo_lab.predict.kvcache import Cache
@@ -397,9 +396,12 @@ class ServingGraph:
             req.generated += samples
             entries.append((req, c, n, samples, req.preemptions))
         saved = self._saved_to_host(scheduled, admitted) if prefill and self.cpu_buffers[w.name] else 0
-        gpu = step_seconds(w.card, t.efficiency, self.load.model, work) * self._slowdown(t.step_noise) if work else 0.0
-        return Step(entries, host_seconds(t.host, self.load.model, w.limits, work), gpu, saved_tokens=saved,
-                    pulls=pulls)
+        if work:
+            host, gpu = step_costs(w.card, t.efficiency, t.host, self.load.model, w.limits, work)
+            gpu *= self._slowdown(t.step_noise)
+        else:
+            host = gpu = 0.0
+        return Step(entries, host, gpu, saved_tokens=saved, pulls=pulls)
 
     def _launched(self, w: Worker, step: Step) -> None:
         """The step is launched: onto the worker's GPU after its earlier steps, its pulls started

@@ -329,16 +329,16 @@ RTX_3090 = Card(bandwidth=936e9, peak_flops=71e12, sustained_flops=40e12)
 
 
 def _steps(monkeypatch, g: ServingGraph) -> list[tuple[list, float]]:
-    """Every step a graph's workers put on their GPUs: (its work as costs.step_seconds takes it, the
+    """Every step a graph's workers put on their GPUs: (its work as costs.step_costs takes it, the
     GPU seconds submitted)."""
     asked: list = []
     steps: list = []
-    real = sim_module.step_seconds
+    real = sim_module.step_costs
 
-    def spy(card, eff, m, scheduled):
+    def spy(card, eff, host, m, limits, scheduled):
         asked.append(list(scheduled))
-        return real(card, eff, m, scheduled)
-    monkeypatch.setattr(sim_module, "step_seconds", spy)
+        return real(card, eff, host, m, limits, scheduled)
+    monkeypatch.setattr(sim_module, "step_costs", spy)
     for gpu in g.gpus.values():
         submit = gpu.submit
         gpu.submit = lambda work, done, submit=submit: (steps.append((asked[-1], work)), submit(work, done))
@@ -357,7 +357,7 @@ def test_noise_never_takes_a_step_below_its_dram_floor_nor_its_math_above_the_pe
     decode = [(work, s) for work, s in steps if all(n == 1 for _, n in work)]
     assert len(prefill) >= 10 and len(decode) >= 100
     for work, seconds in steps:
-        _, flops, nbytes = step_work(model, work)
+        _, flops, nbytes, _ = step_work(model, work)
         assert seconds >= step_floor_seconds(RTX_3090, model, work) * (1 - 1e-12)
         assert nbytes / seconds <= RTX_3090.bandwidth * (1 + 1e-12)  # never faster than the DRAM
         assert flops / seconds <= RTX_3090.peak_flops * (1 + 1e-12)  # never above the dense peak
