@@ -42,6 +42,7 @@ class Sharing:
         self.last = 0.0
         self.version = 0
         self.busy_s = 0.0  # time with at least one job, up to `last` (what binds a layout: advise)
+        self.unit = 0.0  # rate(), worked out when the flows change (_share), read on every event
         self._ids = itertools.count()
 
     def busy_until_now(self) -> float:
@@ -57,24 +58,26 @@ class Sharing:
                 for job, rate in zip(self.jobs.values(), self.rates(), strict=True):
                     job[0] -= elapsed * rate
             else:
-                unit = self.rate()  # rates()'s, without the list: this runs on every event
+                unit = self.unit  # rates()'s products, without the list: this runs on every event
                 for job in self.jobs.values():
                     job[0] -= elapsed * (job[2] * unit)
         self.last = now
 
+    def _share(self) -> None:
+        """Work out rate() anew: the jobs in progress changed (a job submitted or completed)."""
+        self.unit = min(self.capacity / self.flows, self.per_job) if self.jobs else 0.0
+
     def rate(self) -> float:
         """Work per second one flow gets now, shared evenly: a share of the capacity per flow, at
         most `per_job`; a job of several flows gets that times its flows."""
-        if not self.jobs:
-            return 0.0
-        return min(self.capacity / self.flows, self.per_job)
+        return self.unit
 
     def rates(self) -> list[float]:
         """Work per second each job gets now, in the order they came."""
         if not self.in_order:
-            # One flow's rate, worked out once an event; flows x min(share, cap) is the min of the
-            # products exactly (a positive factor keeps the order of rounded products).
-            unit = self.rate()
+            # One flow's rate, worked out once each time the flows change; flows x min(share, cap)
+            # is the min of the products exactly (a positive factor keeps the order of rounded products).
+            unit = self.unit
             return [job[2] * unit for job in self.jobs.values()]
         out, left = [], self.capacity
         for job in self.jobs.values():
@@ -89,7 +92,7 @@ class Sharing:
         jobs = self.jobs.values()
         if not self.in_order and self.flows == len(self.jobs):  # one flow each, shared: one rate for all
             left = min(job[0] for job in jobs) if len(jobs) > 1 else next(iter(jobs))[0]
-            self.sim.at(self.sim.now + max(left, 0.0) / self.rate(), self._complete, self.version)
+            self.sim.at(self.sim.now + max(left, 0.0) / self.unit, self._complete, self.version)
         else:
             left = min(job[0] / rate for job, rate in zip(jobs, self.rates(), strict=True) if rate > 0)
             self.sim.at(self.sim.now + max(left, 0.0), self._complete, self.version)
@@ -98,6 +101,7 @@ class Sharing:
         self._advance()
         self.jobs[next(self._ids)] = [work, callback, flows]
         self.flows += flows
+        self._share()
         self._reschedule()
 
     def _complete(self, version: int) -> None:
@@ -108,13 +112,18 @@ class Sharing:
         # Done: its work is spent, or what is left would not move the clock (far into a long run, a
         # clock of about 16,000 s cannot add 1e-12 s: rescheduling it would repeat this forever).
         spent = EPS * max(1.0, self.capacity)
-        done = [k for (k, job), rate in zip(self.jobs.items(), self.rates(), strict=True)
-                if job[0] <= spent or (rate > 0 and now + job[0] / rate == now)]
+        if self.in_order:
+            rated = zip(self.jobs.items(), self.rates(), strict=True)
+        else:  # rates()'s products, without its list: this runs once per simulated step
+            unit = self.unit
+            rated = ((item, item[1][2] * unit) for item in self.jobs.items())
+        done = [k for (k, job), rate in rated if job[0] <= spent or (rate > 0 and now + job[0] / rate == now)]
         callbacks = []
         for k in done:
             _, callback, flows = self.jobs.pop(k)
             self.flows -= flows
             callbacks.append(callback)
+        self._share()
         self._reschedule()
         for cb in callbacks:
             cb()
