@@ -185,6 +185,7 @@ class ServingGraph:
         self.stats = Stats()
         self.shaken: set = set()  # (prefill, decode) worker pairs whose NIXL agents have met
         self._ids = itertools.count()
+        self._ends_at = math.inf  # the completions at which the run in progress ends (_run_until)
         for w in self.workers:
             tokens = load.input_tokens + (0 if w.role == "prefill" else load.output_tokens)
             if w.cache.capacity < self.blocks(tokens):
@@ -625,7 +626,17 @@ class ServingGraph:
         else:
             w.active_blocks -= self.request_blocks
         self.completed.append(req)
+        if len(self.completed) >= self._ends_at:
+            self.sim.stop()  # the run's last request: it ends once this event is done
         req.client(req)
+
+    def _run_until(self, completed: int) -> None:
+        """Run the events until `completed` requests have completed in all, or none are left: the count
+        is checked where it grows (_finish), not before every event."""
+        self._ends_at = completed
+        if len(self.completed) < completed:
+            self.sim.run()
+        self._ends_at = math.inf  # a later sim.run of its own (a test's `until`) runs on
 
     # -- load --------------------------------------------------------------------------------------
 
@@ -644,7 +655,7 @@ class ServingGraph:
 
         for _ in range(min(concurrency, requests)):
             client()
-        self.sim.run(until=lambda: len(self.completed) - start >= wanted)
+        self._run_until(start + wanted)
         if len(self.completed) - start < wanted:
             raise Stalled(f"{len(self.completed) - start} of {wanted} requests finished; the rest never could")
         return self.completed[start:start + wanted]
@@ -658,7 +669,7 @@ class ServingGraph:
         for _ in range(requests):
             t += self.rng.expovariate(rate)
             self.sim.at(t, self.send, lambda _done: None)
-        self.sim.run(until=lambda: len(self.completed) - start >= requests)
+        self._run_until(start + requests)
         if len(self.completed) - start < requests:
             raise Stalled(f"{len(self.completed) - start} of {requests} requests finished; the rest never could")
         return self.completed[start:]

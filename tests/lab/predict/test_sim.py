@@ -68,6 +68,29 @@ def test_processor_sharing_splits_capacity_among_jobs():
     assert done == {"a": pytest.approx(1.25), "b": pytest.approx(1.0)}
 
 
+def test_a_stopped_run_ends_once_the_event_that_stopped_it_is_done_and_a_later_run_goes_on():
+    sim = Sim()
+    seen: list[float] = []
+    for t in (1.0, 2.0, 3.0):
+        sim.at(t, seen.append, t)
+    sim.at(2.0, sim.stop)  # at 2.0, after the append queued for 2.0
+    sim.run()
+    assert seen == [1.0, 2.0] and sim.now == 2.0
+    sim.run()
+    assert seen == [1.0, 2.0, 3.0]
+
+
+def test_a_graphs_run_ends_at_its_last_wanted_completion_and_the_next_run_takes_the_rest():
+    # A run ends where its last wanted request completes, as a check before every event would end
+    # it; the requests still in flight complete in the next run, counted there.
+    g = graph([spec("w", "agg")], t=timing(schedule_s=1e-3))
+    first = g.run(concurrency=4, requests=8, stop_after=2)
+    assert len(first) == 2 and g.sim.now == first[-1].done
+    second = g.run(concurrency=1, requests=1)
+    assert len(second) == 1 and g.sim.now == second[-1].done
+    assert second[0] not in first
+
+
 def test_work_too_small_to_move_a_late_clock_completes_instead_of_repeating_forever():
     # An open loop at a slow rate runs for hours of simulated time; near 16,400 s the clock cannot
     # add 1.4e-12 s, so a job with that much work left was rescheduled at the same instant forever.
