@@ -97,9 +97,11 @@ ENGINE_TIER = ["-m", "engine"]
 # The cluster tier's binaries (dynamo_lab/local_cluster/tools.py): the control plane, the Pulumi CLI and the
 # Kubernetes provider; found or built before pytest starts, so a cold build is seen.
 CLUSTER_TOOLS = ["kubernetes", "etcd", "kwok", "pulumi", "pulumi-resource-kubernetes"]
-# Two workers, each module on one (its cluster is module-scoped): the engine's runs mostly wait on
-# the API server and the provider's awaits, so two overlap well on 2 cores.
-CLUSTER_TIER = ["-m", "cluster", "-n", "2", "--dist", "loadfile"]
+# Three workers, each module on one (its cluster is module-scoped): the engine's runs mostly wait on
+# the API server and the provider's awaits. Alone on 2 cores on 2026-12-06: two workers kept 0.8 of a
+# core busy (CPU 637 s); three took 455 s wall with 578 s of CPU, and .ci/run's slow tier beside
+# them fills the rest of the cores.
+CLUSTER_TIER = ["-m", "cluster", "-n", "3", "--dist", "loadfile"]
 
 # dev.py's own commands (the docstring above), and the lab's command line's, which it runs in .venv
 # (dynamo_lab/cli.py; a test holds the two equal): anything else is refused before an install.
