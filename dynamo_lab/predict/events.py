@@ -53,7 +53,10 @@ class Sharing:
         self.last = 0.0
         self.version = 0
         self.busy_s = 0.0  # time with at least one job, up to `last` (what binds a layout: advise)
-        self.unit = 0.0  # rate(), worked out when the flows change (_share), read on every event
+        # Work per second one flow gets now, shared evenly: a share of the capacity per flow, at most
+        # `per_job` (a job of several flows gets that times its flows); worked out when the flows
+        # change (_share), read on every event.
+        self.unit = 0.0
         self._ids = itertools.count()
 
     def busy_until_now(self) -> float:
@@ -75,13 +78,8 @@ class Sharing:
         self.last = now
 
     def _share(self) -> None:
-        """Work out rate() anew: the jobs in progress changed (a job submitted or completed)."""
+        """Work out `unit` anew: the jobs in progress changed (a job submitted or completed)."""
         self.unit = min(self.capacity / self.flows, self.per_job) if self.jobs else 0.0
-
-    def rate(self) -> float:
-        """Work per second one flow gets now, shared evenly: a share of the capacity per flow, at
-        most `per_job`; a job of several flows gets that times its flows."""
-        return self.unit
 
     def rates(self) -> list[float]:
         """Work per second each job gets now, in the order they came."""
