@@ -3,7 +3,11 @@
 A benchmark, not a test: it runs `python3 dev.py test`'s pytest (the fast tier, everything
 installed) N times in fresh processes and prints each wall time, the median and the goal (20 s
 on the 2-core development machine). It judges nothing: the figures are for the reader; it exits
-non-zero only when a run's tests fail.
+non-zero only when a run's tests fail. Before and after the runs it times one pure-Python loop of
+REFERENCE_STEPS and reads the load average: the development machine is shared and its speed varies
+from day to day and within the hour (the same loop took 1.5-1.7 s on 2026-12-03, and from 1.4 to
+2.5 s within half an hour on the evening of 2026-12-06: docs/testing.md), so a median is read
+against the machine's speed when it was taken.
 """
 
 from __future__ import annotations
@@ -20,6 +24,17 @@ from dev import FAST_TIER
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_SECONDS = 20
+REFERENCE_STEPS = 10**8
+
+
+def machine_now() -> str:
+    """This machine's speed at the moment: one core's time for a fixed loop (the fast tier is pure
+    Python, so this is the speed it runs at), and the load average (what else shares the cores)."""
+    start = time.perf_counter()
+    for _ in range(REFERENCE_STEPS):
+        pass
+    return (f"a {REFERENCE_STEPS:.0e}-step Python loop took {time.perf_counter() - start:.2f} s, "
+            f"load average {os.getloadavg()[0]:.1f}")
 
 
 def _positive_int(text: str) -> int:
@@ -35,6 +50,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     cmd = [sys.executable, "-m", "pytest", "-q", *FAST_TIER, *args.pytest_args]
     times = []
+    print(f"machine before: {machine_now()}", flush=True)
     for n in range(1, args.runs + 1):
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -46,6 +62,7 @@ def main(argv=None) -> int:
             return proc.returncode
         times.append(elapsed)
     median = statistics.median(times)
+    print(f"machine after: {machine_now()}")
     print(f"fast tier on {os.cpu_count()} CPUs: median {median:.1f} s over {len(times)} runs "
           f"(min {min(times):.1f}, max {max(times):.1f}); goal {GOAL_SECONDS} s on 2 cores: "
           f"{'met' if median <= GOAL_SECONDS else 'NOT met'}")
