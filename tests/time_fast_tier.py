@@ -5,9 +5,9 @@ installed) N times in fresh processes and prints each wall time, the median and 
 on the 2-core development machine). It judges nothing: the figures are for the reader; it exits
 non-zero only when a run's tests fail. Before and after the runs it times one pure-Python loop of
 REFERENCE_STEPS and reads the load average: the development machine is shared and its speed varies
-from day to day and within the hour (the same loop took 1.5-1.7 s on 2026-12-03, and from 1.4 to
-2.5 s within half an hour on the evening of 2026-12-06: docs/testing.md), so a median is read
-against the machine's speed when it was taken.
+from day to day and within minutes (the same loop took 1.5-1.7 s on 2026-12-03, and from 1.39 to
+2.54 s between 22:12 and 22:18 UTC on 2026-12-06: docs/testing.md), so a median is read against the
+machine's speed when it was taken.
 """
 
 from __future__ import annotations
@@ -27,14 +27,15 @@ GOAL_SECONDS = 20
 REFERENCE_STEPS = 10**8
 
 
-def machine_now() -> str:
-    """This machine's speed at the moment: one core's time for a fixed loop (the fast tier is pure
-    Python, so this is the speed it runs at), and the load average (what else shares the cores)."""
+def machine_now(load: bool = True) -> str:
+    """This machine's speed at the moment: one core's time for a fixed loop (one core's Python speed,
+    which the pure-Python fast tier follows), and, before the runs, the load average (what else shares
+    the cores; after them it would mostly count the runs themselves)."""
     start = time.perf_counter()
     for _ in range(REFERENCE_STEPS):
         pass
-    return (f"a {REFERENCE_STEPS:.0e}-step Python loop took {time.perf_counter() - start:.2f} s, "
-            f"load average {os.getloadavg()[0]:.1f}")
+    said = f"a {REFERENCE_STEPS:,}-step Python loop took {time.perf_counter() - start:.2f} s"
+    return f"{said}, load average {os.getloadavg()[0]:.1f}" if load else said
 
 
 def _positive_int(text: str) -> int:
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
             return proc.returncode
         times.append(elapsed)
     median = statistics.median(times)
-    print(f"machine after: {machine_now()}")
+    print(f"machine after: {machine_now(load=False)}")
     print(f"fast tier on {os.cpu_count()} CPUs: median {median:.1f} s over {len(times)} runs "
           f"(min {min(times):.1f}, max {max(times):.1f}); goal {GOAL_SECONDS} s on 2 cores: "
           f"{'met' if median <= GOAL_SECONDS else 'NOT met'}")

@@ -123,3 +123,12 @@ def test_time_tests_runs_takes_only_a_positive_integer(capsys):
         with pytest.raises(SystemExit) as exit_:
             time_fast_tier.main(["--runs", bad])
         assert exit_.value.code == 2 and "argument --runs" in capsys.readouterr().err
+
+
+def test_time_tests_says_how_fast_the_machine_was(monkeypatch):
+    from tests import time_fast_tier
+
+    monkeypatch.setattr(time_fast_tier, "REFERENCE_STEPS", 1000)
+    before, after = time_fast_tier.machine_now(), time_fast_tier.machine_now(load=False)
+    assert before.startswith("a 1,000-step Python loop took ") and ", load average " in before, before
+    assert after.startswith("a 1,000-step Python loop took ") and "load" not in after, after
