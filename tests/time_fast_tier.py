@@ -5,9 +5,10 @@ installed) N times in fresh processes and prints each wall time, the median and 
 on the 2-core development machine). It judges nothing: the figures are for the reader; it exits
 non-zero only when a run's tests fail. Before and after the runs it times one pure-Python loop of
 REFERENCE_STEPS and reads the load average: the development machine is shared and its speed varies
-from day to day and within minutes (the same loop took 1.5-1.7 s on 2026-12-03, and from 1.39 to
-2.54 s between 22:12 and 22:18 UTC on 2026-12-06: docs/testing.md), so a median is read against the
-machine's speed when it was taken.
+from day to day and within minutes (this loop took from 1.39 to 2.54 s between 22:12 and 22:18 UTC
+on 2026-12-06: docs/testing.md), so a median is read against the machine's speed when it was taken.
+Only this loop's own figures compare: other forms of a 10^8-step loop take from twice to four times
+as long on the same interpreter (docs/testing.md).
 """
 
 from __future__ import annotations

@@ -125,10 +125,24 @@ def test_time_tests_runs_takes_only_a_positive_integer(capsys):
         assert exit_.value.code == 2 and "argument --runs" in capsys.readouterr().err
 
 
-def test_time_tests_says_how_fast_the_machine_was(monkeypatch):
+def test_time_tests_says_how_fast_the_machine_was(monkeypatch, capsys):
+    """Its report opens with the loop and the load average, taken before the runs, and closes with the
+    loop again (no load average: after the runs it mostly counts them) before the median; pytest's
+    runs are faked, this is about the report's form."""
     from tests import time_fast_tier
 
     monkeypatch.setattr(time_fast_tier, "REFERENCE_STEPS", 1000)
-    before, after = time_fast_tier.machine_now(), time_fast_tier.machine_now(load=False)
-    assert before.startswith("a 1,000-step Python loop took ") and ", load average " in before, before
-    assert after.startswith("a 1,000-step Python loop took ") and "load" not in after, after
+    ran = []
+
+    def fake_run(cmd, **kwargs):
+        ran.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="3 passed in 0.01s\n", stderr="")
+
+    monkeypatch.setattr(time_fast_tier.subprocess, "run", fake_run)
+    assert time_fast_tier.main(["--runs", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(ran) == 2 and len(lines) == 5, lines
+    assert lines[0].startswith("machine before: a 1,000-step Python loop took ") and ", load average " in lines[0]
+    assert [line.split(":")[0] for line in lines[1:3]] == ["run 1", "run 2"], lines
+    assert lines[3].startswith("machine after: a 1,000-step Python loop took ") and "load" not in lines[3], lines
+    assert lines[4].startswith("fast tier on ") and "median" in lines[4], lines
